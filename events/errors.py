@@ -1,0 +1,68 @@
+"""Typed errors of the event log. Each carries the operation, the path and a hint.
+
+Only the CLI turns them into messages and exit codes; nobody branches on their text.
+"""
+from __future__ import annotations
+
+
+class FleetwatchError(Exception):
+    """Base: ``op`` (what was being done), ``path`` (file involved), ``hint`` (what to do)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, op: str = "", path: str | None = None, hint: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.op = op
+        self.path = path
+        self.hint = hint
+
+    def __str__(self) -> str:
+        s = self.message
+        if self.path:
+            s = f"{s} ({self.path})"
+        return s
+
+
+class StoreError(FleetwatchError):
+    """The log file cannot be used as asked (directory, unwritable, not SQLite, foreign DB)."""
+
+    exit_code = 2
+
+
+class SchemaError(StoreError):
+    """The database is a newer fleetwatch schema or not a fleetwatch database."""
+
+
+class WriterLocked(FleetwatchError):
+    """Another `fleetwatch run` holds the log."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, pid: int | None = None, **kw):
+        super().__init__(message, **kw)
+        self.pid = pid
+
+
+class VersionConflict(FleetwatchError):
+    """An append stated an expected subject version and found another (optimistic concurrency)."""
+
+    def __init__(self, message: str, *, subject: str, expected: int, actual: int, **kw):
+        super().__init__(message, **kw)
+        self.subject = subject
+        self.expected = expected
+        self.actual = actual
+
+
+class AppendFailed(FleetwatchError):
+    """The append did not commit (disk full, I/O error, busy past the timeout). Nothing was written."""
+
+
+class ConfigError(FleetwatchError):
+    """The config is invalid: ``key`` names the offending key."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, key: str = "", **kw):
+        super().__init__(message, **kw)
+        self.key = key

@@ -1,0 +1,429 @@
+"""The immutable event log: one SQLite file (apsw), append-only, hash-chained.
+
+Invariants
+- ``seq`` is contiguous from 1; every append is one ``BEGIN IMMEDIATE`` transaction (one fsync
+  with ``durability = "full"``), all or nothing.
+- ``id`` is unique: re-appending an event whose id exists is a no-op returning the existing seq.
+- ``version`` counts events per subject from 1; UNIQUE(subject, version). An append stating an
+  expected version that differs raises :class:`VersionConflict`.
+- ``hash`` = sha256(previous hash || canonical bytes of this row); the genesis hash is 32 zero bytes.
+- Triggers refuse UPDATE and DELETE on ``events``. Projection snapshots live in ``snapshots``
+  (mutable, derived) and are written in the same transaction as the events they cover.
+- Readers never hold a read transaction between calls (WAL checkpoints must not stall).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time as _time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import apsw
+import msgspec
+
+from events.errors import AppendFailed, SchemaError, StoreError, VersionConflict
+from events.types import Unknown, _E, data_dict, decode_data, encode_data, tag_of
+
+APPLICATION_ID = 0x46574C47  # "FWLG"
+SCHEMA_VERSION = 1
+GENESIS = b"\x00" * 32
+BUSY_TIMEOUT_MS = 5000
+
+_SCHEMA_V1 = """
+CREATE TABLE events (
+  seq     INTEGER PRIMARY KEY,
+  id      TEXT    NOT NULL UNIQUE,
+  time    TEXT    NOT NULL,
+  type    TEXT    NOT NULL,
+  subject TEXT    NOT NULL,
+  version INTEGER NOT NULL,
+  data    BLOB    NOT NULL,
+  hash    BLOB    NOT NULL,
+  UNIQUE (subject, version)
+);
+CREATE INDEX events_type ON events(type, seq);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; UPDATE is refused'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; DELETE is refused'); END;
+CREATE TABLE snapshots (
+  name TEXT PRIMARY KEY,
+  seq  INTEGER NOT NULL,
+  data BLOB NOT NULL
+);
+"""
+# Migrations from version N to N+1, applied in one transaction. Index = from-version.
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
+
+_canon = msgspec.json.Encoder()
+
+
+def iso(ts: float | datetime) -> str:
+    """UTC ISO-8601 with milliseconds and ``Z``."""
+    if isinstance(ts, datetime):
+        ts = ts.timestamp()
+    ms = int(round(ts * 1000))
+    s, ms = divmod(ms, 1000)
+    return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(s)) + f".{ms:03d}Z"
+
+
+def parse_iso(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(timezone.utc).timestamp()
+
+
+def row_hash(prev: bytes, seq: int, id_: str, time_: str, type_: str, subject: str, version: int,
+             data: bytes) -> bytes:
+    head = _canon.encode((seq, id_, time_, type_, subject, version))
+    return hashlib.sha256(prev + head + b"\n" + data).digest()
+
+
+class Pending(msgspec.Struct, frozen=True):
+    """An event to append. ``id`` makes it idempotent; ``expected_version`` guards the subject."""
+
+    event: Any
+    id: str | None = None
+    expected_version: int | None = None
+    subject: str | None = None  # override of event.subject
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    seq: int
+    id: str
+    time: str
+    type: str
+    subject: str
+    version: int
+    event: Any  # an events.types Struct, or Unknown
+    data: bytes
+    hash: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's JSON shape (`tail --json`, `export`)."""
+        return {"seq": self.seq, "id": self.id, "time": self.time, "type": self.type,
+                "subject": self.subject, "version": self.version, "data": data_dict(self.data)}
+
+
+class VerifyResult(msgspec.Struct, frozen=True):
+    ok: bool
+    head_seq: int
+    head_hash: str
+    count: int
+    bad_seq: int | None = None
+    problem: str = ""
+
+
+def _check_path(path: str, create: bool) -> None:
+    if os.path.isdir(path):
+        raise StoreError("the event log path is a directory", op="open", path=path,
+                         hint="point --db / [store] path at a file, e.g. events.db")
+    if os.path.exists(path):
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise StoreError(f"cannot stat the event log: {e.strerror}", op="open", path=path) from e
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError("the event log path is not a regular file", op="open", path=path)
+        if st.st_size:
+            try:
+                with open(path, "rb") as f:
+                    magic = f.read(16)
+            except OSError as e:
+                raise StoreError(f"cannot read the event log: {e.strerror}", op="open", path=path,
+                                 hint="check the file's owner and mode (fleetwatch makes it 0600)") from e
+            if magic != b"SQLite format 3\x00":
+                raise StoreError("not an SQLite database", op="open", path=path,
+                                 hint="--db must name a fleetwatch event log or a new file")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise StoreError("the event log is not readable and writable by this user", op="open",
+                             path=path, hint="check the file's owner and mode")
+        return
+    if not create:
+        raise StoreError("no event log here yet", op="open", path=path,
+                         hint="start the watcher (`fleetwatch run`) or pass --db")
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise StoreError(f"cannot create the event log: {e.strerror}", op="create", path=path,
+                         hint="choose a writable path with --db or [store] path") from e
+
+
+class EventLog:
+    """One connection to the log. Not thread-safe: use one EventLog per thread."""
+
+    def __init__(self, path: str, *, durability: str = "full", create: bool = True):
+        self.path = os.path.abspath(os.path.expanduser(path))
+        existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
+        _check_path(self.path, create)
+        try:
+            self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READWRITE)
+            self.db.setbusytimeout(BUSY_TIMEOUT_MS)
+            self._check_schema(existed)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+        except (SchemaError, StoreError):
+            raise
+        except apsw.Error as e:
+            raise StoreError(f"cannot open the event log: {e}", op="open", path=self.path,
+                             hint="is it a fleetwatch events.db?") from e
+        self._versions: dict[str, int] = {}
+        self._known_head = -1
+
+    # ---- schema ---------------------------------------------------------------------------
+    def _check_schema(self, existed: bool) -> None:
+        app = self.db.execute("PRAGMA application_id").fetchall()[0][0]
+        ver = self.db.execute("PRAGMA user_version").fetchall()[0][0]
+        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
+        if app == 0 and tables == 0:
+            ver = 0
+        elif app != APPLICATION_ID:
+            raise SchemaError("not a fleetwatch event log (another application's SQLite database)",
+                              op="open", path=self.path, hint="pass --db with a new file name; this file was not touched")
+        if ver > SCHEMA_VERSION:
+            raise SchemaError(f"the log has schema version {ver}, newer than this fleetwatch ({SCHEMA_VERSION})",
+                              op="open", path=self.path, hint="upgrade fleetwatch; the file was not touched")
+        if ver < SCHEMA_VERSION:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for v in range(ver, SCHEMA_VERSION):
+                    self.db.execute(_MIGRATIONS[v])
+                self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- append ---------------------------------------------------------------------------
+    def head(self) -> tuple[int, bytes]:
+        rows = self.db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchall()
+        return (rows[0][0], rows[0][1]) if rows else (0, GENESIS)
+
+    def _version(self, subject: str) -> int:
+        v = self._versions.get(subject)
+        if v is None:
+            r = self.db.execute("SELECT max(version) FROM events WHERE subject=?", (subject,)).fetchall()
+            v = r[0][0] or 0
+            self._versions[subject] = v
+        return v
+
+    def _sync_versions(self, head: int) -> None:
+        """Keep the subject-version cache true: fold in rows other writers appended."""
+        if self._known_head == head:
+            return
+        if self._known_head < 0 or head - self._known_head > 10_000:
+            self._versions.clear()
+        else:
+            for subj, ver in self.db.execute(
+                    "SELECT subject, max(version) FROM events WHERE seq > ? GROUP BY subject",
+                    (self._known_head,)):
+                self._versions[subj] = ver
+        self._known_head = head
+
+    def append(self, events: Iterable[Any], now: float | datetime,
+               snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None) -> list[int]:
+        """Append a batch in one transaction; returns the seqs (existing seq for a known id).
+
+        ``events`` are event Structs or :class:`Pending`. ``snapshot`` (optional) is called
+        inside the transaction with the new records and returns projection snapshots to store
+        at the batch's last seq, so events and snapshots commit together.
+        """
+        when = iso(now)
+        items = [e if isinstance(e, Pending) else Pending(e) for e in events]
+        if not items and snapshot is None:
+            return []
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except apsw.Error as e:
+            raise AppendFailed(f"cannot start a write transaction: {e}", op="append", path=self.path,
+                               hint="another process holds the log's write lock too long") from e
+        try:
+            seq, prev = self.head()
+            self._sync_versions(seq)
+            out: list[int] = []
+            recs: list[Recorded] = []
+            rows = []
+            local: dict[str, int] = {}
+            for p in items:
+                ev = p.event
+                if p.id is not None:
+                    r = self.db.execute("SELECT seq FROM events WHERE id=?", (p.id,)).fetchall()
+                    if r:
+                        out.append(r[0][0])
+                        continue
+                subject = p.subject or ev.subject
+                cur = local.get(subject)
+                if cur is None:
+                    cur = self._version(subject)
+                if p.expected_version is not None and p.expected_version != cur:
+                    raise VersionConflict(
+                        f"subject {subject} is at version {cur}, expected {p.expected_version}",
+                        subject=subject, expected=p.expected_version, actual=cur, op="append", path=self.path)
+                version = cur + 1
+                local[subject] = version
+                seq += 1
+                id_ = p.id or uuid.uuid4().hex
+                type_ = tag_of(ev)
+                data = encode_data(ev)
+                h = row_hash(prev, seq, id_, when, type_, subject, version, data)
+                prev = h
+                rows.append((seq, id_, when, type_, subject, version, data, h))
+                out.append(seq)
+                recs.append(Recorded(seq, id_, when, type_, subject, version, ev, data, h))
+            if rows:
+                self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+            if snapshot is not None:
+                snaps = snapshot(recs)
+                if snaps:
+                    self.db.executemany(
+                        "INSERT INTO snapshots(name, seq, data) VALUES (?,?,?) ON CONFLICT(name) "
+                        "DO UPDATE SET seq=excluded.seq, data=excluded.data",
+                        [(k, seq, v) for k, v in snaps.items()])
+            self.db.execute("COMMIT")
+        except BaseException as e:
+            try:
+                self.db.execute("ROLLBACK")
+            except apsw.Error:
+                pass
+            self._versions.clear()
+            self._known_head = -1
+            if isinstance(e, apsw.Error):
+                raise AppendFailed(f"append failed, nothing written: {type(e).__name__}: {e}",
+                                   op="append", path=self.path,
+                                   hint="disk full or I/O error? the batch is kept and retried") from e
+            raise
+        self._versions.update(local)
+        self._known_head = seq
+        return out
+
+    # ---- snapshots ------------------------------------------------------------------------
+    def snapshots(self) -> dict[str, tuple[int, bytes]]:
+        return {n: (s, d) for n, s, d in self.db.execute("SELECT name, seq, data FROM snapshots")}
+
+    def put_snapshots(self, seq: int, snaps: dict[str, bytes]) -> None:
+        """Store snapshots covering ``seq`` outside an append (e.g. after a rebuild)."""
+        with self.db:
+            self.db.executemany(
+                "INSERT INTO snapshots(name, seq, data) VALUES (?,?,?) ON CONFLICT(name) "
+                "DO UPDATE SET seq=excluded.seq, data=excluded.data",
+                [(k, seq, v) for k, v in snaps.items()])
+
+    # ---- read -----------------------------------------------------------------------------
+    def read(self, since: int = 0, *, types: Sequence[str] | None = None,
+             subject: str | None = None, limit: int | None = None, chunk: int = 5000,
+             decode: bool = True) -> Iterator[Recorded]:
+        """Events with seq > ``since`` in order; ``subject`` is a prefix. Reads in chunks, so no
+        read transaction stays open while the caller works."""
+        where, args = self._filters(types, subject)
+        left = limit
+        while True:
+            n = chunk if left is None else min(chunk, left)
+            if n <= 0:
+                return
+            rows = self.db.execute(
+                f"SELECT seq, id, time, type, subject, version, data, hash FROM events "
+                f"WHERE seq > ?{where} ORDER BY seq LIMIT ?", (since, *args, n)).fetchall()
+            for r in rows:
+                yield Recorded(r[0], r[1], r[2], r[3], r[4], r[5],
+                               decode_data(r[3], r[6]) if decode else None, r[6], r[7])
+            if len(rows) < n:
+                return
+            since = rows[-1][0]
+            if left is not None:
+                left -= len(rows)
+
+    def last(self, n: int, *, types: Sequence[str] | None = None, subject: str | None = None) -> list[Recorded]:
+        """The last ``n`` matching events, oldest first."""
+        where, args = self._filters(types, subject)
+        rows = self.db.execute(
+            f"SELECT seq FROM events WHERE seq > 0{where} ORDER BY seq DESC LIMIT ?", (*args, n)).fetchall()
+        if not rows:
+            return []
+        return list(self.read(rows[-1][0] - 1, types=types, subject=subject, limit=n))
+
+    @staticmethod
+    def _filters(types: Sequence[str] | None, subject: str | None) -> tuple[str, tuple]:
+        where, args = "", ()
+        if types:
+            where += f" AND type IN ({','.join('?' * len(types))})"
+            args += tuple(types)
+        if subject:
+            where += " AND subject >= ? AND subject < ?"
+            args += (subject, subject + "\U0010ffff")
+        return where, args
+
+    def data_version(self) -> int:
+        return self.db.execute("PRAGMA data_version").fetchall()[0][0]
+
+    def follow(self, since: int = 0, *, types: Sequence[str] | None = None, subject: str | None = None,
+               poll: float = 0.05, stop: Callable[[], bool] = lambda: False) -> Iterator[Recorded]:
+        """Yield events after ``since``, then wait for new ones (``PRAGMA data_version`` polled
+        every ``poll`` s; a read only when it moved, so an idle follower costs ~nothing)."""
+        last_dv = None
+        while not stop():
+            dv = self.data_version()
+            if dv != last_dv:
+                last_dv = dv
+                for rec in self.read(since):
+                    since = rec.seq
+                    if types and rec.type not in types:
+                        continue
+                    if subject and not rec.subject.startswith(subject):
+                        continue
+                    yield rec
+            else:
+                _time.sleep(poll)
+
+    # ---- verify ---------------------------------------------------------------------------
+    def verify(self, expect_head: tuple[int, str] | None = None, chunk: int = 20000) -> VerifyResult:
+        """Walk the chain: contiguity, hash links, decodable data. First problem wins."""
+        prev, expect, count, since = GENESIS, 1, 0, 0
+        while True:
+            rows = self.db.execute(
+                "SELECT seq, id, time, type, subject, version, data, hash FROM events "
+                "WHERE seq > ? ORDER BY seq LIMIT ?", (since, chunk)).fetchall()
+            for seq, id_, t, ty, su, ve, da, h in rows:
+                if seq != expect:
+                    return VerifyResult(False, expect - 1, prev.hex(), count, expect,
+                                        f"seq {expect} is missing (next row is {seq})")
+                if not isinstance(da, bytes):
+                    da = da.encode() if isinstance(da, str) else bytes(da)
+                if row_hash(prev, seq, id_, t, ty, su, ve, da) != h:
+                    return VerifyResult(False, seq - 1, prev.hex(), count, seq,
+                                        f"seq {seq}: hash mismatch (row altered or chain broken)")
+                prev, expect, count = h, expect + 1, count + 1
+            if len(rows) < chunk:
+                break
+            since = rows[-1][0]
+        head_seq = expect - 1
+        if expect_head is not None:
+            es, eh = expect_head
+            if head_seq < es:
+                return VerifyResult(False, head_seq, prev.hex(), count, head_seq + 1,
+                                    f"log ends at seq {head_seq}, expected head {es} (truncated tail)")
+            if head_seq >= es:
+                r = self.db.execute("SELECT hash FROM events WHERE seq=?", (es,)).fetchall()
+                if not r or r[0][0].hex() != eh:
+                    return VerifyResult(False, head_seq, prev.hex(), count, es,
+                                        f"seq {es}: hash differs from the expected head")
+        return VerifyResult(True, head_seq, prev.hex(), count)
+
+
+__all__ = ["EventLog", "Pending", "Recorded", "VerifyResult", "iso", "parse_iso", "Unknown", "_E"]

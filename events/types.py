@@ -1,0 +1,361 @@
+"""Event types: frozen msgspec Structs, one tagged union.
+
+Every type has a stable string tag (``agent.classified``, ...), never a Python import path.
+Invariant: a field added in a later version always has a default, so old rows keep decoding.
+Events carry ids, states, classes, reasons and digests only, never session content (``dod``
+text) or secrets.
+"""
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+from msgspec import Struct, field
+
+
+class _E(Struct, frozen=True, tag_field="type", forbid_unknown_fields=False, omit_defaults=False):
+    """Base of every event. ``subject`` is derived, never stored twice."""
+
+    @property
+    def subject(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+# ---- fleet ---------------------------------------------------------------------------------
+class AgentClassified(_E, frozen=True, tag="agent.classified"):
+    agent: str
+    from_: str | None = field(name="from", default=None)
+    to: str = ""
+    state: str | None = None
+    phase: str | None = None
+    reason: str = ""
+    source: str = ""
+    contract_sha256: str | None = None
+    contract_len: int = 0
+
+    @property
+    def subject(self) -> str:
+        return f"agent:{self.agent}"
+
+
+class AgentNudged(_E, frozen=True, tag="agent.nudged"):
+    agent: str
+    attempt: int = 1
+    ok: bool = True
+    error: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"agent:{self.agent}"
+
+
+# ---- DoD -----------------------------------------------------------------------------------
+class DodVerdict(_E, frozen=True, tag="dod.verdict"):
+    agent: str
+    verdict: str  # met | failed | unevaluable
+    verifier: str
+    evidence: str = ""
+    source: str = "cli"  # cli | goal.json
+
+    @property
+    def subject(self) -> str:
+        return f"dod:{self.agent}"
+
+
+class DodContractChanged(_E, frozen=True, tag="dod.contract_changed"):
+    agent: str
+    old_sha256: str | None = None
+    new_sha256: str | None = None
+    new_len: int = 0
+
+    @property
+    def subject(self) -> str:
+        return f"dod:{self.agent}"
+
+
+class DodFlagged(_E, frozen=True, tag="dod.flagged"):
+    """A DoD condition worth a human: ``self-approved`` or ``claim-unverified``."""
+
+    agent: str
+    flag: str
+    detail: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"dod:{self.agent}"
+
+
+# ---- runs (steps.json) ---------------------------------------------------------------------
+class RunChanged(_E, frozen=True, tag="run.changed"):
+    """Run-level fields of a steps.json changed (or first sight)."""
+
+    run: str
+    branch: str | None = None
+    kind: str | None = None
+    failures: int = 0
+    last_failure_at: str | None = None
+    work_complete: bool = False
+    continue_from: str | None = None
+    error: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"run:{self.run}"
+
+
+class StepChanged(_E, frozen=True, tag="step.changed"):
+    run: str
+    step: str
+    from_: str | None = field(name="from", default=None)
+    to: str = ""
+    at: str | None = None
+    data: dict[str, Any] = {}
+    reason: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"run:{self.run}"
+
+
+class RuleViolated(_E, frozen=True, tag="rule.violated"):
+    run: str
+    rule: str
+    detail: str = ""
+    step: str | None = None
+
+    @property
+    def subject(self) -> str:
+        return f"run:{self.run}"
+
+
+class StepOverdue(_E, frozen=True, tag="step.overdue"):
+    run: str
+    step: str
+    since: str | None = None
+    deadline_s: float = 0
+
+    @property
+    def subject(self) -> str:
+        return f"run:{self.run}"
+
+
+class RunAbandoned(_E, frozen=True, tag="run.abandoned"):
+    run: str
+    failures: int = 0
+
+    @property
+    def subject(self) -> str:
+        return f"run:{self.run}"
+
+
+# ---- missions and swarms -------------------------------------------------------------------
+class WpChanged(_E, frozen=True, tag="wp.changed"):
+    mission: str
+    wp: str
+    from_: str | None = field(name="from", default=None)
+    to: str | None = None  # None: the work package disappeared
+    deps: list[str] = []
+    attempts: int = 0
+    last_error_sig: str | None = None
+    same_sig_count: int = 0
+    source: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"mission:{self.mission}"
+
+
+class CircuitChanged(_E, frozen=True, tag="circuit.changed"):
+    scope: str
+    from_: str | None = field(name="from", default=None)
+    to: str | None = None
+    source: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"circuit:{self.scope}"
+
+
+class MissionCompleted(_E, frozen=True, tag="mission.completed"):
+    mission: str
+    wps: int = 0
+
+    @property
+    def subject(self) -> str:
+        return f"mission:{self.mission}"
+
+
+class SwarmChanged(_E, frozen=True, tag="swarm.changed"):
+    group: str
+    child: str
+    from_: str | None = field(name="from", default=None)
+    to: str | None = None
+    label: str = ""
+    source: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"swarm:{self.group}"
+
+
+# ---- sources -------------------------------------------------------------------------------
+class SourceFailed(_E, frozen=True, tag="source.failed"):
+    source: str
+    error: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"source:{self.source}"
+
+
+class SourceRecovered(_E, frozen=True, tag="source.recovered"):
+    source: str
+    error: str = ""  # the error that cleared
+
+    @property
+    def subject(self) -> str:
+        return f"source:{self.source}"
+
+
+# ---- notifications -------------------------------------------------------------------------
+class NoticeSent(_E, frozen=True, tag="notice.sent"):
+    notice: str
+    covers: list[int] = []
+    attempt: int = 1
+    title: str = ""
+    severity: str = ""
+    keys: list[str] = []
+
+    @property
+    def subject(self) -> str:
+        return f"notice:{self.notice}"
+
+
+class NoticeFailed(_E, frozen=True, tag="notice.failed"):
+    notice: str
+    covers: list[int] = []
+    attempt: int = 1
+    error: str = ""
+    retry_at: str | None = None
+
+    @property
+    def subject(self) -> str:
+        return f"notice:{self.notice}"
+
+
+class NoticeAbandoned(_E, frozen=True, tag="notice.abandoned"):
+    notice: str
+    covers: list[int] = []
+    attempt: int = 1
+    error: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"notice:{self.notice}"
+
+
+class NoticeSilenced(_E, frozen=True, tag="notice.silenced"):
+    """A notice that matched a silence: recorded, not sent."""
+
+    notice: str
+    covers: list[int] = []
+    silence: str = ""
+    keys: list[str] = []
+
+    @property
+    def subject(self) -> str:
+        return f"notice:{self.notice}"
+
+
+class SilenceAdded(_E, frozen=True, tag="silence.added"):
+    silence: str
+    subject_match: str | None = None
+    class_match: str | None = None
+    until: str = ""
+    reason: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"silence:{self.silence}"
+
+
+class SilenceRemoved(_E, frozen=True, tag="silence.removed"):
+    silence: str
+
+    @property
+    def subject(self) -> str:
+        return f"silence:{self.silence}"
+
+
+# ---- watcher -------------------------------------------------------------------------------
+class WatcherStarted(_E, frozen=True, tag="watcher.started"):
+    version: str
+    pid: int
+
+    @property
+    def subject(self) -> str:
+        return "watcher"
+
+
+class WatcherStopped(_E, frozen=True, tag="watcher.stopped"):
+    version: str
+    pid: int
+    reason: str = ""
+
+    @property
+    def subject(self) -> str:
+        return "watcher"
+
+
+Event = Union[
+    AgentClassified, AgentNudged,
+    DodVerdict, DodContractChanged, DodFlagged,
+    RunChanged, StepChanged, RuleViolated, StepOverdue, RunAbandoned,
+    WpChanged, CircuitChanged, MissionCompleted, SwarmChanged,
+    SourceFailed, SourceRecovered,
+    NoticeSent, NoticeFailed, NoticeAbandoned, NoticeSilenced, SilenceAdded, SilenceRemoved,
+    WatcherStarted, WatcherStopped,
+]
+
+EVENT_TYPES: dict[str, type[_E]] = {
+    t.__struct_config__.tag: t for t in Event.__args__  # type: ignore[attr-defined]
+}
+
+
+class Unknown(Struct, frozen=True):
+    """An event of a type this version does not know (written by a newer fleetwatch)."""
+
+    type: str
+    raw: dict[str, Any]
+
+    @property
+    def subject(self) -> str:
+        return ""
+
+
+def tag_of(event: _E) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]
+
+
+_encoder = msgspec.json.Encoder()
+_decoders = {tag: msgspec.json.Decoder(cls) for tag, cls in EVENT_TYPES.items()}
+_any = msgspec.json.Decoder()
+
+
+def encode_data(event: _E) -> bytes:
+    """The stored ``data`` bytes: the Struct's fields as JSON, without the type tag."""
+    return _encoder.encode(event)
+
+
+def decode_data(type_: str, data: bytes | str) -> _E | Unknown:
+    dec = _decoders.get(type_)
+    if dec is None:
+        return Unknown(type=type_, raw=_any.decode(data))
+    return dec.decode(data)
+
+
+def data_dict(data: bytes | str) -> dict[str, Any]:
+    """The ``data`` column as a plain dict without the tag (as `tail --json` prints it)."""
+    d = _any.decode(data)
+    d.pop("type", None)
+    return d

@@ -1,0 +1,67 @@
+"""What sources observe in one tick (level-based: the full current set, every tick).
+
+Pure data, built by ``watcher/sources`` and read by the pure ``detect`` functions of the
+projections. Observations never carry session content: the ``dod`` text is reduced to nothing,
+the contract to its sha256 and length.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class AgentObs(msgspec.Struct, kw_only=True):
+    agent: str
+    source: str                       # source name
+    path: str | None = None           # goal.json path (goals source)
+    error: str | None = None          # set -> MAL_LANZADO with this reason (unreadable, not JSON, ...)
+    state: str | None = None          # busy | idle | waiting (anything else -> MAL_LANZADO)
+    phase: str | None = None          # normalised to Spanish: haciendo testeando hecho preguntando bloqueado
+    contract_sha256: str | None = None  # None: no/empty dod_contract
+    contract_len: int = 0
+    dod_status: str | None = None     # pending | met | failed | (other, kept)
+    dod_verifier: str | None = None
+    last_activity: float | None = None  # epoch seconds: later of goal.json and tmux window
+    ended: bool = False               # goal.json marked ended (hook SessionEnd) -> CERRADO
+    target: str | None = None         # tmux target, e.g. "fleet:1.0"
+    pane_dead: bool = False
+    pane_dead_status: int | None = None
+
+
+class RunObs(msgspec.Struct, kw_only=True):
+    run: str                          # `run` field, else the folder name
+    source: str
+    path: str | None = None
+    doc: dict[str, Any] | None = None  # the parsed steps.json (None when error)
+    error: str | None = None
+
+
+class RowObs(msgspec.Struct, kw_only=True):
+    """One row of a sqlite or command source: ``entity`` is wp | circuit | swarm."""
+
+    entity: str
+    source: str
+    key: tuple[str, ...]
+    row: dict[str, Any]
+
+
+class SourceResult(msgspec.Struct, kw_only=True):
+    name: str
+    kind: str
+    ok: bool = True
+    error: str | None = None          # why the source failed this tick (no secrets, no content)
+    agents: list[AgentObs] = []
+    runs: list[RunObs] = []
+    rows: list[RowObs] = []
+
+
+class Snapshot(msgspec.Struct, kw_only=True):
+    """One tick's merged view. ``failed`` names sources that failed this tick: whatever they
+    used to report keeps its last known state (a broken source never closes the fleet)."""
+
+    results: list[SourceResult] = []
+    agents: dict[str, AgentObs] = {}
+    runs: dict[str, RunObs] = {}
+    rows: dict[str, list[RowObs]] = {}     # entity -> rows
+    failed: dict[str, str] = {}            # source name -> error

@@ -1,0 +1,256 @@
+"""Config: TOML decoded and validated with msgspec (strict: unknown keys are errors).
+
+Lookup: ``--config PATH``, else ``$FLEETWATCH_CONFIG``, else ``$XDG_CONFIG_HOME/fleetwatch/config.toml``.
+The log path: ``--db`` > ``$FLEETWATCH_DB`` > ``[store] path`` > ``$XDG_STATE_HOME/fleetwatch/events.db``.
+``~`` and ``$VARS`` are expanded in every path and glob. Durations are ``<int><ms|s|m|h|d>``.
+Every problem raises :class:`ConfigError` naming the key (exit 2 from the CLI).
+"""
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from typing import Literal
+
+import msgspec
+
+from events.errors import ConfigError
+
+_DUR = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: object, key: str = "duration") -> float:
+    """``"90s"`` -> 90.0 seconds. Integers are seconds. Anything else -> ConfigError(key)."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a duration like 90s, got {value!r}", key=key)
+    if isinstance(value, int) and value >= 0:
+        return float(value)
+    if isinstance(value, str):
+        m = _DUR.match(value)
+        if m:
+            return int(m.group(1)) * _UNIT[m.group(2)]
+    raise ConfigError(f"{key}: expected a duration like 500ms, 90s, 15m, 4h or 1d, got {value!r}", key=key)
+
+
+def expand(path: str) -> str:
+    return os.path.expanduser(os.path.expandvars(path))
+
+
+def xdg(kind: str) -> str:
+    env, default = {"config": ("XDG_CONFIG_HOME", "~/.config"), "state": ("XDG_STATE_HOME", "~/.local/state")}[kind]
+    return os.path.join(expand(os.environ.get(env) or default), "fleetwatch")
+
+
+Dur = str | int
+
+
+class _S(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class Store(_S):
+    path: str | None = None
+    durability: Literal["full", "normal"] = "full"
+
+
+class Watch(_S):
+    interval: Dur = "2s"
+    debounce: Dur = "100ms"
+
+
+class Classify(_S):
+    stall_after: Dur = "15m"
+    claim_unverified_after: Dur = "30m"
+
+
+class Source(_S):
+    name: str
+    kind: Literal["goals", "command", "tmux", "steps", "sqlite"]
+    glob: str | None = None          # goals, steps
+    argv: list[str] | None = None    # command
+    timeout: Dur = "10s"             # command, sqlite
+    socket: str | None = None        # tmux: -L SOCKET
+    entity: Literal["agent", "wp", "circuit", "swarm"] | None = None  # command (agent|swarm), sqlite
+    path: str | None = None          # sqlite database
+    query: str | None = None         # sqlite
+    key: list[str] | None = None     # sqlite
+    max_bytes: int = 1_048_576       # goals, steps: larger files are refused ("too large")
+
+
+class Steps(_S):
+    deadline: Dur = "45m"                      # default per-step deadline while in `begin`
+    deadlines: dict[str, Dur] = {}             # per step name
+
+
+class Swarm(_S):
+    max_concurrent: int = 0                    # 0 = no cap
+    max_children: int = 0
+
+
+class Nudge(_S):
+    enabled: bool = False
+    argv: list[str] = []                       # e.g. ["tmux", "send-keys", "-t", "{target}", "close your DoD", "Enter"]
+    max_per_stall: int = 1
+    after: Dur = "0s"
+
+
+class Notify(_S):
+    urls: list[str] = []
+    config: str | None = None                  # an apprise config file (alternative to urls)
+    group_wait: Dur = "10s"
+    group_interval: Dur = "5m"
+    repeat_interval: Dur = "4h"
+    min_severity: Literal["info", "warning", "urgent"] = "warning"
+    tags: dict[str, str] = {}                  # severity -> apprise tag
+    retry: list[Dur] = msgspec.field(default_factory=lambda: ["10s", "30s", "2m", "10m"])
+    timeout: Dur = "10s"
+    flap_high: float = 50.0
+    flap_low: float = 25.0
+    source_failed_after: Dur = "1m"
+
+
+class Config(_S):
+    store: Store = msgspec.field(default_factory=Store)
+    watch: Watch = msgspec.field(default_factory=Watch)
+    classify: Classify = msgspec.field(default_factory=Classify)
+    sources: list[Source] = []
+    steps: Steps = msgspec.field(default_factory=Steps)
+    swarm: Swarm = msgspec.field(default_factory=Swarm)
+    notify: Notify = msgspec.field(default_factory=Notify)
+    nudge: Nudge = msgspec.field(default_factory=Nudge)
+    # resolved at load (not TOML keys)
+    config_path: str | None = msgspec.field(default=None, name="_config_path")
+
+    def dur(self, dotted: str) -> float:
+        """Seconds for a duration key, e.g. ``cfg.dur("classify.stall_after")``."""
+        obj: object = self
+        for part in dotted.split("."):
+            obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+        return parse_duration(obj, dotted)
+
+
+def config_path(explicit: str | None = None) -> str:
+    if explicit:
+        return expand(explicit)
+    if os.environ.get("FLEETWATCH_CONFIG"):
+        return expand(os.environ["FLEETWATCH_CONFIG"])
+    return os.path.join(xdg("config"), "config.toml")
+
+
+def db_path(cfg: Config | None, explicit: str | None = None) -> str:
+    if explicit:
+        return expand(explicit)
+    if os.environ.get("FLEETWATCH_DB"):
+        return expand(os.environ["FLEETWATCH_DB"])
+    if cfg is not None and cfg.store.path:
+        return expand(cfg.store.path)
+    return os.path.join(xdg("state"), "events.db")
+
+
+_KEY_RE = re.compile(r"`\$\.([^`]*)`")
+
+
+def _msgspec_key(err: msgspec.ValidationError) -> str:
+    m = _KEY_RE.search(str(err))
+    if m:
+        return re.sub(r"\[(\d+)\]", r"[\1]", m.group(1))
+    m = re.search(r"unknown field `([^`]*)`", str(err))
+    return m.group(1) if m else ""
+
+
+def parse(text: str, path: str = "<config>", *, check_paths: bool = True) -> Config:
+    """Parse and validate config text. Raises ConfigError naming the key."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config is not valid TOML: {e}", key="", path=path, op="config") from e
+    try:
+        cfg = msgspec.convert(raw, Config, strict=True)
+    except msgspec.ValidationError as e:
+        key = _msgspec_key(e)
+        msg = str(e)
+        unk = re.search(r"Object contains unknown field `([^`]*)`", msg)
+        if unk:
+            where = msg.split("$.")[-1].rstrip("`") if "$." in msg else ""
+            full = f"{where}.{unk.group(1)}" if where and where != msg else unk.group(1)
+            raise ConfigError(f"unknown key {full!r} in config", key=full, path=path, op="config") from e
+        raise ConfigError(f"bad value for {key or 'config'}: {msg}", key=key, path=path, op="config") from e
+    validate(cfg, path, check_paths=check_paths)
+    return msgspec.structs.replace(cfg, config_path=path)
+
+
+def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
+    def bad(key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{key}: {msg}", key=key, path=path, op="config")
+
+    for key in ("watch.interval", "watch.debounce", "classify.stall_after", "classify.claim_unverified_after",
+                "steps.deadline", "notify.group_wait", "notify.group_interval", "notify.repeat_interval",
+                "notify.timeout", "notify.source_failed_after", "nudge.after"):
+        cfg.dur(key)
+    for k, v in cfg.steps.deadlines.items():
+        parse_duration(v, f"steps.deadlines.{k}")
+    for i, v in enumerate(cfg.notify.retry):
+        parse_duration(v, f"notify.retry[{i}]")
+    if cfg.dur("watch.interval") <= 0:
+        raise bad("watch.interval", "must be greater than 0")
+    if not (0 <= cfg.notify.flap_low <= cfg.notify.flap_high <= 100):
+        raise bad("notify.flap_low", "need 0 <= flap_low <= flap_high <= 100")
+    names: set[str] = set()
+    for i, s in enumerate(cfg.sources):
+        k = f"sources[{i}]"
+        if not s.name.strip():
+            raise bad(f"{k}.name", "must not be empty")
+        if s.name in names:
+            raise bad(f"{k}.name", f"duplicate source name {s.name!r}")
+        names.add(s.name)
+        parse_duration(s.timeout, f"{k}.timeout")
+        if s.kind in ("goals", "steps"):
+            if not s.glob:
+                raise bad(f"{k}.glob", f"a {s.kind} source needs a glob")
+            if check_paths:
+                root = _glob_root(expand(s.glob))
+                if not os.path.isdir(root):
+                    raise bad(f"{k}.glob", f"folder {root} does not exist")
+        elif s.kind == "command":
+            if not s.argv:
+                raise bad(f"{k}.argv", "a command source needs argv = [\"prog\", \"arg\", ...]")
+            if s.entity not in (None, "agent", "swarm"):
+                raise bad(f"{k}.entity", "a command source gives agent or swarm rows")
+        elif s.kind == "sqlite":
+            for req in ("path", "query", "key", "entity"):
+                if not getattr(s, req):
+                    raise bad(f"{k}.{req}", f"a sqlite source needs {req}")
+            if s.entity == "agent":
+                raise bad(f"{k}.entity", "a sqlite source gives wp, circuit or swarm rows")
+            if check_paths and not os.path.isfile(expand(s.path or "")):
+                raise bad(f"{k}.path", f"database {expand(s.path or '')} does not exist")
+    if cfg.nudge.enabled and not cfg.nudge.argv:
+        raise bad("nudge.argv", "nudge is enabled but has no argv")
+
+
+def _glob_root(pattern: str) -> str:
+    """The longest leading folder of a glob without wildcards."""
+    parts = pattern.split(os.sep)
+    out = []
+    for p in parts[:-1]:
+        if any(c in p for c in "*?["):
+            break
+        out.append(p)
+    return os.sep.join(out) or ("/" if pattern.startswith("/") else ".")
+
+
+def load(explicit: str | None = None, *, required: bool = False, check_paths: bool = True) -> Config:
+    """Load the config file; a missing default file gives the defaults (no sources)."""
+    path = config_path(explicit)
+    if not os.path.exists(path):
+        if required or explicit or os.environ.get("FLEETWATCH_CONFIG"):
+            raise ConfigError("config file not found", key="", path=path, op="config",
+                              hint="create one with `fleetwatch init`")
+        return Config()
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config: {e}", key="", path=path, op="config") from e
+    return parse(text, path, check_paths=check_paths)
