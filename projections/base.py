@@ -27,7 +27,18 @@ def decode_state(mod: ModuleType, data: bytes) -> Any:
 
 def registry() -> dict[str, ModuleType]:
     """Every projection, by NAME, in fold order."""
-    from projections import dod, fleet, missions, notify, runs, swarms
+    import importlib
 
-    mods = [fleet, dod, runs, missions, swarms, notify]
-    return {m.NAME: m for m in mods}
+    out: dict[str, ModuleType] = {}
+    for name in ORDER:
+        try:
+            m = importlib.import_module(f"projections.{name}")
+        except ModuleNotFoundError as e:  # a projection still being written
+            if e.name == f"projections.{name}":
+                continue
+            raise
+        out[m.NAME] = m
+    return out
+
+
+ORDER = ("fleet", "dod", "runs", "missions", "swarms", "notify")

@@ -1,0 +1,157 @@
+"""The fleet projection and the termination machine.
+
+``classify`` and ``diff`` are the pure core of the watcher: observations of one tick against the
+folded state give ``agent.classified`` transitions (edge-triggered: one event per class change,
+none while a level persists) and ``source.failed`` / ``source.recovered`` edges.
+
+State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source",
+"contract_sha256", "contract_len", "target"}}, "sources": {name: {"failed", "error", "since"}}}
+"""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from events.types import AgentClassified, SourceFailed, SourceRecovered
+from projections.observations import AgentObs, Snapshot
+
+NAME = "fleet"
+
+STATES = ("busy", "idle", "waiting")
+PHASES = {"working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",
+          "blocked": "bloqueado"}
+CLASSES = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "TRABAJANDO", "CERRADO")
+
+
+class Cls(str, Enum):
+    RECLAMA = "RECLAMA"
+    DICE_TERMINADO = "DICE_TERMINADO"
+    ESTANCADO = "ESTANCADO"
+    TRABAJANDO = "TRABAJANDO"
+    MAL_LANZADO = "MAL_LANZADO"
+    CERRADO = "CERRADO"
+
+
+def initial() -> dict[str, Any]:
+    return {"agents": {}, "sources": {}}
+
+
+def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    ev = rec.event
+    if rec.type == "agent.classified":
+        state["agents"][ev.agent] = {
+            "class": ev.to, "since": rec.time, "state": ev.state, "phase": ev.phase,
+            "reason": ev.reason, "source": ev.source, "contract_sha256": ev.contract_sha256,
+            "contract_len": ev.contract_len,
+            "target": state["agents"].get(ev.agent, {}).get("target"),
+        }
+    elif rec.type == "source.failed":
+        state["sources"][ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
+    elif rec.type == "source.recovered":
+        state["sources"][ev.source] = {"failed": False, "error": "", "since": rec.time}
+    return state
+
+
+def normalise_phase(phase: Any) -> Any:
+    return PHASES.get(phase, phase) if isinstance(phase, str) else phase
+
+
+def classify(obs: AgentObs | None, now: float, stall_after: float) -> tuple[Cls, str]:
+    """The termination machine of CONTRACT.md: first matching row wins."""
+    if obs is None:
+        return Cls.CERRADO, "no longer seen by any source"
+    if obs.ended:
+        return Cls.CERRADO, "session ended"
+    if obs.pane_dead:
+        st = "" if obs.pane_dead_status is None else f" (exit {obs.pane_dead_status})"
+        return Cls.CERRADO, f"tmux pane dead{st}"
+    if obs.error:
+        return Cls.MAL_LANZADO, obs.error
+    if obs.state not in STATES:
+        return Cls.MAL_LANZADO, f"unknown state {str(obs.state)[:40]!r}"
+    if not obs.contract_sha256:
+        return Cls.MAL_LANZADO, "no dod_contract"
+    phase = normalise_phase(obs.phase)
+    if obs.state == "waiting":
+        return Cls.RECLAMA, "waiting for the human"
+    if phase in ("preguntando", "bloqueado"):
+        return Cls.RECLAMA, f"phase {phase}"
+    if obs.state == "idle" and phase == "hecho":
+        return Cls.DICE_TERMINADO, "idle, phase hecho: claims done"
+    if obs.state == "idle":
+        idle_for = None if obs.last_activity is None else now - obs.last_activity
+        if idle_for is not None and idle_for >= stall_after:
+            return Cls.ESTANCADO, f"idle, no activity for {_age(idle_for)}"
+        return Cls.TRABAJANDO, "idle within stall_after"
+    return Cls.TRABAJANDO, obs.state
+
+
+def _age(s: float) -> str:
+    s = int(s)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d"
+
+
+def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
+         absent: dict[str, int] | None = None) -> tuple[list[Any], dict[str, int]]:
+    """Transitions from the folded state ``prev`` to this tick's ``snap``.
+
+    ``absent`` counts consecutive ticks an agent was not seen; an agent becomes CERRADO on its
+    second miss (one resync of grace, so a file replaced by rename is not reported gone). Agents
+    whose source failed this tick keep their class. Returns (events, new absent counts).
+    """
+    absent = dict(absent or {})
+    out: list[Any] = []
+    # sources: edges only
+    for res in snap.results:
+        known = prev["sources"].get(res.name)
+        was_failed = bool(known and known["failed"])
+        if not res.ok and not was_failed:
+            out.append(SourceFailed(source=res.name, error=res.error or "failed"))
+        elif res.ok and was_failed:
+            out.append(SourceRecovered(source=res.name, error=known["error"] if known else ""))
+    agents = prev["agents"]
+    for aid in sorted(snap.agents):
+        obs = snap.agents[aid]
+        absent.pop(aid, None)
+        cls, reason = classify(obs, now, stall_after)
+        old = agents.get(aid)
+        if old is None or old["class"] != cls.value:
+            out.append(AgentClassified(
+                agent=aid, from_=old["class"] if old else None, to=cls.value,
+                state=obs.state if isinstance(obs.state, str) else None,
+                phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
+                reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
+                contract_len=obs.contract_len))
+    for aid in sorted(agents):
+        old = agents[aid]
+        if aid in snap.agents or old["class"] == Cls.CERRADO.value:
+            continue
+        if old.get("source") in snap.failed:
+            continue  # a broken source never closes its agents
+        misses = absent.get(aid, 0) + 1
+        absent[aid] = misses
+        if misses >= 2:
+            absent.pop(aid, None)
+            out.append(AgentClassified(agent=aid, from_=old["class"], to=Cls.CERRADO.value,
+                                       state=old.get("state"), phase=old.get("phase"),
+                                       reason="no longer seen by any source", source=old.get("source") or ""))
+    return out, absent
+
+
+def status(state: dict[str, Any], now: float) -> dict[str, Any]:
+    """Per class counts and each agent's class, since and reason (for `status --json`)."""
+    counts = {c.value: 0 for c in Cls}
+    agents = []
+    for aid in sorted(state["agents"]):
+        a = state["agents"][aid]
+        counts[a["class"]] = counts.get(a["class"], 0) + 1
+        agents.append({"agent": aid, "class": a["class"], "since": a["since"], "reason": a["reason"],
+                       "state": a["state"], "phase": a["phase"], "source": a["source"]})
+    return {"counts": counts, "agents": agents,
+            "sources": [{"source": k, **v} for k, v in sorted(state["sources"].items())]}

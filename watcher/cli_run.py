@@ -1,0 +1,144 @@
+"""`fleetwatch run`: the watcher as a service (signals, sd_notify, SIGHUP reload)."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from watcher.cli import ConfigOpt, DbOpt, errors
+
+log = logging.getLogger("fleetwatch.watcher")
+
+
+def _notifier(cfg):
+    try:
+        from watcher.notifier import Notifier
+    except ModuleNotFoundError as e:
+        if e.name != "watcher.notifier":
+            raise
+        return None
+    return Notifier(cfg)
+
+
+def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db_arg: str | None = None) -> int:
+    """Hold the writer lock and run ticks until SIGTERM/SIGINT (or one tick with ``once``)."""
+    from events.lock import WriterLock
+    from events.log import EventLog
+    from watcher.config import load
+    from watcher.loop import Waker, Watcher
+    from watcher.sdnotify import SystemdNotifier
+
+    lock = WriterLock(db).acquire()
+    elog = EventLog(db, durability=cfg.store.durability)
+    sd = SystemdNotifier.from_env()
+    stop = threading.Event()
+    reload_req = threading.Event()
+    w = Watcher(cfg, elog, notifier=None if once else _notifier(cfg))
+    waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
+                  cfg.dur("watch.debounce"))
+
+    def on_stop(signum, frame):
+        stop.set()
+        waker.event.set()
+
+    def on_hup(signum, frame):
+        reload_req.set()
+        waker.event.set()
+
+    old = {s: signal.signal(s, on_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    old[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
+    reason = "signal"
+    try:
+        w.started(time.time())
+        w.tick(time.time(), full=True)
+        last_full = time.monotonic()
+        log.info("watching %d sources; %d agents", len(w.sources), len(w.proj["fleet"]["agents"]))
+        if once:
+            reason = "once"
+            return 0
+        sd.ready()
+        sd.status(sd.status_line(w.class_counts(), 0.0))
+        sd.tick_completed(time.monotonic())
+        while not stop.is_set():
+            interval = cfg.dur("watch.interval")
+            mono = time.monotonic()
+            due = last_full + interval
+            nw = w.next_wake(time.time())
+            if nw is not None:
+                due = min(due, mono + max(0.0, nw - time.time()))
+            woke = waker.wait(max(0.0, due - mono))
+            if stop.is_set():
+                break
+            if reload_req.is_set():
+                reload_req.clear()
+                sd.reloading()
+                try:
+                    new = load(config_arg, required=True)
+                except Exception as e:  # an invalid new config keeps the old one
+                    log.error("reload refused, keeping the running config: %s", e)
+                else:
+                    if w.notifier is not None:
+                        w.notifier.close(2.0)
+                    w.close()
+                    cfg = new
+                    w.cfg = cfg
+                    from watcher.sources import build_sources
+
+                    w.sources = build_sources(cfg)
+                    w.notifier = _notifier(cfg)
+                    waker.close()
+                    waker = Waker([r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
+                                  cfg.dur("watch.debounce"))
+                    log.info("config reloaded: %d sources", len(w.sources))
+                sd.ready_after_reload()
+            mono = time.monotonic()
+            full = mono - last_full >= interval or not woke
+            if full:
+                last_full = mono  # after a suspend: one tick now, missed ticks skipped
+            w.tick(time.time(), full=full)
+            sd.tick_completed(time.monotonic())
+            sd.status(sd.status_line(w.class_counts(), time.monotonic() - mono))
+    finally:
+        sd.stopping()
+        for s, h in old.items():
+            signal.signal(s, h)
+        if w.notifier is not None:
+            try:
+                w.commit(w.notifier.step(w.proj.states, time.time()), time.time())
+            except Exception:
+                pass
+            w.notifier.close(5.0)
+            try:
+                w.commit(w.notifier.step(w.proj.states, time.time()), time.time())
+            except Exception:
+                log.exception("could not record the last deliveries")
+        w.stopped(time.time(), reason)
+        waker.close()
+        w.close()
+        elog.close()
+        lock.release()
+    log.info("stopped")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    @errors
+    def run(
+        once: Annotated[bool, typer.Option("--once", help="Run one tick, then exit.")] = False,
+        log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Run the watcher: poll sources, append transitions, push notices. Exit 3 if another
+        watcher holds the log, 2 on a bad config."""
+        from watcher.cli import context
+        from watcher.logs import setup_logging
+
+        setup_logging(log_level)
+        cfg, path = context(config, db, need_config=True, check_paths=True)
+        raise typer.Exit(serve(cfg, path, once=once, config_arg=config, db_arg=db))

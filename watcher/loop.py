@@ -1,0 +1,227 @@
+"""The tick loop: the only place that reads the clock.
+
+A tick: fold events other writers appended → poll every source → merge into a Snapshot →
+``detect`` per projection (pure) → append the transitions in one transaction (with projection
+snapshots when due) → fold them → let the notifier plan and record. A tick with no change opens
+no write transaction. Sleeping uses the monotonic clock; after a suspend, missed ticks are
+skipped (one tick, not a burst). inotify (watchdog) only wakes the loop early: every
+``interval`` a full resync runs regardless.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from events.errors import AppendFailed
+from events.log import EventLog
+from events.types import WatcherStarted, WatcherStopped
+from projections import fleet
+from watcher.config import Config
+from watcher.sources import build_sources, merge
+from watcher.state import Projections
+
+log = logging.getLogger("fleetwatch.watcher")
+
+SNAPSHOT_EVERY_EVENTS = 2000
+SNAPSHOT_EVERY_SECONDS = 60.0
+# events the notifier hands back are not re-derivable from sources: keep them until committed
+_KEEP_TYPES = ("notice.", "agent.nudged")
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import version as v
+
+        return v("fleetwatch")
+    except Exception:
+        return "0+unknown"
+
+
+class Watcher:
+    def __init__(self, cfg: Config, elog: EventLog, *, notifier: Any = None):
+        self.cfg = cfg
+        self.log = elog
+        self.sources = build_sources(cfg)
+        self.proj = Projections.load(elog)
+        self.absent: dict[str, int] = {}
+        self.pending: list[Any] = []
+        self.notifier = notifier
+        self.snap_seq = self.proj.seq
+        self.snap_mono = time.monotonic()
+        self.last_tick_mono: float | None = None
+        self.ticks = 0
+
+    # ---- pure-ish stages ------------------------------------------------------------------
+    def observe(self, now: float, full: bool):
+        results = []
+        for s in self.sources:
+            try:
+                results.append(s.poll(now, full))
+            except Exception as e:  # a source bug must not stop the loop
+                from projections.observations import SourceResult
+
+                log.exception("source %s crashed", s.name)
+                results.append(SourceResult(name=s.name, kind=s.kind, ok=False, error=f"internal error: {type(e).__name__}"))
+        return merge(self.sources, results)
+
+    def detect(self, snap, now: float) -> list[Any]:
+        c = self.cfg
+        mods = self.proj.mods
+        evs, self.absent = fleet.diff(self.proj["fleet"], snap, now, stall_after=c.dur("classify.stall_after"),
+                                      absent=self.absent)
+        if "dod" in mods:
+            evs += mods["dod"].detect(self.proj["dod"], snap, now,
+                                      claim_unverified_after=c.dur("classify.claim_unverified_after"))
+        if "runs" in mods:
+            evs += mods["runs"].detect(self.proj["runs"], snap, now, default_deadline=c.dur("steps.deadline"),
+                                       deadlines={k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines})
+        if "missions" in mods:
+            evs += mods["missions"].detect(self.proj["missions"], snap, now)
+        if "swarms" in mods:
+            evs += mods["swarms"].detect(self.proj["swarms"], snap, now, max_concurrent=c.swarm.max_concurrent,
+                                         max_children=c.swarm.max_children)
+        return evs
+
+    # ---- the edge: commit -----------------------------------------------------------------
+    def commit(self, events: list[Any], now: float, *, force_snapshot: bool = False) -> int:
+        """Append ``events`` (plus kept notifier records) in one transaction and fold them.
+        On failure nothing is folded: level-based transitions are found again next tick and
+        notifier records stay pending."""
+        batch = self.pending + list(events)
+        if not batch and not force_snapshot:
+            return 0
+        proj = self.proj
+
+        def fold_and_snapshot(recs):
+            if recs:
+                first = recs[0].seq
+                for r in self.log.read(proj.seq, limit=max(0, first - 1 - proj.seq)):
+                    proj.fold(r)  # foreign events that landed before ours
+            for r in recs:
+                proj.fold(r)
+            due = force_snapshot or (proj.seq - self.snap_seq >= SNAPSHOT_EVERY_EVENTS) or \
+                (time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS and proj.seq > self.snap_seq)
+            return proj.encoded() if due else None
+
+        try:
+            self.log.append(batch, now, snapshot=fold_and_snapshot)
+        except AppendFailed as e:
+            log.error("append failed, %d transitions kept for the next tick: %s", len(batch), e)
+            self.proj = Projections.load(self.log)
+            self.pending = [e for e in batch if _keep(e)]
+            raise
+        self.pending = []
+        snaps = self.log.snapshots()
+        if snaps:
+            s = max(v[0] for v in snaps.values())
+            if s != self.snap_seq:
+                self.snap_seq, self.snap_mono = s, time.monotonic()
+        return len(batch)
+
+    def tick(self, now: float, full: bool = True) -> int:
+        """One tick. Returns how many events this tick appended."""
+        self.proj.catch_up(self.log)
+        snap = self.observe(now, full)
+        n = 0
+        try:
+            n += self.commit(self.detect(snap, now), now)
+            if self.notifier is not None:
+                n += self.commit(self.notifier.step(self.proj.states, now), now)
+        except AppendFailed:
+            pass
+        self.ticks += 1
+        return n
+
+    def next_wake(self, now: float) -> float | None:
+        if self.notifier is None:
+            return None
+        try:
+            return self.notifier.next_wake(self.proj.states, now)
+        except Exception:
+            log.exception("notifier.next_wake failed")
+            return None
+
+    def class_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for a in self.proj["fleet"]["agents"].values():
+            counts[a["class"]] = counts.get(a["class"], 0) + 1
+        return counts
+
+    def started(self, now: float) -> None:
+        self.commit([WatcherStarted(version=version(), pid=os.getpid())], now)
+
+    def stopped(self, now: float, reason: str = "signal") -> None:
+        try:
+            self.commit([WatcherStopped(version=version(), pid=os.getpid(), reason=reason)], now,
+                        force_snapshot=True)
+        except AppendFailed:
+            log.error("could not record watcher.stopped")
+
+    def close(self) -> None:
+        for s in self.sources:
+            try:
+                s.close()
+            except Exception:
+                pass
+
+
+def _keep(ev: Any) -> bool:
+    from events.log import Pending
+
+    e = ev.event if isinstance(ev, Pending) else ev
+    tag = type(e).__struct_config__.tag
+    return any(tag.startswith(k) for k in _KEEP_TYPES)
+
+
+class Waker:
+    """inotify wake-ups through watchdog, debounced. Only close-after-write, create, move and
+    delete events count, so the watcher's own reads never feed back."""
+
+    def __init__(self, roots: list[str], debounce: float):
+        self.event = threading.Event()
+        self.debounce = debounce
+        self.observer = None
+        roots = sorted({r for r in roots if os.path.isdir(r)})
+        if not roots:
+            return
+        try:
+            from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent,
+                                         FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileSystemEventHandler)
+            from watchdog.observers import Observer
+        except ImportError:  # pragma: no cover
+            return
+        wanted = (FileClosedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent,
+                  DirCreatedEvent, DirDeletedEvent, DirMovedEvent)
+        ev = self.event
+
+        class H(FileSystemEventHandler):
+            def on_any_event(self, e):  # noqa: N802
+                if isinstance(e, wanted):
+                    ev.set()
+
+        try:
+            obs = Observer()
+            for r in roots:
+                obs.schedule(H(), r, recursive=True)
+            obs.daemon = True
+            obs.start()
+            self.observer = obs
+        except Exception as e:  # inotify limits: fall back to polling, say so once
+            log.warning("inotify unavailable (%s); polling every interval", type(e).__name__)
+            self.observer = None
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` s; True if a file event woke us (after the debounce)."""
+        if timeout > 0 and self.event.wait(timeout):
+            time.sleep(self.debounce)
+            self.event.clear()
+            return True
+        return False
+
+    def close(self) -> None:
+        if self.observer is not None:
+            self.observer.stop()
+            self.observer.join(timeout=2)

@@ -1,0 +1,152 @@
+"""Process-backed sources: ``command`` (an argv printing a JSON array) and ``tmux``.
+
+Both run without a shell, with a timeout, and report failures as values. They poll on full
+resync ticks only; between them (inotify wake-ups) the last result is reused.
+"""
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from projections.observations import AgentObs, RowObs, SourceResult
+from watcher.config import Source, expand, parse_duration
+from watcher.sources.parse import ParseError, agent_from_obj, decode_json
+
+MAX_OUTPUT = 16 * 1024 * 1024
+
+
+def run_argv(argv: list[str], timeout: float) -> tuple[bytes | None, str | None]:
+    """(stdout, None) on success, (None, short error) otherwise. Never raises."""
+    try:
+        p = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout:g}s"
+    except FileNotFoundError:
+        return None, f"command not found: {argv[0]}"
+    except OSError as e:
+        return None, f"cannot run {argv[0]}: {e.strerror or type(e).__name__}"
+    if p.returncode != 0:
+        err = (p.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        tail = err[-1][:160] if err else ""
+        return None, f"exit status {p.returncode}" + (f": {tail}" if tail else "")
+    if len(p.stdout) > MAX_OUTPUT:
+        return None, "output too large"
+    return p.stdout, None
+
+
+class CommandSource:
+    kind = "command"
+
+    def __init__(self, spec: Source):
+        self.name = spec.name
+        self.spec = spec
+        self.argv = [expand(a) for a in spec.argv or []]
+        self.timeout = parse_duration(spec.timeout)
+        self.entity = spec.entity or "agent"
+        self.last: SourceResult | None = None
+
+    def parse(self, raw: bytes) -> SourceResult:
+        try:
+            doc = decode_json(raw)
+        except ParseError as e:
+            return SourceResult(name=self.name, kind=self.kind, ok=False, error=f"bad output: {e.reason}")
+        if not isinstance(doc, list):
+            return SourceResult(name=self.name, kind=self.kind, ok=False, error="bad output: not a JSON array")
+        if self.entity == "swarm":
+            rows = []
+            for item in doc:
+                if isinstance(item, dict) and isinstance(item.get("group"), str) and isinstance(item.get("child"), str):
+                    rows.append(RowObs(entity="swarm", source=self.name, key=(item["group"], item["child"]),
+                                       row={k: item.get(k) for k in ("group", "child", "status", "label")}))
+            return SourceResult(name=self.name, kind=self.kind, rows=rows)
+        agents: list[AgentObs] = []
+        for i, item in enumerate(doc):
+            obs = agent_from_obj(item, source=self.name, fallback_id=None)
+            if obs.agent == "?":
+                continue  # an item without an id cannot be tracked
+            agents.append(obs)
+        return SourceResult(name=self.name, kind=self.kind, agents=agents)
+
+    def poll(self, now: float, full: bool = True) -> SourceResult:
+        if not full and self.last is not None:
+            return self.last
+        out, err = run_argv(self.argv, self.timeout)
+        res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err) if err else self.parse(out or b"")
+        self.last = res
+        return res
+
+    def close(self) -> None:
+        pass
+
+
+TMUX_FORMAT = "#{session_name}\t#{window_index}\t#{window_name}\t#{window_activity}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_index}"
+
+
+class TmuxSource:
+    """Window liveness from ``tmux [-L SOCKET] list-windows -a``. One agent per window, matched by
+    the window name (== agent id) or by target ``session:window[.pane]``. ``window_activity`` is
+    liveness (output on screen), not progress."""
+
+    kind = "tmux"
+
+    def __init__(self, spec: Source):
+        self.name = spec.name
+        self.spec = spec
+        self.timeout = parse_duration(spec.timeout)
+        self.last: SourceResult | None = None
+        self.windows: dict[str, dict[str, Any]] = {}
+
+    def argv(self) -> list[str]:
+        base = ["tmux"] + (["-L", self.spec.socket] if self.spec.socket else [])
+        return base + ["list-windows", "-a", "-F", TMUX_FORMAT]
+
+    def parse(self, raw: bytes) -> dict[str, dict[str, Any]]:
+        wins: dict[str, dict[str, Any]] = {}
+        for line in raw.decode("utf-8", "replace").splitlines():
+            parts = line.split("\t")
+            if len(parts) < 6:
+                continue
+            sess, idx, wname, act, dead, dstat = parts[:6]
+            try:
+                activity = float(act) if act else None
+            except ValueError:
+                activity = None
+            info = {"target": f"{sess}:{idx}", "activity": activity, "dead": dead == "1",
+                    "dead_status": int(dstat) if dstat.lstrip("-").isdigit() else None}
+            wins.setdefault(wname, info)
+            wins[f"{sess}:{idx}"] = info
+        return wins
+
+    def poll(self, now: float, full: bool = True) -> SourceResult:
+        if not full and self.last is not None:
+            return self.last
+        out, err = run_argv(self.argv(), self.timeout)
+        if err and ("no server running" in err or "error connecting" in err):
+            out, err = b"", None  # no tmux server: nothing to enrich, not a failure
+        if err:
+            res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err)
+        else:
+            self.windows = self.parse(out or b"")
+            res = SourceResult(name=self.name, kind=self.kind)
+        self.last = res
+        return res
+
+    def enrich(self, obs: AgentObs) -> AgentObs:
+        """The later of goal.json's and the window's activity; a dead pane is reported."""
+        w = None
+        if obs.target:
+            w = self.windows.get(obs.target) or self.windows.get(obs.target.split(".")[0])
+        if w is None:
+            w = self.windows.get(obs.agent)
+        if w is None:
+            return obs
+        import msgspec
+
+        la = obs.last_activity
+        if w["activity"] is not None and (la is None or w["activity"] > la):
+            la = w["activity"]
+        return msgspec.structs.replace(obs, last_activity=la, target=obs.target or w["target"],
+                                       pane_dead=w["dead"], pane_dead_status=w["dead_status"])
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,122 @@
+"""The ``sqlite`` source: runs the configured query on an external database, read-only.
+
+Invariants
+- Opened with a ``file:...?mode=ro`` URI and ``SQLITE_OPEN_READONLY | SQLITE_OPEN_URI``: the
+  database is never written (its bytes are unchanged by polling).
+- A fresh connection per poll, closed before ``poll`` returns: no lock outlives the query.
+- A short busy timeout; the query itself is cut at the source's ``timeout``.
+- Every failure (missing file, locked, not a database, changed schema, timeout) is a value:
+  ``SourceResult(ok=False, error=reason)``; never an exception. Errors name no row content.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import urllib.parse
+from typing import Any
+
+import apsw
+
+from projections.observations import RowObs, SourceResult
+from watcher.config import Source, expand, parse_duration
+
+log = logging.getLogger("fleetwatch.sources.sqlite")
+
+BUSY_TIMEOUT_MS = 250
+MAX_ROWS = 100_000
+# Columns each entity needs (besides the configured key columns).
+REQUIRED = {"wp": ("mission", "wp", "state"), "circuit": ("scope", "state"),
+            "swarm": ("group", "child", "status")}
+
+
+def ro_uri(path: str) -> str:
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+
+class SqliteSource:
+    kind = "sqlite"
+
+    def __init__(self, spec: Source):
+        self.name = spec.name
+        self.spec = spec
+        self.path = expand(spec.path or "")
+        self.query = spec.query or ""
+        self.key = list(spec.key or [])
+        self.entity = spec.entity or "wp"
+        self.timeout = parse_duration(spec.timeout)
+        self.last: SourceResult | None = None
+
+    def _fail(self, error: str) -> SourceResult:
+        return SourceResult(name=self.name, kind=self.kind, ok=False, error=error)
+
+    def poll(self, now: float, full: bool = True) -> SourceResult:
+        """Run the query once (on full ticks; wake-ups reuse the last result)."""
+        if not full and self.last is not None:
+            return self.last
+        self.last = self._poll()
+        return self.last
+
+    def _poll(self) -> SourceResult:
+        if not os.path.exists(self.path):
+            return self._fail(f"database missing: {self.path}")
+        if not os.path.isfile(self.path):
+            return self._fail(f"not a file: {self.path}")
+        try:
+            db = apsw.Connection(ro_uri(self.path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        except apsw.Error as e:
+            return self._fail(f"cannot open database: {_reason(e)}")
+        try:
+            db.setbusytimeout(min(BUSY_TIMEOUT_MS, int(self.timeout * 1000)))
+            deadline = time.monotonic() + self.timeout
+            db.setprogresshandler(lambda: time.monotonic() > deadline, 10_000)
+            try:
+                cur = db.execute(self.query)
+                try:
+                    cols = [d[0] for d in cur.getdescription()]
+                except apsw.ExecutionCompleteError:
+                    cols = []
+                rows = []
+                for r in cur:
+                    rows.append(r)
+                    if len(rows) > MAX_ROWS:
+                        return self._fail(f"query returned more than {MAX_ROWS} rows")
+            except apsw.BusyError:
+                return self._fail("database locked (busy past the timeout)")
+            except apsw.InterruptError:
+                return self._fail(f"query timed out after {self.timeout:g}s")
+            except apsw.SQLError as e:
+                return self._fail(f"query failed (schema changed?): {_reason(e)}")
+            except apsw.Error as e:
+                return self._fail(f"query failed: {_reason(e)}")
+        finally:
+            db.close()
+        return self._rows(cols, rows)
+
+    def _rows(self, cols: list[str], rows: list[tuple[Any, ...]]) -> SourceResult:
+        need = list(dict.fromkeys([*self.key, *REQUIRED.get(self.entity, ())]))
+        missing = [c for c in need if c not in cols]
+        if missing:
+            return self._fail(f"schema changed: the query gives no column {', '.join(missing)} "
+                              f"(has {', '.join(cols) or 'none'})")
+        out = []
+        for r in rows:
+            row = {c: _plain(v) for c, v in zip(cols, r)}
+            out.append(RowObs(entity=self.entity, source=self.name,
+                              key=tuple("" if row[k] is None else str(row[k]) for k in self.key), row=row))
+        return SourceResult(name=self.name, kind=self.kind, rows=out)
+
+    def close(self) -> None:
+        pass
+
+
+def _plain(v: Any) -> Any:
+    """Row values as JSON-able scalars (blobs decoded as UTF-8 text)."""
+    if isinstance(v, (bytes, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    return v
+
+
+def _reason(e: apsw.Error) -> str:
+    msg = str(e).split("\n")[0][:200]
+    return f"{type(e).__name__}: {msg}"
