@@ -1,0 +1,224 @@
+"""``fleetwatch hook`` (typer side) and ``fleetwatch hook install``.
+
+The hook itself runs through the fast path in ``watcher/entry.py`` -> ``watcher.hook.run_hook``;
+this module documents its options for ``--help`` and installs the hook entries into a Claude Code
+settings.json: idempotent (an entry already there is left alone), everything else preserved,
+the difference printed before anything is written.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+import shutil
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from events.errors import FleetwatchError
+from watcher.cli import errors
+
+# Events the hook maps (see docs/readme/hook.md), in the order they are written to settings.json.
+# Tool events get matcher "*" (every tool); the others take no matcher.
+HOOK_EVENTS = (
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+    "PermissionRequest", "Notification", "Stop", "StopFailure", "SubagentStart", "SubagentStop",
+    "SessionEnd",
+)
+TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest"})
+HOOK_TIMEOUT = 10  # seconds Claude Code allows one hook call (it normally takes ~30 ms)
+
+
+class SettingsError(FleetwatchError):
+    """The Claude Code settings.json cannot be read, parsed or written."""
+
+    exit_code = 1
+
+
+hook_app = typer.Typer(
+    help=(
+        "A Claude Code hook: reads one hook payload (JSON) on stdin and sets that agent's "
+        "goal.json state (busy / waiting / idle / ended) and last_activity, keeping every other "
+        "field. Always exits 0. Agent: --agent, else $FLEETWATCH_AGENT, else the goals-dir entry "
+        "whose goal.json has the payload's session_id or cwd, else the existing goals-dir folder "
+        "named like the project dir / cwd. Wire it with `fleetwatch hook install`."
+    ),
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+@hook_app.callback()
+def hook(
+    ctx: typer.Context,
+    agent: Annotated[Optional[str], typer.Option("--agent", help="Agent id (folder under the goals dir); else $FLEETWATCH_AGENT, else mapped from session_id/cwd.")] = None,
+    goals_dir: Annotated[Optional[str], typer.Option("--goals-dir", help="Folder of <agent>/goal.json; else $FLEETWATCH_GOALS_DIR, else ~/.fleet/agents.")] = None,
+) -> None:
+    """Payload on stdin -> the agent's goal.json (state, last_activity). Always exit 0."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from watcher.hook import run_hook
+
+    argv: list[str] = []
+    if agent:
+        argv += ["--agent", agent]
+    if goals_dir:
+        argv += ["--goals-dir", goals_dir]
+    stream = sys.stdin
+    data = b"" if stream is None or stream.isatty() else stream.read()
+    raise typer.Exit(run_hook(argv, stdin=data if data else b""))
+
+
+# ---------------------------------------------------------------- install: pure merge
+
+def hook_command(prefix: str, agent: str | None, goals_dir: str | None) -> str:
+    """The shell command written into settings.json."""
+    cmd = f"{prefix} hook"
+    if agent:
+        cmd += f" --agent {shlex.quote(agent)}"
+    if goals_dir:
+        cmd += f" --goals-dir {shlex.quote(goals_dir)}"
+    return cmd
+
+
+def is_ours(command: Any) -> bool:
+    """A settings hook command that runs ``fleetwatch hook`` (any path, flags or env prefix)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return any(os.path.basename(w) == "fleetwatch" and words[i + 1:i + 2] == ["hook"] for i, w in enumerate(words))
+
+
+def merge(settings: dict, command: str, *, force: bool = False) -> tuple[dict, dict[str, str]]:
+    """(new settings, {event: "added"|"updated"|"unchanged"|"kept"}). Pure: input not mutated.
+
+    Per event: an entry running ``command`` already there -> unchanged; another ``fleetwatch hook``
+    entry -> kept as is, or its command replaced in place with ``force``; none -> one matcher group
+    appended after the existing groups. Other keys, events and hooks are untouched.
+    """
+    new = json.loads(json.dumps(settings))  # deep copy, key order kept
+    hooks = new.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError("settings.json: `hooks` is not an object", op="hook install",
+                            hint="fix the file by hand, then run the install again")
+    actions: dict[str, str] = {}
+    for event in HOOK_EVENTS:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SettingsError(f"settings.json: `hooks.{event}` is not a list", op="hook install",
+                                hint="fix the file by hand, then run the install again")
+        mine = [h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                for h in g["hooks"] if isinstance(h, dict) and is_ours(h.get("command"))]
+        if any(h.get("command") == command for h in mine):
+            actions[event] = "unchanged"
+        elif mine and not force:
+            actions[event] = "kept"
+        elif mine:
+            mine[0]["command"] = command
+            actions[event] = "updated"
+        else:
+            group: dict[str, Any] = {"matcher": "*"} if event in TOOL_EVENTS else {}
+            group["hooks"] = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]
+            groups.append(group)
+            actions[event] = "added"
+    return new, actions
+
+
+def render(settings: dict) -> str:
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------- install: I/O
+
+def _default_prefix() -> str:
+    exe = os.path.abspath(sys.argv[0]) if sys.argv and os.path.basename(sys.argv[0]) == "fleetwatch" else None
+    exe = exe or shutil.which("fleetwatch") or os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    return shlex.quote(exe)
+
+
+def _settings_path(settings: str | None, project: bool) -> str:
+    if settings:
+        return os.path.expanduser(os.path.expandvars(settings))
+    if project:
+        return os.path.join(os.getcwd(), ".claude", "settings.json")
+    return os.path.join(os.path.expanduser("~"), ".claude", "settings.json")
+
+
+def _load(path: str) -> tuple[str, dict]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return "", {}
+    except OSError as e:
+        raise SettingsError(f"cannot read settings: {e.strerror}", op="hook install", path=path) from None
+    if not text.strip():
+        return text, {}
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise SettingsError(f"settings.json is not valid JSON (line {e.lineno})", op="hook install", path=path,
+                            hint="fix it by hand (Claude Code would not load it either), then run again") from None
+    if not isinstance(data, dict):
+        raise SettingsError("settings.json is not a JSON object", op="hook install", path=path)
+    return text, data
+
+
+@hook_app.command("install")
+@errors
+def install(
+    settings: Annotated[Optional[str], typer.Option("--settings", help="settings.json to edit (default ~/.claude/settings.json).")] = None,
+    project: Annotated[bool, typer.Option("--project", help="Edit ./.claude/settings.json (this project) instead of the user file.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the difference, write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace fleetwatch hook entries whose command differs.")] = False,
+    agent: Annotated[Optional[str], typer.Option("--agent", help="Bake --agent ID into the command (project settings of one agent).")] = None,
+    goals_dir: Annotated[Optional[str], typer.Option("--goals-dir", help="Bake --goals-dir DIR into the command.")] = None,
+    command: Annotated[Optional[str], typer.Option("--command", help="Program to call instead of this fleetwatch's absolute path.")] = None,
+) -> None:
+    """Merge the fleetwatch hook entries into a Claude Code settings.json (idempotent; diff first)."""
+    from watcher.hook import write_atomic
+
+    path = _settings_path(settings, project)
+    before_text, before = _load(path)
+    cmd = hook_command(command or _default_prefix(), agent, goals_dir)
+    after, actions = merge(before, cmd, force=force)
+    after_text = render(after)
+    changed = after != before
+    if changed:
+        # diff of the normalised JSON: only what the merge changes, not a reformatting
+        diff = difflib.unified_diff(render(before).splitlines(keepends=True) if before_text else [],
+                                    after_text.splitlines(keepends=True),
+                                    fromfile=f"{path} (before)", tofile=f"{path} (after)")
+        sys.stdout.writelines(diff)
+        if before_text and before_text != render(before):
+            typer.echo("note: the file is rewritten as 2-space indented JSON (content otherwise unchanged)", err=True)
+    kept = sorted(e for e, a in actions.items() if a == "kept")
+    counts = {a: sum(1 for v in actions.values() if v == a) for a in ("added", "updated", "unchanged", "kept")}
+    summary = ", ".join(f"{n} {a}" for a, n in counts.items() if n)
+    if kept:
+        typer.echo(f"note: a different fleetwatch hook command is already set for {', '.join(kept)}; "
+                   "--force replaces it", err=True)
+    if not changed:
+        typer.echo(f"{path}: already installed ({summary}); nothing to change")
+        return
+    if dry_run:
+        typer.echo(f"dry run: {path} not written ({summary})")
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        mode = os.stat(path).st_mode & 0o7777 if before_text else 0o644
+        if before_text:
+            write_atomic(path + ".fleetwatch.bak", before_text.encode(), mode)
+        write_atomic(path, after_text.encode(), mode)
+    except OSError as e:
+        raise SettingsError(f"cannot write settings: {e.strerror}", op="hook install", path=path) from None
+    typer.echo(f"{path}: written ({summary})" + (f"; previous version in {path}.fleetwatch.bak" if before_text else ""))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(hook_app, name="hook")
