@@ -54,6 +54,14 @@ class VersionConflict(FleetwatchError):
         self.actual = actual
 
 
+class ChainBroken(FleetwatchError):
+    """A verified read met a row that breaks contiguity or the hash chain at ``seq``."""
+
+    def __init__(self, message: str, *, seq: int, **kw):
+        super().__init__(message, **kw)
+        self.seq = seq
+
+
 class AppendFailed(FleetwatchError):
     """The append did not commit (disk full, I/O error, busy past the timeout). Nothing was written."""
 

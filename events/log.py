@@ -17,7 +17,6 @@ import hashlib
 import os
 import stat
 import time as _time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from events.errors import AppendFailed, SchemaError, StoreError, VersionConflict
+from events.errors import AppendFailed, ChainBroken, SchemaError, StoreError, VersionConflict
 from events.types import Unknown, _E, data_dict, decode_data, encode_data, tag_of
 
 APPLICATION_ID = 0x46574C47  # "FWLG"
@@ -79,6 +78,14 @@ def row_hash(prev: bytes, seq: int, id_: str, time_: str, type_: str, subject: s
              data: bytes) -> bytes:
     head = _canon.encode((seq, id_, time_, type_, subject, version))
     return hashlib.sha256(prev + head + b"\n" + data).digest()
+
+
+def _new_ids(n: int) -> list[str]:
+    """``n`` fresh ids (32 hex chars, as uuid4().hex): wall-clock ms + 52 random bits per batch +
+    the index in the batch. Unique, and increasing within a batch, so the UNIQUE(id) index is
+    appended to rather than written at random places."""
+    pre = f"{int(_time.time() * 1000) & 0xFFFFFFFFFFF:011x}{os.urandom(7).hex()[:13]}"
+    return [f"{pre}{i:08x}" for i in range(n)]
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -146,13 +153,16 @@ def _check_path(path: str, create: bool) -> None:
                          hint="start the watcher (`fleetwatch run`) or pass --db")
     parent = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
     except FileExistsError:
-        pass
+        if not os.path.isfile(path):
+            raise StoreError("cannot create the event log: a parent is not a directory", op="create",
+                             path=path, hint="choose a writable path with --db or [store] path") from None
     except OSError as e:
-        raise StoreError(f"cannot create the event log: {e.strerror}", op="create", path=path,
+        raise StoreError(f"cannot create the event log: {e.strerror or e}", op="create", path=path,
                          hint="choose a writable path with --db or [store] path") from e
 
 
@@ -163,44 +173,74 @@ class EventLog:
         self.path = os.path.abspath(os.path.expanduser(path))
         existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
         _check_path(self.path, create)
+        self.db: apsw.Connection | None = None
         try:
+            if existed:  # refuse foreign / newer files through a read-only connection: nothing touched
+                probe = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
+                try:
+                    probe.setbusytimeout(BUSY_TIMEOUT_MS)
+                    self._classify(probe)
+                finally:
+                    probe.close()
             self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READWRITE)
             self.db.setbusytimeout(BUSY_TIMEOUT_MS)
-            self._check_schema(existed)
+            self._migrate()
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
         except (SchemaError, StoreError):
+            self._close_quietly()
             raise
         except apsw.Error as e:
-            raise StoreError(f"cannot open the event log: {e}", op="open", path=self.path,
+            self._close_quietly()
+            raise StoreError(f"cannot open the event log: {type(e).__name__}: {e}", op="open", path=self.path,
                              hint="is it a fleetwatch events.db?") from e
         self._versions: dict[str, int] = {}
         self._known_head = -1
 
+    def _close_quietly(self) -> None:
+        if self.db is not None:
+            try:
+                self.db.close()
+            except apsw.Error:
+                pass
+
     # ---- schema ---------------------------------------------------------------------------
-    def _check_schema(self, existed: bool) -> None:
-        app = self.db.execute("PRAGMA application_id").fetchall()[0][0]
-        ver = self.db.execute("PRAGMA user_version").fetchall()[0][0]
-        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
+    def _classify(self, conn: apsw.Connection) -> int:
+        """The schema version of the file behind ``conn`` (0 = empty, to be created); raises
+        SchemaError for another application's database or a newer fleetwatch schema."""
+        app = conn.execute("PRAGMA application_id").fetchall()[0][0]
+        ver = conn.execute("PRAGMA user_version").fetchall()[0][0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
         if app == 0 and tables == 0:
-            ver = 0
-        elif app != APPLICATION_ID:
+            return 0
+        if app != APPLICATION_ID:
             raise SchemaError("not a fleetwatch event log (another application's SQLite database)",
                               op="open", path=self.path, hint="pass --db with a new file name; this file was not touched")
         if ver > SCHEMA_VERSION:
             raise SchemaError(f"the log has schema version {ver}, newer than this fleetwatch ({SCHEMA_VERSION})",
                               op="open", path=self.path, hint="upgrade fleetwatch; the file was not touched")
-        if ver < SCHEMA_VERSION:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                for v in range(ver, SCHEMA_VERSION):
-                    self.db.execute(_MIGRATIONS[v])
-                self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-                self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
+        return ver
+
+    def _migrate(self) -> None:
+        """Bring an older schema up to SCHEMA_VERSION in one transaction (re-checked under the
+        write lock, so two processes opening a new file at once do not both create it)."""
+        db = self.db
+        if self._classify(db) >= SCHEMA_VERSION:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            ver = self._classify(db)
+            for v in range(ver, SCHEMA_VERSION):
+                db.execute(_MIGRATIONS[v])
+            db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException as e:
+            db.execute("ROLLBACK")
+            if isinstance(e, apsw.Error):
+                raise SchemaError(f"schema migration failed, nothing changed: {type(e).__name__}: {e}",
+                                  op="migrate", path=self.path, hint="report this; the file was not touched") from e
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -237,6 +277,16 @@ class EventLog:
                 self._versions[subj] = ver
         self._known_head = head
 
+    def _known_ids(self, items: list[Any]) -> dict[str, int]:
+        """{id: seq} for the batch's explicit ids that are already stored."""
+        ids = [p.id for p in items if type(p) is Pending and p.id is not None]
+        found: dict[str, int] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            found.update(self.db.execute(
+                f"SELECT id, seq FROM events WHERE id IN ({','.join('?' * len(part))})", part))
+        return found
+
     def append(self, events: Iterable[Any], now: float | datetime,
                snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None) -> list[int]:
         """Append a batch in one transaction; returns the seqs (existing seq for a known id).
@@ -246,60 +296,74 @@ class EventLog:
         at the batch's last seq, so events and snapshots commit together.
         """
         when = iso(now)
-        items = [e if isinstance(e, Pending) else Pending(e) for e in events]
+        items = events if isinstance(events, list) else list(events)
         if not items and snapshot is None:
             return []
+        db = self.db
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
         except apsw.Error as e:
             raise AppendFailed(f"cannot start a write transaction: {e}", op="append", path=self.path,
                                hint="another process holds the log's write lock too long") from e
         try:
             seq, prev = self.head()
             self._sync_versions(seq)
+            known = self._known_ids(items)
+            ids = _new_ids(len(items))
             out: list[int] = []
-            recs: list[Recorded] = []
-            rows = []
+            rows: list[tuple] = []
+            evs: list[Any] = []
             local: dict[str, int] = {}
-            for p in items:
-                ev = p.event
-                if p.id is not None:
-                    r = self.db.execute("SELECT seq FROM events WHERE id=?", (p.id,)).fetchall()
-                    if r:
-                        out.append(r[0][0])
-                        continue
-                subject = p.subject or ev.subject
+            versions = self._versions
+            canon, sha, enc = _canon.encode, hashlib.sha256, encode_data
+            for i, p in enumerate(items):
+                if type(p) is Pending:
+                    ev, pid, expected = p.event, p.id, p.expected_version
+                    if pid is not None:
+                        had = known.get(pid)
+                        if had is not None:
+                            out.append(had)
+                            continue
+                    subject = p.subject or ev.subject
+                else:
+                    ev, pid, expected = p, None, None
+                    subject = ev.subject
                 cur = local.get(subject)
                 if cur is None:
-                    cur = self._version(subject)
-                if p.expected_version is not None and p.expected_version != cur:
+                    cur = versions.get(subject)
+                    if cur is None:
+                        cur = self._version(subject)
+                if expected is not None and expected != cur:
                     raise VersionConflict(
-                        f"subject {subject} is at version {cur}, expected {p.expected_version}",
-                        subject=subject, expected=p.expected_version, actual=cur, op="append", path=self.path)
+                        f"subject {subject} is at version {cur}, expected {expected}",
+                        subject=subject, expected=expected, actual=cur, op="append", path=self.path)
                 version = cur + 1
                 local[subject] = version
                 seq += 1
-                id_ = p.id or uuid.uuid4().hex
-                type_ = tag_of(ev)
-                data = encode_data(ev)
-                h = row_hash(prev, seq, id_, when, type_, subject, version, data)
-                prev = h
-                rows.append((seq, id_, when, type_, subject, version, data, h))
+                id_ = ids[i] if pid is None else pid
+                type_ = ev.__struct_config__.tag
+                data = enc(ev)
+                # == row_hash(prev, seq, id_, when, type_, subject, version, data), inlined
+                prev = sha(prev + canon((seq, id_, when, type_, subject, version)) + b"\n" + data).digest()
+                rows.append((seq, id_, when, type_, subject, version, data, prev))
                 out.append(seq)
-                recs.append(Recorded(seq, id_, when, type_, subject, version, ev, data, h))
+                if pid is not None:
+                    known[pid] = seq
+                if snapshot is not None:
+                    evs.append(ev)
             if rows:
-                self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+                db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
             if snapshot is not None:
-                snaps = snapshot(recs)
+                snaps = snapshot([Recorded(*r[:6], ev, r[6], r[7]) for r, ev in zip(rows, evs)])
                 if snaps:
-                    self.db.executemany(
+                    db.executemany(
                         "INSERT INTO snapshots(name, seq, data) VALUES (?,?,?) ON CONFLICT(name) "
                         "DO UPDATE SET seq=excluded.seq, data=excluded.data",
                         [(k, seq, v) for k, v in snaps.items()])
-            self.db.execute("COMMIT")
+            db.execute("COMMIT")
         except BaseException as e:
             try:
-                self.db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
             except apsw.Error:
                 pass
             self._versions.clear()
@@ -309,7 +373,7 @@ class EventLog:
                                    op="append", path=self.path,
                                    hint="disk full or I/O error? the batch is kept and retried") from e
             raise
-        self._versions.update(local)
+        versions.update(local)
         self._known_head = seq
         return out
 
@@ -328,11 +392,19 @@ class EventLog:
     # ---- read -----------------------------------------------------------------------------
     def read(self, since: int = 0, *, types: Sequence[str] | None = None,
              subject: str | None = None, limit: int | None = None, chunk: int = 5000,
-             decode: bool = True) -> Iterator[Recorded]:
+             decode: bool = True, verify: bool = False) -> Iterator[Recorded]:
         """Events with seq > ``since`` in order; ``subject`` is a prefix. Reads in chunks, so no
-        read transaction stays open while the caller works."""
+        read transaction stays open while the caller works.
+
+        ``verify=True`` also checks contiguity and the hash chain of every row from ``since``
+        on (filtered-out rows included) and raises :class:`ChainBroken` at the first bad seq,
+        before yielding it: a replay that trusts nothing it has not checked."""
+        if verify:
+            yield from self._read_verified(since, types, subject, limit, chunk, decode)
+            return
         where, args = self._filters(types, subject)
         left = limit
+        dec = decode_data
         while True:
             n = chunk if left is None else min(chunk, left)
             if n <= 0:
@@ -342,12 +414,50 @@ class EventLog:
                 f"WHERE seq > ?{where} ORDER BY seq LIMIT ?", (since, *args, n)).fetchall()
             for r in rows:
                 yield Recorded(r[0], r[1], r[2], r[3], r[4], r[5],
-                               decode_data(r[3], r[6]) if decode else None, r[6], r[7])
+                               dec(r[3], r[6]) if decode else None, r[6], r[7])
             if len(rows) < n:
                 return
             since = rows[-1][0]
             if left is not None:
                 left -= len(rows)
+
+    def _read_verified(self, since: int, types: Sequence[str] | None, subject: str | None,
+                       limit: int | None, chunk: int, decode: bool) -> Iterator[Recorded]:
+        if since <= 0:
+            since, prev = 0, GENESIS
+        else:
+            r = self.db.execute("SELECT hash FROM events WHERE seq=?", (since,)).fetchall()
+            if not r:
+                raise ChainBroken(f"seq {since} is missing", seq=since, op="read", path=self.path)
+            prev = r[0][0]
+        want = set(types) if types else None
+        left = limit
+        canon, sha, dec = _canon.encode, hashlib.sha256, decode_data
+        expect = since + 1
+        while left is None or left > 0:
+            rows = self.db.execute(
+                "SELECT seq, id, time, type, subject, version, data, hash FROM events "
+                "WHERE seq > ? ORDER BY seq LIMIT ?", (since, chunk)).fetchall()
+            for seq, id_, t, ty, su, ve, da, h in rows:
+                if seq != expect:
+                    raise ChainBroken(f"seq {expect} is missing (next row is {seq})", seq=expect,
+                                      op="read", path=self.path)
+                if type(da) is not bytes or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
+                    raise ChainBroken(f"seq {seq}: hash mismatch (row altered or chain broken)", seq=seq,
+                                      op="read", path=self.path, hint="run `fleetwatch verify`")
+                prev, expect = h, expect + 1
+                if want is not None and ty not in want:
+                    continue
+                if subject and not su.startswith(subject):
+                    continue
+                yield Recorded(seq, id_, t, ty, su, ve, dec(ty, da) if decode else None, da, h)
+                if left is not None:
+                    left -= 1
+                    if left <= 0:
+                        return
+            if len(rows) < chunk:
+                return
+            since = rows[-1][0]
 
     def last(self, n: int, *, types: Sequence[str] | None = None, subject: str | None = None) -> list[Recorded]:
         """The last ``n`` matching events, oldest first."""
@@ -403,8 +513,9 @@ class EventLog:
                 if seq != expect:
                     return VerifyResult(False, expect - 1, prev.hex(), count, expect,
                                         f"seq {expect} is missing (next row is {seq})")
-                if not isinstance(da, bytes):
-                    da = da.encode() if isinstance(da, str) else bytes(da)
+                if type(da) is not bytes:
+                    return VerifyResult(False, seq - 1, prev.hex(), count, seq,
+                                        f"seq {seq}: data is {type(da).__name__}, not a blob (row altered)")
                 if row_hash(prev, seq, id_, t, ty, su, ve, da) != h:
                     return VerifyResult(False, seq - 1, prev.hex(), count, seq,
                                         f"seq {seq}: hash mismatch (row altered or chain broken)")
@@ -420,7 +531,7 @@ class EventLog:
                                     f"log ends at seq {head_seq}, expected head {es} (truncated tail)")
             if head_seq >= es:
                 r = self.db.execute("SELECT hash FROM events WHERE seq=?", (es,)).fetchall()
-                if not r or r[0][0].hex() != eh:
+                if not r or not isinstance(r[0][0], bytes) or r[0][0].hex() != eh.lower():
                     return VerifyResult(False, head_seq, prev.hex(), count, es,
                                         f"seq {es}: hash differs from the expected head")
         return VerifyResult(True, head_seq, prev.hex(), count)
