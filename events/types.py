@@ -97,6 +97,8 @@ class RunChanged(_E, frozen=True, tag="run.changed"):
     work_complete: bool = False
     continue_from: str | None = None
     error: str = ""
+    source: str = ""      # the steps source that reported the run
+    gone: bool = False    # the steps.json is no longer seen (its source did not fail)
 
     @property
     def subject(self) -> str:
@@ -111,6 +113,7 @@ class StepChanged(_E, frozen=True, tag="step.changed"):
     at: str | None = None
     data: dict[str, Any] = {}
     reason: str = ""
+    attempt: int = 0      # the step's attempt number after this change (1 = first)
 
     @property
     def subject(self) -> str:
@@ -122,6 +125,7 @@ class RuleViolated(_E, frozen=True, tag="rule.violated"):
     rule: str
     detail: str = ""
     step: str | None = None
+    key: str = ""         # the occurrence (e.g. "no-redo:apply#2"): reported once per key
 
     @property
     def subject(self) -> str:
@@ -133,6 +137,7 @@ class StepOverdue(_E, frozen=True, tag="step.overdue"):
     step: str
     since: str | None = None
     deadline_s: float = 0
+    attempt: int = 0      # which begin of the step was overdue (reported once per begin)
 
     @property
     def subject(self) -> str:
