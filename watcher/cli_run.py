@@ -30,7 +30,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     from events.log import EventLog
     from watcher.config import load
     from watcher.loop import Waker, Watcher
-    from watcher.sdnotify import SystemdNotifier
+    from watcher.sdnotify import SystemdNotifier, status_line
 
     lock = WriterLock(db).acquire()
     elog = EventLog(db, durability=cfg.store.durability)
@@ -58,10 +58,13 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         last_full = time.monotonic()
         log.info("watching %d sources; %d agents", len(w.sources), len(w.proj["fleet"]["agents"]))
         if once:
+            if w.suspects():  # a file failed its first read: give it its second read now
+                time.sleep(max(0.05, cfg.dur("watch.debounce")))
+                w.tick(time.time(), full=True)
             reason = "once"
             return 0
         sd.ready()
-        sd.status(sd.status_line(w.class_counts(), 0.0))
+        sd.status(status_line(w.class_counts(), 0.0))
         sd.tick_completed(time.monotonic())
         while not stop.is_set():
             interval = cfg.dur("watch.interval")
@@ -101,7 +104,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                 last_full = mono  # after a suspend: one tick now, missed ticks skipped
             w.tick(time.time(), full=full)
             sd.tick_completed(time.monotonic())
-            sd.status(sd.status_line(w.class_counts(), time.monotonic() - mono))
+            sd.status(status_line(w.class_counts(), time.monotonic() - mono))
     finally:
         sd.stopping()
         for s, h in old.items():

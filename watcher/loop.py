@@ -135,6 +135,10 @@ class Watcher:
         self.ticks += 1
         return n
 
+    def suspects(self) -> bool:
+        """True when a file failed its first read (the two-read rule wants a second one)."""
+        return any(e.fails == 1 for s in self.sources for e in getattr(s, "cache", {}).values())
+
     def next_wake(self, now: float) -> float | None:
         if self.notifier is None:
             return None

@@ -1,0 +1,191 @@
+"""Sources with real files and real subprocesses: bad input never crashes, the two-read rule,
+the stat cache, command and tmux sources."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from watcher.config import parse
+from watcher.sources import build_sources, merge
+from watcher.sources.parse import parse_goal, parse_time
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures")
+NOW = time.time()
+
+
+def goals_source(tmp_path, **extra):
+    body = "".join(f"{k} = {json.dumps(v)}\n" for k, v in extra.items())
+    cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/*/goal.json"\n{body}')
+    return build_sources(cfg)[0]
+
+
+def write(tmp_path, agent, content: bytes | str):
+    d = tmp_path / agent
+    d.mkdir(exist_ok=True)
+    p = d / "goal.json"
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return p
+
+
+GOOD = {"agent": "x", "state": "busy", "phase": "haciendo", "dod_contract": "tests pass", "dod": "secret session text"}
+
+BAD = [
+    # (raw bytes, expected reason fragment) -- each one MAL_LANZADO with a reason, never a crash
+    (b"\x00\xff\xfegarbage", "not JSON"),                                  # garbage bytes
+    (b"", "empty"),                                                        # empty file
+    (b'{"agent": "x", "state": ', "not JSON"),                             # half-written
+    (b"[" * 100_000 + b"]" * 100_000, "not JSON"),                         # deeply nested
+    (b"[1, 2, 3]", "not a JSON object"),                                   # not an object
+    (b'{"agent": "x", "state": 5, "dod_contract": "c"}', "wrong type"),    # wrong types
+    (b'{"agent": "x", "state": "busy", "dod_contract": NaN}', "not JSON"),  # NaN is not JSON
+]
+
+
+@pytest.mark.parametrize("raw,reason", BAD)
+def test_bad_goal_bytes_give_a_reason(raw, reason):
+    o = parse_goal(raw, source="s", path="/p", folder_id="f", mtime=NOW)
+    assert o.error and reason in o.error
+
+
+def test_bom_is_accepted_and_dod_text_is_dropped():
+    o = parse_goal(b"\xef\xbb\xbf" + json.dumps(GOOD).encode(), source="s", path="/p", folder_id="f", mtime=NOW)
+    assert o.error is None and o.agent == "x" and o.contract_len == len("tests pass")
+    assert "secret" not in repr(o)
+
+
+@pytest.mark.parametrize("v,want", [
+    ("2026-11-29T19:20:00Z", 1795980000.0),        # ISO with Z
+    ("2026-11-29T20:20:00+01:00", 1795980000.0),   # ISO with offset
+    (1795980000, 1795980000.0),                    # epoch seconds
+    ("yesterday", None),                           # garbage -> None (mtime used)
+    (float("nan"), None),                          # NaN
+    (True, None),                                  # bool is not a time
+])
+def test_parse_time(v, want):
+    assert parse_time(v) == want
+
+
+def test_two_read_rule_and_stat_cache(tmp_path):
+    src = goals_source(tmp_path)
+    p = write(tmp_path, "a1", json.dumps(GOOD))
+    r = src.poll(NOW)
+    assert [a.error for a in r.agents] == [None]
+    p.write_text('{"agent": "x", "sta')             # half-written
+    r = src.poll(NOW)
+    assert [a.error for a in r.agents] == [None]    # first failed read: last good view stands
+    r = src.poll(NOW)
+    assert r.agents[0].error and "not JSON" in r.agents[0].error  # second failed read counts
+    write(tmp_path, "a1", json.dumps(GOOD))
+    assert src.poll(NOW).agents[0].error is None
+
+
+def test_new_corrupt_file_is_invisible_until_second_read(tmp_path):
+    src = goals_source(tmp_path)
+    write(tmp_path, "a1", "{")
+    assert src.poll(NOW).agents == []
+    assert src.poll(NOW).agents[0].error
+
+
+def test_too_large_file_is_refused_without_reading_it_all(tmp_path):
+    src = goals_source(tmp_path)
+    p = write(tmp_path, "big", b"")
+    with open(p, "wb") as f:
+        f.write(b'{"agent": "big", "pad": "' + b"x" * (50 * 1024 * 1024) + b'"}')
+    src.poll(NOW)
+    r = src.poll(NOW)
+    assert "too large" in r.agents[0].error
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_file(tmp_path):
+    src = goals_source(tmp_path)
+    p = write(tmp_path, "a1", json.dumps(GOOD))
+    p.chmod(0)
+    src.poll(NOW)
+    assert "unreadable" in src.poll(NOW).agents[0].error
+
+
+def test_symlink_loop_in_glob_does_not_crash(tmp_path):
+    src = goals_source(tmp_path)
+    write(tmp_path, "a1", json.dumps(GOOD))
+    os.symlink(tmp_path / "loop", tmp_path / "loop")   # a symlink to itself
+    r = src.poll(NOW)
+    assert r.ok and [a.agent for a in r.agents] == ["x"]
+
+
+def test_fixtures_classify_as_documented(tmp_path):
+    shutil.copytree(os.path.join(FIX, "goals"), tmp_path / "goals")
+    src = goals_source(tmp_path / "goals")
+    src.poll(NOW)
+    agents = {a.agent: a for a in src.poll(NOW).agents}
+    assert sorted(agents) == [f"a0{i}" for i in range(1, 9)]
+    assert agents["a05"].contract_sha256 is None        # empty contract, id from the folder
+    assert agents["a08"].error                          # truncated JSON
+
+
+def cmd_source(argv, entity=None, timeout="2s"):
+    ent = f'entity = "{entity}"\n' if entity else ""
+    cfg = parse(f'[[sources]]\nname = "fv"\nkind = "command"\nargv = {json.dumps(argv)}\ntimeout = "{timeout}"\n{ent}')
+    return build_sources(cfg)[0]
+
+
+def test_command_source_fixture():
+    r = cmd_source(["cat", os.path.join(FIX, "fleetview-list.json")]).poll(NOW)
+    assert r.ok and [a.agent for a in r.agents] == ["a01", "a02", "a09"]
+    assert r.agents[0].target == "fleet:1.0"
+
+
+@pytest.mark.parametrize("argv,reason", [
+    ([sys.executable, "-c", "import sys; sys.exit(3)"], "exit status 3"),       # non-zero exit
+    ([sys.executable, "-c", "import time; time.sleep(5)"], "timed out"),         # timeout
+    ([sys.executable, "-c", "print('nope')"], "bad output"),                    # bad JSON
+    ([sys.executable, "-c", "print('{}')"], "not a JSON array"),                # wrong shape
+    (["/nonexistent/fleetview"], "not found"),                                  # missing program
+])
+def test_command_source_failures_are_values(argv, reason):
+    r = cmd_source(argv, timeout="1s").poll(NOW)
+    assert not r.ok and reason in r.error
+
+
+def test_command_swarm_rows():
+    r = cmd_source(["cat", os.path.join(FIX, "swarm-groups.json")], entity="swarm").poll(NOW)
+    assert [row.key for row in r.rows][:2] == [("swarm:main:run-31", "c1"), ("swarm:main:run-31", "c2")]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_tmux_enriches_activity_and_reports_dead_panes(tmp_path):
+    sock = f"fwtest{os.getpid()}"
+    env = dict(os.environ, TMUX="")
+    subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", "new-session", "-d", "-s", "fleet", "-n", "a1", "sleep 30"], check=True, env=env)
+    try:
+        subprocess.run(["tmux", "-L", sock, "set-option", "-g", "remain-on-exit", "on"], check=True)
+        subprocess.run(["tmux", "-L", sock, "new-window", "-t", "fleet", "-n", "a2", "exit 7"], check=True)
+        for _ in range(50):  # wait until tmux reports the dead pane
+            out = subprocess.run(["tmux", "-L", sock, "list-windows", "-a", "-F", "#{pane_dead}"],
+                                 capture_output=True, text=True).stdout
+            if "1" in out:
+                break
+            time.sleep(0.1)
+        cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/*/goal.json"\n'
+                    f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\n')
+        write(tmp_path, "a1", json.dumps({**GOOD, "agent": "a1", "last_activity": 1000}))
+        write(tmp_path, "a2", json.dumps({**GOOD, "agent": "a2"}))
+        srcs = build_sources(cfg)
+        snap = merge(srcs, [s.poll(NOW) for s in srcs])
+        assert snap.agents["a1"].last_activity > 1000          # window activity is later
+        assert snap.agents["a1"].target == "fleet:0"
+        assert snap.agents["a2"].pane_dead and snap.agents["a2"].pane_dead_status == 7
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+def test_tmux_without_server_is_not_a_failure():
+    cfg = parse('[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "fw-no-such-server"\n')
+    r = build_sources(cfg)[0].poll(NOW)
+    assert r.ok or "not found" in (r.error or "")
