@@ -1,0 +1,227 @@
+"""DoD projection: who is done for real.
+
+Per agent it keeps the contract digest fixed at first sight, the latest verifier verdict, the
+current claim (DICE_TERMINADO since when) and the flags raised. Pure: no I/O, no clock.
+
+Invariants
+- The contract digest is fixed by the first ``agent.classified`` carrying one; every later
+  difference between the observed digest and the last known one is exactly one
+  ``dod.contract_changed`` event (edge-triggered, never repeated while the level persists).
+- A verdict whose verifier is the agent itself is never a verdict (the CLI refuses it; goal.json
+  gives ``dod.flagged`` ``self-approved`` instead).
+- ``unevaluable`` escalates and never closes: only another verdict replaces it.
+- ``claim-unverified`` is flagged at most once per claim (a claim = one DICE_TERMINADO period).
+- Status precedence: unevaluable; else the most recent of verdict / self-approval / claim
+  (by seq; ties: verdict > self-approval > claim); else pending.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from events.log import parse_iso
+from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
+
+NAME = "dod"
+
+VERDICTS = ("met", "failed", "unevaluable")
+CLAIM_CLASS = "DICE_TERMINADO"
+
+
+class Status(str, enum.Enum):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    MET = "met"
+    FAILED = "failed"
+    UNEVALUABLE = "unevaluable"
+    SELF_APPROVED = "self-approved"
+
+
+class Flag(str, enum.Enum):
+    SELF_APPROVED = "self-approved"
+    CLAIM_UNVERIFIED = "claim-unverified"
+
+
+def initial() -> dict[str, Any]:
+    return {"agents": {}}
+
+
+def _agent(state: dict[str, Any], agent: str) -> dict[str, Any]:
+    a = state["agents"].get(agent)
+    if a is None:
+        a = state["agents"][agent] = {
+            "contract_sha256": None,   # fixed at first sight
+            "contract_len": 0,
+            "current_sha256": None,    # last known digest (changes are events)
+            "contract_changes": 0,
+            "class": None, "class_since": None,
+            "claim_seq": 0, "claim_since": None, "claim_flagged": False,
+            "verdict": None,           # {"verdict","verifier","evidence","source","at","seq"}
+            "goal_key": None,          # "status|verifier" of the last goal.json verdict
+            "self_key": None, "self_seq": 0, "self_at": None, "self_detail": "",
+            "flags": 0,
+        }
+    return a
+
+
+def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    ev = rec.event
+    if isinstance(ev, AgentClassified):
+        a = _agent(state, ev.agent)
+        if a["contract_sha256"] is None and ev.contract_sha256:
+            a["contract_sha256"] = a["current_sha256"] = ev.contract_sha256
+            a["contract_len"] = ev.contract_len
+        if ev.to != a["class"]:
+            a["class"], a["class_since"] = ev.to, rec.time
+            if ev.to == CLAIM_CLASS:
+                a["claim_seq"], a["claim_since"], a["claim_flagged"] = rec.seq, rec.time, False
+        if ev.to != CLAIM_CLASS:
+            a["claim_seq"], a["claim_since"], a["claim_flagged"] = 0, None, False
+    elif isinstance(ev, DodVerdict):
+        a = _agent(state, ev.agent)
+        if ev.verifier.strip().lower() == ev.agent.lower():
+            return state  # self-approval is never a verdict
+        a["verdict"] = {"verdict": ev.verdict, "verifier": ev.verifier, "evidence": ev.evidence,
+                        "source": ev.source, "at": rec.time, "seq": rec.seq}
+        if ev.source == "goal.json":
+            a["goal_key"] = f"{ev.verdict}|{ev.verifier}"
+            a["self_key"] = None  # a later self-approval is a new one
+    elif isinstance(ev, DodContractChanged):
+        a = _agent(state, ev.agent)
+        a["current_sha256"] = ev.new_sha256
+        a["contract_changes"] += 1
+        if a["contract_sha256"] is None:
+            a["contract_sha256"] = ev.old_sha256
+    elif isinstance(ev, DodFlagged):
+        a = _agent(state, ev.agent)
+        a["flags"] += 1
+        if ev.flag == Flag.SELF_APPROVED.value:
+            a["self_key"] = ev.detail or "met|"
+            a["self_seq"], a["self_at"] = rec.seq, rec.time
+        elif ev.flag == Flag.CLAIM_UNVERIFIED.value:
+            a["claim_flagged"] = True
+    return state
+
+
+# ---- detect ------------------------------------------------------------------------------
+def _self_key(agent: str, status: str | None, verifier: str | None) -> str | None:
+    """The goal.json self-approval signature, or None when it is not one."""
+    if status != "met":
+        return None
+    v = (verifier or "").strip()
+    if not v or v.lower() == agent.lower():
+        return f"met|{v}"
+    return None
+
+
+def detect(state: dict[str, Any], snap: Any, now: float, claim_unverified_after: float = 1800.0,
+           **_policy: Any) -> list[Any]:
+    """Contract changes, goal.json verdicts, self-approvals and unverified claims (edge-triggered).
+    Agents of a source that failed this tick are skipped (their last state stands)."""
+    out: list[Any] = []
+    failed = getattr(snap, "failed", {}) or {}
+    agents = state["agents"]
+    for aid in sorted(snap.agents):
+        obs = snap.agents[aid]
+        if obs.source in failed or obs.error:
+            continue
+        a = agents.get(aid)
+        cur = a["current_sha256"] if a else None
+        known = a is not None and (a["contract_sha256"] is not None or a["contract_changes"])
+        if known and obs.contract_sha256 != cur:
+            out.append(DodContractChanged(agent=aid, old_sha256=cur, new_sha256=obs.contract_sha256,
+                                          new_len=obs.contract_len))
+        status = (obs.dod_status or "").strip().lower() or None
+        verifier = (obs.dod_verifier or "").strip() or None
+        sk = _self_key(aid, status, verifier)
+        if sk is not None:
+            if a is None or a["self_key"] != sk:
+                out.append(DodFlagged(agent=aid, flag=Flag.SELF_APPROVED.value, detail=sk))
+        elif status in VERDICTS and verifier and verifier.lower() != aid.lower():
+            key = f"{status}|{verifier}"
+            if a is None or a["goal_key"] != key:
+                out.append(DodVerdict(agent=aid, verdict=status, verifier=verifier,
+                                      evidence="dod_status in goal.json", source="goal.json"))
+    for aid in sorted(agents):
+        a = agents[aid]
+        if a["class"] != CLAIM_CLASS or a["claim_flagged"] or not a["claim_since"]:
+            continue
+        v = a["verdict"]
+        if v is not None and v["seq"] >= a["claim_seq"]:
+            continue
+        if now - parse_iso(a["claim_since"]) >= claim_unverified_after:
+            out.append(DodFlagged(agent=aid, flag=Flag.CLAIM_UNVERIFIED.value,
+                                  detail=f"no verdict {int(now - parse_iso(a['claim_since']))}s after the claim"))
+    return out
+
+
+# ---- read side ---------------------------------------------------------------------------
+def agent_status(a: dict[str, Any]) -> Status:
+    v = a["verdict"]
+    if v is not None and v["verdict"] == Status.UNEVALUABLE.value:
+        return Status.UNEVALUABLE
+    cands: list[tuple[int, int, Status]] = []
+    if v is not None:
+        cands.append((v["seq"], 2, Status(v["verdict"]) if v["verdict"] in VERDICTS else Status.PENDING))
+    if a["self_key"] is not None:
+        cands.append((a["self_seq"], 1, Status.SELF_APPROVED))
+    if a["class"] == CLAIM_CLASS and a["claim_seq"]:
+        cands.append((a["claim_seq"], 0, Status.CLAIMED))
+    return max(cands)[2] if cands else Status.PENDING
+
+
+def status(state: dict[str, Any], now: float) -> dict[str, Any]:
+    """Per agent: status, class, verdict, contract facts and flags (no contract text, ever)."""
+    out: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    for aid in sorted(state["agents"]):
+        a = state["agents"][aid]
+        st = agent_status(a).value
+        counts[st] = counts.get(st, 0) + 1
+        v = a["verdict"]
+        out[aid] = {
+            "status": st, "class": a["class"],
+            "claim_age_s": round(now - parse_iso(a["claim_since"]), 1) if a["claim_since"] else None,
+            "claim_unverified": a["claim_flagged"],
+            "verdict": v["verdict"] if v else None, "verifier": v["verifier"] if v else None,
+            "verdict_source": v["source"] if v else None, "verdict_at": v["at"] if v else None,
+            "evidence": v["evidence"] if v else None,
+            "contract_sha256": a["contract_sha256"], "contract_len": a["contract_len"],
+            "contract_changes": a["contract_changes"],
+            "contract_changed": a["contract_changes"] > 0,
+        }
+    return {"agents": out, "counts": counts}
+
+
+def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """(group, line) for the summary: ``violations`` and ``escalations``; stable order."""
+    out: list[tuple[str, str]] = []
+    for aid in sorted(state["agents"]):
+        a = state["agents"][aid]
+        st = agent_status(a)
+        if a["contract_changes"]:
+            out.append(("violations", f"{aid}: DoD contract rewritten ({a['contract_changes']}x)"))
+        if st is Status.SELF_APPROVED:
+            out.append(("violations", f"{aid}: DoD self-approved (no independent verifier)"))
+        if st is Status.UNEVALUABLE:
+            v = a["verdict"]
+            out.append(("violations", f"{aid}: DoD unevaluable per {v['verifier']} (needs a human)"))
+        if st is Status.CLAIMED and a["claim_flagged"] and a["claim_since"]:
+            age = int(now - parse_iso(a["claim_since"]))
+            out.append(("violations", f"{aid}: claims done, no verdict for {_age(age)}"))
+    return out
+
+
+def summary(state: dict[str, Any], now: float) -> list[str]:
+    return [line for _, line in items(state, now)]
+
+
+def _age(s: float) -> str:
+    s = int(max(0, s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"

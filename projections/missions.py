@@ -1,0 +1,229 @@
+"""Mission projection: work packages (WPs) and circuits from ``sqlite`` source rows.
+
+Rows: entity ``wp`` (mission, wp, state, deps, attempts, last_error_sig, same_sig_count) and
+entity ``circuit`` (scope, state). A circuit's scope is the mission id it guards; a mission with
+no circuit row counts as CLOSED.
+
+Invariants
+- ``wp.changed`` when a WP's state, deps or retry counters change (first sight included);
+  ``to = null`` when a WP disappears from a source that answered this tick. Rows of a source that
+  failed this tick keep their last state.
+- ``mission.completed`` once when every WP of a mission is DONE; a WP leaving DONE reopens it.
+- runnable = READY, every dep DONE, circuit CLOSED. Flagged = attempts > 3 or same_sig_count > 2.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+from events.types import CircuitChanged, MissionCompleted, WpChanged
+
+NAME = "missions"
+
+DONE, READY, APPROVAL = "DONE", "READY", "APPROVAL_REQUIRED"
+MAX_ATTEMPTS = 3
+MAX_SAME_SIG = 2
+
+
+class WpFlag(str, enum.Enum):
+    RETRIES = "retries"          # attempts > 3
+    SAME_ERROR = "same-error"    # same error signature > 2 times
+
+
+def initial() -> dict[str, Any]:
+    return {"missions": {}, "circuits": {}}
+
+
+def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    ev = rec.event
+    if isinstance(ev, WpChanged):
+        ms = state["missions"]
+        m = ms.get(ev.mission)
+        if ev.to is None:
+            if m is not None:
+                m["wps"].pop(ev.wp, None)
+                if not m["wps"]:
+                    del ms[ev.mission]
+            return state
+        if m is None:
+            m = ms[ev.mission] = {"wps": {}, "completed": False, "completed_at": None}
+        old = m["wps"].get(ev.wp)
+        m["wps"][ev.wp] = {
+            "state": ev.to, "deps": list(ev.deps), "attempts": ev.attempts,
+            "last_error_sig": ev.last_error_sig, "same_sig_count": ev.same_sig_count,
+            "source": ev.source,
+            "since": old["since"] if old is not None and old["state"] == ev.to else rec.time,
+        }
+        if ev.to != DONE:
+            m["completed"], m["completed_at"] = False, None
+    elif isinstance(ev, MissionCompleted):
+        m = state["missions"].get(ev.mission)
+        if m is not None:
+            m["completed"], m["completed_at"] = True, rec.time
+    elif isinstance(ev, CircuitChanged):
+        cs = state["circuits"]
+        if ev.to is None:
+            cs.pop(ev.scope, None)
+        else:
+            old = cs.get(ev.scope)
+            cs[ev.scope] = {"state": ev.to, "source": ev.source,
+                            "since": old["since"] if old and old["state"] == ev.to else rec.time}
+    return state
+
+
+# ---- detect ------------------------------------------------------------------------------
+def parse_deps(raw: Any) -> list[str]:
+    """The ``deps`` column: a JSON array of ids (or a list, or a comma-separated string)."""
+    if raw is None or raw == "":
+        return []
+    if isinstance(raw, (list, tuple)):
+        return [str(x) for x in raw]
+    if isinstance(raw, (bytes, str)):
+        try:
+            val = json.loads(raw)
+        except ValueError:
+            return [p.strip() for p in str(raw).split(",") if p.strip()]
+        if isinstance(val, list):
+            return [str(x) for x in val]
+        return [str(val)]
+    return [str(raw)]
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _s(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _live_sources(snap: Any) -> set[str]:
+    return {r.name for r in getattr(snap, "results", []) if r.ok} - set(getattr(snap, "failed", {}) or {})
+
+
+def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list[Any]:
+    """WP and circuit transitions plus mission completions for this tick (edge-triggered)."""
+    out: list[Any] = []
+    live = _live_sources(snap)
+    failed = getattr(snap, "failed", {}) or {}
+    # -- work packages
+    seen: set[tuple[str, str]] = set()
+    view: dict[str, dict[str, str]] = {m: {w: x["state"] for w, x in d["wps"].items()}
+                                       for m, d in state["missions"].items()}
+    for r in sorted(snap.rows.get("wp", []), key=lambda r: (str(r.row.get("mission")), str(r.row.get("wp")))):
+        if r.source in failed:
+            continue
+        row = r.row
+        mid, wid, st = _s(row.get("mission")), _s(row.get("wp")), _s(row.get("state"))
+        if not mid or not wid or not st:
+            continue
+        seen.add((mid, wid))
+        new = {"state": st, "deps": parse_deps(row.get("deps")), "attempts": _int(row.get("attempts")),
+               "last_error_sig": _s(row.get("last_error_sig")), "same_sig_count": _int(row.get("same_sig_count"))}
+        old = state["missions"].get(mid, {"wps": {}})["wps"].get(wid)
+        if old is None or any(old[k] != new[k] for k in new):
+            out.append(WpChanged(mission=mid, wp=wid, from_=old["state"] if old else None, to=st,
+                                 deps=new["deps"], attempts=new["attempts"], last_error_sig=new["last_error_sig"],
+                                 same_sig_count=new["same_sig_count"], source=r.source))
+        view.setdefault(mid, {})[wid] = st
+    for mid in sorted(state["missions"]):
+        for wid in sorted(state["missions"][mid]["wps"]):
+            w = state["missions"][mid]["wps"][wid]
+            if (mid, wid) not in seen and w["source"] in live:
+                out.append(WpChanged(mission=mid, wp=wid, from_=w["state"], to=None, source=w["source"]))
+                view[mid].pop(wid, None)
+    # -- completions (on the view after this tick's changes)
+    for mid in sorted(view):
+        wps = view[mid]
+        done = bool(wps) and all(s == DONE for s in wps.values())
+        m = state["missions"].get(mid)
+        if done and (m is None or not m["completed"]):
+            out.append(MissionCompleted(mission=mid, wps=len(wps)))
+    # -- circuits
+    cseen: set[str] = set()
+    for r in sorted(snap.rows.get("circuit", []), key=lambda r: str(r.row.get("scope"))):
+        if r.source in failed:
+            continue
+        scope, st = _s(r.row.get("scope")), _s(r.row.get("state"))
+        if not scope or not st:
+            continue
+        cseen.add(scope)
+        old = state["circuits"].get(scope)
+        if old is None or old["state"] != st:
+            out.append(CircuitChanged(scope=scope, from_=old["state"] if old else None, to=st, source=r.source))
+    for scope in sorted(state["circuits"]):
+        c = state["circuits"][scope]
+        if scope not in cseen and c["source"] in live:
+            out.append(CircuitChanged(scope=scope, from_=c["state"], to=None, source=c["source"]))
+    return out
+
+
+# ---- read side ---------------------------------------------------------------------------
+def wp_flags(w: dict[str, Any]) -> list[WpFlag]:
+    f = []
+    if w["attempts"] > MAX_ATTEMPTS:
+        f.append(WpFlag.RETRIES)
+    if w["same_sig_count"] > MAX_SAME_SIG:
+        f.append(WpFlag.SAME_ERROR)
+    return f
+
+
+def circuit_state(state: dict[str, Any], mission: str) -> str:
+    c = state["circuits"].get(mission)
+    return c["state"] if c else "CLOSED"
+
+
+def status(state: dict[str, Any], now: float) -> dict[str, Any]:
+    """Per mission: WPs by state, runnable, awaiting approval, circuit, flagged retries, completed."""
+    done = {w for m in state["missions"].values() for w, x in m["wps"].items() if x["state"] == DONE}
+    missions: dict[str, Any] = {}
+    for mid in sorted(state["missions"]):
+        m = state["missions"][mid]
+        by_state: dict[str, list[str]] = {}
+        runnable, approval, flagged = [], [], []
+        circ = circuit_state(state, mid)
+        for wid in sorted(m["wps"]):
+            w = m["wps"][wid]
+            by_state.setdefault(w["state"], []).append(wid)
+            if w["state"] == READY and circ == "CLOSED" and all(d in done for d in w["deps"]):
+                runnable.append(wid)
+            if w["state"] == APPROVAL:
+                approval.append(wid)
+            fl = wp_flags(w)
+            if fl:
+                flagged.append({"wp": wid, "flags": [f.value for f in fl], "attempts": w["attempts"],
+                                "same_sig_count": w["same_sig_count"], "last_error_sig": w["last_error_sig"]})
+        missions[mid] = {
+            "wps": len(m["wps"]), "by_state": by_state,
+            "counts": {k: len(v) for k, v in sorted(by_state.items())},
+            "runnable": runnable, "approval_required": approval,
+            "circuit": circ, "circuit_open": circ == "OPEN",
+            "flagged": flagged, "completed": m["completed"], "completed_at": m["completed_at"],
+        }
+    circuits = {s: dict(c) for s, c in sorted(state["circuits"].items())}
+    return {"missions": missions, "circuits": circuits,
+            "open_circuits": [s for s, c in circuits.items() if c["state"] == "OPEN"]}
+
+
+def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """(group, line) for the summary: ``approvals`` then ``violations``; stable order."""
+    st = status(state, now)
+    ap: list[tuple[str, str]] = []
+    vi: list[tuple[str, str]] = []
+    for mid, m in st["missions"].items():
+        for wid in m["approval_required"]:
+            ap.append(("approvals", f"{mid}/{wid}: APPROVAL_REQUIRED (needs a human)"))
+        for f in m["flagged"]:
+            vi.append(("violations", f"{mid}/{f['wp']}: {'+'.join(f['flags'])} (attempts {f['attempts']}, "
+                                     f"same error {f['same_sig_count']}x)"))
+    for scope in st["open_circuits"]:
+        vi.append(("violations", f"circuit {scope}: OPEN"))
+    return ap + vi
+
+
+def summary(state: dict[str, Any], now: float) -> list[str]:
+    return [line for _, line in items(state, now)]

@@ -1,0 +1,137 @@
+"""Swarm projection: per group progress of children (group, child, status, label) rows.
+
+Rows come from a ``command`` source with ``entity = "swarm"`` or a ``sqlite`` source with
+``entity = "swarm"``; each row's ``status`` is one of queued, running, done, failed, killed,
+timeout (others are kept and counted under their own name).
+
+Invariants
+- ``swarm.changed`` once per child status change (first sight included); ``to = null`` when a
+  child disappears from a source that answered this tick. Rows of a failed source keep their state.
+- A group is settled when none of its children is queued or running.
+- Caps are policy, not state: ``status(..., max_concurrent=N, max_children=N)`` flags a group
+  whose running children exceed ``max_concurrent`` or whose children exceed ``max_children``
+  (0 = no cap). ``max_concurrent`` is per group; the total running is reported too.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from events.types import SwarmChanged
+
+NAME = "swarms"
+
+STATUSES = ("queued", "running", "done", "failed", "killed", "timeout")
+ACTIVE = ("queued", "running")
+_ALIASES = {"pending": "queued", "waiting": "queued", "in_progress": "running", "active": "running",
+            "completed": "done", "succeeded": "done", "success": "done", "ok": "done",
+            "error": "failed", "cancelled": "killed", "canceled": "killed", "timed_out": "timeout"}
+
+
+class CapFlag(str, enum.Enum):
+    CONCURRENCY = "max-concurrent"
+    CHILDREN = "max-children"
+
+
+def initial() -> dict[str, Any]:
+    return {"groups": {}}
+
+
+def norm_status(raw: Any) -> str:
+    s = str(raw or "").strip().lower()
+    return _ALIASES.get(s, s) or "unknown"
+
+
+def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    ev = rec.event
+    if not isinstance(ev, SwarmChanged):
+        return state
+    gs = state["groups"]
+    g = gs.get(ev.group)
+    if ev.to is None:
+        if g is not None:
+            g["children"].pop(ev.child, None)
+            g["last_change"] = rec.time
+            if not g["children"]:
+                del gs[ev.group]
+        return state
+    if g is None:
+        g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time}
+    g["children"][ev.child] = {"status": ev.to, "label": ev.label, "since": rec.time, "source": ev.source}
+    g["last_change"] = rec.time
+    return state
+
+
+def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list[Any]:
+    """Child status transitions for this tick (edge-triggered). Caps are not events: see status."""
+    out: list[Any] = []
+    failed = getattr(snap, "failed", {}) or {}
+    live = {r.name for r in getattr(snap, "results", []) if r.ok} - set(failed)
+    seen: set[tuple[str, str]] = set()
+    rows = []
+    for r in snap.rows.get("swarm", []):
+        if r.source in failed:
+            continue
+        g, c = r.row.get("group"), r.row.get("child")
+        if g is None or c is None:
+            continue
+        rows.append((str(g), str(c), r))
+    for g, c, r in sorted(rows, key=lambda t: (t[0], t[1])):
+        if (g, c) in seen:
+            continue  # a duplicate key: the first row wins
+        seen.add((g, c))
+        st = norm_status(r.row.get("status"))
+        label = str(r.row.get("label") or "")[:200]
+        old = state["groups"].get(g, {"children": {}})["children"].get(c)
+        if old is None or old["status"] != st:
+            out.append(SwarmChanged(group=g, child=c, from_=old["status"] if old else None, to=st,
+                                    label=label, source=r.source))
+    for g in sorted(state["groups"]):
+        for c in sorted(state["groups"][g]["children"]):
+            ch = state["groups"][g]["children"][c]
+            if (g, c) not in seen and ch["source"] in live:
+                out.append(SwarmChanged(group=g, child=c, from_=ch["status"], to=None, source=ch["source"]))
+    return out
+
+
+def status(state: dict[str, Any], now: float, max_concurrent: int = 0, max_children: int = 0) -> dict[str, Any]:
+    """Per group: counts by status, active, settled, caps flagged."""
+    groups: dict[str, Any] = {}
+    total_running = 0
+    for gid in sorted(state["groups"]):
+        g = state["groups"][gid]
+        counts = {s: 0 for s in STATUSES}
+        for ch in g["children"].values():
+            counts[ch["status"]] = counts.get(ch["status"], 0) + 1
+        active = sum(counts[s] for s in ACTIVE)
+        total_running += counts["running"]
+        flags = []
+        if max_concurrent and counts["running"] > max_concurrent:
+            flags.append(CapFlag.CONCURRENCY.value)
+        if max_children and len(g["children"]) > max_children:
+            flags.append(CapFlag.CHILDREN.value)
+        groups[gid] = {"children": len(g["children"]), "counts": counts, "active": active,
+                       "settled": active == 0, "flags": flags,
+                       "first_seen": g["first_seen"], "last_change": g["last_change"]}
+    return {"groups": groups, "running": total_running,
+            "caps": {"max_concurrent": max_concurrent, "max_children": max_children}}
+
+
+def items(state: dict[str, Any], now: float, max_concurrent: int = 0, max_children: int = 0) -> list[tuple[str, str]]:
+    """(group, line): one ``swarms`` progress line per group, plus ``violations`` for caps."""
+    st = status(state, now, max_concurrent, max_children)
+    prog, vi = [], []
+    for gid, g in st["groups"].items():
+        c = g["counts"]
+        parts = [f"{c[s]} {s}" for s in STATUSES if c.get(s)]
+        parts += [f"{n} {s}" for s, n in sorted(c.items()) if s not in STATUSES and n]
+        prog.append(("swarms", f"{gid}: {'settled' if g['settled'] else 'active'}, " + ", ".join(parts)))
+        if CapFlag.CONCURRENCY.value in g["flags"]:
+            vi.append(("violations", f"swarm {gid}: {c['running']} running > max_concurrent {max_concurrent}"))
+        if CapFlag.CHILDREN.value in g["flags"]:
+            vi.append(("violations", f"swarm {gid}: {g['children']} children > max_children {max_children}"))
+    return vi + prog
+
+
+def summary(state: dict[str, Any], now: float) -> list[str]:
+    return [line for _, line in items(state, now)]
