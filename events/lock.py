@@ -52,6 +52,7 @@ class WriterLock:
         if self._fd is not None:
             return self
         try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as e:
             raise StoreError(f"cannot open the writer lock: {e.strerror}", op="lock", path=self.path,

@@ -461,12 +461,20 @@ class EventLog:
 
     def last(self, n: int, *, types: Sequence[str] | None = None, subject: str | None = None) -> list[Recorded]:
         """The last ``n`` matching events, oldest first."""
+        if n <= 0:
+            return []
+        return list(self.read(self.start_of_last(n, types=types, subject=subject),
+                              types=types, subject=subject, limit=n))
+
+    def start_of_last(self, n: int, *, types: Sequence[str] | None = None, subject: str | None = None) -> int:
+        """The ``since`` from which ``read`` yields the last ``n`` matching events (0 if fewer)."""
+        if n <= 0:
+            return self.head()[0]
         where, args = self._filters(types, subject)
         rows = self.db.execute(
-            f"SELECT seq FROM events WHERE seq > 0{where} ORDER BY seq DESC LIMIT ?", (*args, n)).fetchall()
-        if not rows:
-            return []
-        return list(self.read(rows[-1][0] - 1, types=types, subject=subject, limit=n))
+            f"SELECT seq FROM events WHERE seq > 0{where} ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (*args, n - 1)).fetchall()
+        return rows[0][0] - 1 if rows else 0
 
     @staticmethod
     def _filters(types: Sequence[str] | None, subject: str | None) -> tuple[str, tuple]:

@@ -1,0 +1,266 @@
+"""`fleetwatch tail`, `verify` and `export`: reading the event log.
+
+Readers never take the writer lock and never create the log: if it does not exist yet, `tail`
+and `export` say so on stderr and print nothing (exit 0; `tail -f` waits for it to appear),
+`verify` exits 2. `--json` / `export` lines are exactly ``Recorded.to_json()`` (CONTRACT.md).
+"""
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable
+from typing import Annotated, Any, Optional
+
+import msgspec
+import typer
+
+from watcher.cli import ConfigOpt, DbOpt, JsonOpt, context, errors, open_log
+
+_enc = msgspec.json.Encoder()
+
+# Colour per event family (rich styles), for a TTY only.
+_STYLE = {"agent": "cyan", "dod": "magenta", "run": "blue", "step": "blue", "rule": "bold red",
+          "wp": "green", "circuit": "yellow", "mission": "green", "swarm": "green",
+          "source": "yellow", "notice": "bright_black", "silence": "bright_black", "watcher": "dim"}
+_ALERT = ("failed", "violated", "abandoned", "overdue")
+
+
+def _json_line(rec: Any) -> str:
+    return _enc.encode(rec.to_json()).decode() + "\n"
+
+
+def _value(v: Any) -> str:
+    plain = isinstance(v, str) and v and not any(c in v for c in ' ="\n')
+    s = v if plain else _enc.encode(v).decode()
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+def human_line(rec: Any) -> tuple[str, str, str]:
+    """(head, type, details) of a human line: ``seq time subject vN``, the type, ``k=v ...``
+    for every field that is not empty (None, "", [], {})."""
+    from events.types import data_dict
+
+    data = data_dict(rec.data)
+    details = " ".join(f"{k}={_value(v)}" for k, v in data.items() if v not in (None, "", [], {}))
+    return f"{rec.seq:>7} {rec.time} {rec.subject} v{rec.version}", rec.type, details
+
+
+class _Out:
+    """Writes records as JSON lines, plain lines (pipe) or coloured lines (TTY, via rich)."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+        self.console = None
+        if not as_json and sys.stdout.isatty():
+            from rich.console import Console
+
+            self.console = Console(highlight=False, soft_wrap=True)
+
+    def write(self, rec: Any) -> None:
+        if self.as_json:
+            sys.stdout.write(_json_line(rec))
+            return
+        head, type_, details = human_line(rec)
+        if self.console is None:
+            sys.stdout.write(f"{head} {type_} {details}".rstrip() + "\n")
+            return
+        from rich.text import Text
+
+        fam = type_.split(".", 1)[0]
+        style = "bold red" if type_.endswith(_ALERT) else _STYLE.get(fam, "")
+        t = Text(head, style="dim")
+        t.append(" ")
+        t.append(type_, style=style)
+        if details:
+            t.append(" " + details)
+        self.console.print(t)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+def _expand_types(types: list[str] | None) -> list[str] | None:
+    """``--type`` values: exact tags, comma lists, or globs (``notice.*``) over the known tags."""
+    if not types:
+        return None
+    from events.types import EVENT_TYPES
+
+    out: list[str] = []
+    for t in types:
+        for part in filter(None, (p.strip() for p in t.split(","))):
+            if any(c in part for c in "*?["):
+                out += [k for k in EVENT_TYPES if fnmatch.fnmatchcase(k, part)]
+            else:
+                out.append(part)
+    return sorted(set(out)) or ["\x00none"]
+
+
+def _quiet_pipe() -> None:
+    """After EPIPE (e.g. `| head`): point stdout at /dev/null so the final flush is silent."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - no real fd (CliRunner)
+        pass
+
+
+def _missing(path: str) -> bool:
+    if os.path.exists(path):
+        return False
+    print(f"fleetwatch: no event log at {path} yet (nothing to show)\n"
+          "  hint: it is created by `fleetwatch run`; pass --db to read another one", file=sys.stderr)
+    return True
+
+
+class _Stopper:
+    """SIGTERM/SIGINT set a flag that ``follow``'s ``stop`` reads; handlers restored on exit."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._old: dict[int, Any] = {}
+
+    def __call__(self) -> bool:
+        return self.stopped
+
+    def _set(self, *_: object) -> None:
+        self.stopped = True
+
+    def __enter__(self) -> _Stopper:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._old[sig] = signal.signal(sig, self._set)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, h in self._old.items():
+            signal.signal(sig, h)
+
+
+def _emit(out: _Out, recs: Iterable[Any]) -> int:
+    last = 0
+    for rec in recs:
+        out.write(rec)
+        last = rec.seq
+    out.flush()
+    return last
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("tail")
+    @errors
+    def tail(
+        follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new events as they are appended (Ctrl-C to stop).")] = False,
+        lines: Annotated[Optional[int], typer.Option("-n", "--lines", min=0, help="How many events: the last N (default 20); with --since, the first N after SEQ (default all).")] = None,
+        since: Annotated[Optional[int], typer.Option("--since", min=0, help="Only events with seq > SEQ.")] = None,
+        type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only this event type (repeatable; comma lists and globs like 'notice.*').")] = None,
+        subject: Annotated[Optional[str], typer.Option("--subject", "-s", help="Only subjects starting with S (e.g. agent:a7, run:).")] = None,
+        as_json: JsonOpt = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Print events from the log: the last 20 by default, -f to follow live. --json prints
+        one JSON object per line exactly as CONTRACT.md (as `export`)."""
+        types = _expand_types(type_)
+        out = _Out(as_json)
+        _, path = context(config, db)
+        try:
+            with (_Stopper() if follow else contextlib.nullcontext(lambda: False)) as stop:
+                if _missing(path):
+                    if not follow:
+                        return
+                    while not os.path.exists(path):
+                        if stop():
+                            return
+                        time.sleep(0.2)
+                _, log = open_log(config, db)
+                try:
+                    if since is not None:
+                        head = since
+                        recs = log.read(since, types=types, subject=subject, limit=lines)
+                    else:
+                        head = log.head()[0]
+                        n = 20 if lines is None else lines
+                        recs = log.read(log.start_of_last(n, types=types, subject=subject),
+                                        types=types, subject=subject, limit=n) if n else iter(())
+                    last = _emit(out, recs)
+                    if follow:
+                        for rec in log.follow(max(head, last), types=types, subject=subject, stop=stop):
+                            out.write(rec)
+                            out.flush()
+                finally:
+                    log.close()
+        except KeyboardInterrupt:
+            pass
+        except BrokenPipeError:
+            _quiet_pipe()
+
+    @app.command("verify")
+    @errors
+    def verify(
+        expect_head: Annotated[Optional[str], typer.Option("--expect-head", metavar="SEQ:HASH", help="Also require the row at SEQ to have HASH (hex), as printed by an earlier verify: catches a truncated tail.")] = None,
+        as_json: JsonOpt = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Walk the whole log: contiguous seqs and the sha256 chain. Prints the head (seq, hash).
+        Exit 0 intact, 1 broken (naming the first bad seq), 2 no usable log."""
+        want = None
+        if expect_head is not None:
+            seq_s, _, hash_s = expect_head.partition(":")
+            try:
+                want = (int(seq_s), hash_s.strip().lower())
+                bytes.fromhex(want[1])
+                if want[0] < 0 or len(want[1]) != 64:
+                    raise ValueError
+            except ValueError:
+                raise typer.BadParameter("expected SEQ:HASH, e.g. 42:3f2a… (64 hex digits)",
+                                         param_hint="--expect-head") from None
+        _, log = open_log(config, db)
+        try:
+            res = log.verify(expect_head=want)
+        finally:
+            log.close()
+        if as_json:
+            sys.stdout.write(_enc.encode(res).decode() + "\n")
+        elif res.ok:
+            print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
+        else:
+            print(f"BROKEN at seq {res.bad_seq}: {res.problem}\n"
+                  f"last good {res.head_seq}:{res.head_hash}")
+        if not res.ok:
+            print(f"fleetwatch: verify failed at seq {res.bad_seq}: {res.problem}", file=sys.stderr)
+            raise typer.Exit(1)
+
+    @app.command("export")
+    @errors
+    def export(
+        since: Annotated[int, typer.Option("--since", min=0, help="Only events with seq > SEQ.")] = 0,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Write every event (seq > SEQ) to stdout as JSON lines, exactly as `tail --json`."""
+        _, path = context(config, db)
+        if _missing(path):
+            return
+        _, log = open_log(config, db)
+        try:
+            w = sys.stdout.write
+            buf: list[str] = []
+            for rec in log.read(since):
+                buf.append(_json_line(rec))
+                if len(buf) >= 1000:
+                    w("".join(buf))
+                    buf.clear()
+            w("".join(buf))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_pipe()
+        finally:
+            log.close()
