@@ -1,0 +1,426 @@
+"""fleetwatch hook: mapping table, goal.json rewrite, agent lookup, concurrency, install."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from watcher.cli import app
+from watcher.cli_hook import HOOK_EVENTS, is_ours, merge
+from watcher.hook import Decision, HookError, Reason, apply, decide, iso_utc, run_hook, update_goal
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+FLEETWATCH = str(VENV_BIN / "fleetwatch")
+FIXTURE = Path("/work/shared/fixtures/goals/a01/goal.json")
+NOW = 1796068800.0  # 2026-11-30T20:00:00Z, virtual clock
+BASE = {
+    "session_id": "0b4e8f5c-7d1a-4c3e-9a61-2f5d8e1c3b7a",
+    "transcript_path": "/home/dev/.claude/projects/-home-dev-work-a01/0b4e8f5c.jsonl",
+    "cwd": "/home/dev/work/a01",
+    "permission_mode": "default",
+}
+A01 = {
+    "agent": "a01", "task": "refactor parser", "state": "busy", "phase": "haciendo",
+    "dod": "editing parser.py, 3 tests left", "dod_contract": "pytest tests/test_parser.py passes; ruff clean",
+    "dod_status": "pending", "last_activity": "2026-11-29T19:20:00Z",
+}
+
+
+def payload(event: str, **extra) -> dict:
+    return {**BASE, "hook_event_name": event, **extra}
+
+
+# One row per line of the mapping table: (payload, expected state after, expected reason, written?)
+# The goal.json starts as fixture a01 with state "busy", except where `start` says otherwise.
+ROWS = [
+    # SessionStart (new or resumed session) -> busy
+    ("session-start", payload("SessionStart", source="startup", model="claude-sonnet-4-5"), "idle", "busy", Reason.WORKING, True),
+    # the user submits a prompt -> busy
+    ("prompt", payload("UserPromptSubmit", prompt="run the tests"), "idle", "busy", Reason.WORKING, True),
+    # before a tool call -> busy
+    ("pre-tool", payload("PreToolUse", tool_name="Bash", tool_input={"command": "pytest -q"}, tool_use_id="toolu_01"), "waiting", "busy", Reason.WORKING, True),
+    # after a tool call -> busy
+    ("post-tool", payload("PostToolUse", tool_name="Edit", tool_input={"file_path": "/x.py"}, tool_response={"success": True}), "waiting", "busy", Reason.WORKING, True),
+    # a failed tool call: the agent keeps working -> busy
+    ("post-tool-fail", payload("PostToolUseFailure", tool_name="Bash", tool_input={"command": "false"}, error="exit 1"), "idle", "busy", Reason.WORKING, True),
+    # permission dialog notification -> waiting
+    ("notif-permission", payload("Notification", message="Claude needs your permission to use Bash", notification_type="permission_prompt"), "busy", "waiting", Reason.PERMISSION, True),
+    # MCP elicitation dialog -> waiting
+    ("notif-elicitation", payload("Notification", message="Server asks for input", notification_type="elicitation_dialog"), "busy", "waiting", Reason.PERMISSION, True),
+    # older Claude Code: no notification_type, permission text -> waiting
+    ("notif-legacy", payload("Notification", message="Claude needs your permission to use Write"), "busy", "waiting", Reason.PERMISSION, True),
+    # idle prompt notification is noise -> no change at all
+    ("notif-idle", payload("Notification", message="Claude is waiting for your input", notification_type="idle_prompt"), "idle", "idle", Reason.NOISE, False),
+    # PermissionRequest -> waiting
+    ("permission-request", payload("PermissionRequest", tool_name="Bash", tool_input={"command": "rm -rf build"}), "busy", "waiting", Reason.PERMISSION, True),
+    # Stop with nothing in the background -> idle
+    ("stop", payload("Stop", stop_hook_active=False, last_assistant_message="Done."), "busy", "idle", Reason.STOPPED, True),
+    # Stop with an empty background list -> idle
+    ("stop-empty-bg", payload("Stop", stop_hook_active=False, background_tasks=[]), "busy", "idle", Reason.STOPPED, True),
+    # Stop while a background shell still runs -> stays busy
+    ("stop-bg", payload("Stop", stop_hook_active=False, background_tasks=[{"id": "bash_1", "command": "npm run dev", "status": "running"}]), "busy", "busy", Reason.BACKGROUND, True),
+    # Stop with only finished background tasks -> idle
+    ("stop-bg-done", payload("Stop", background_tasks=[{"id": "bash_1", "command": "make", "status": "completed"}]), "busy", "idle", Reason.STOPPED, True),
+    # StopFailure (API error) -> idle, error kind kept
+    ("stop-failure", payload("StopFailure", error_type="rate_limit", error="429", error_message="Rate limit exceeded"), "busy", "idle", Reason.STOP_FAILURE, True),
+    # subagent start: activity only, the parent's state is kept
+    ("subagent-start", payload("SubagentStart", agent_id="sa_1", agent_type="Explore"), "waiting", "waiting", Reason.SUBAGENT, True),
+    # subagent stop: a subagent finishing is not its parent stopping
+    ("subagent-stop", payload("SubagentStop", agent_id="sa_1", agent_type="Explore", stop_hook_active=False), "busy", "busy", Reason.SUBAGENT, True),
+    # SessionEnd -> ended (the watcher reports CERRADO), state idle
+    ("session-end", payload("SessionEnd", reason="prompt_input_exit"), "busy", "idle", Reason.SESSION_END, True),
+    # an event the table does not know -> no change
+    ("unknown", payload("TeammateIdle"), "busy", "busy", Reason.UNKNOWN_EVENT, False),
+]
+
+
+def seed(goals: Path, agent: str = "a01", doc: dict | None = None, **over) -> Path:
+    p = goals / agent / "goal.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({**(doc or A01), **over}, indent=2) + "\n")
+    return p
+
+
+def run_cli(args: list[str], data, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE_"))}
+    e.update(env or {})
+    inp = data if isinstance(data, (bytes, str)) else json.dumps(data)
+    return subprocess.run([FLEETWATCH, "hook", *args], input=inp.encode() if isinstance(inp, str) else inp,
+                          capture_output=True, env=e, cwd=cwd, timeout=30)
+
+
+# ---------------------------------------------------------------- mapping table
+
+@pytest.mark.parametrize("name,pl,start,want_state,want_reason,written", ROWS, ids=[r[0] for r in ROWS])
+def test_mapping_row(tmp_path, capsys, name, pl, start, want_state, want_reason, written):
+    d = decide(pl)
+    assert d.reason is want_reason
+    assert d.write is written
+    path = seed(tmp_path, state=start)
+    before = path.read_bytes()
+    assert run_hook(["--agent", "a01", "--goals-dir", str(tmp_path)], stdin=json.dumps(pl), env={}, now=NOW) == 0
+    assert capsys.readouterr().err == ""
+    doc = json.loads(path.read_text())
+    if not written:
+        assert path.read_bytes() == before  # untouched, byte for byte
+        return
+    assert doc["state"] == want_state
+    assert doc["last_activity"] == "2026-11-30T20:00:00Z"
+    assert doc["hook_event"] == pl["hook_event_name"]
+    for k in ("agent", "task", "phase", "dod", "dod_contract", "dod_status"):
+        assert doc[k] == A01[k]  # others' fields kept exactly
+    assert list(doc)[:len(A01)] == list(A01)  # and in the same order
+    assert doc.get("ended") is (True if name == "session-end" else None)
+    assert doc.get("stop_error") == ("rate_limit" if name == "stop-failure" else None)
+
+
+def test_mapping_rows_end_to_end_through_console_script(tmp_path):
+    """Three rows through the real `fleetwatch hook` process (fast path of watcher/entry.py)."""
+    path = seed(tmp_path)
+    for pl, state in ((ROWS[9][1], "waiting"), (ROWS[2][1], "busy"), (ROWS[10][1], "idle")):
+        r = run_cli(["--agent", "a01", "--goals-dir", str(tmp_path)], pl)
+        assert (r.returncode, r.stderr) == (0, b"")
+        doc = json.loads(path.read_text())
+        assert doc["state"] == state and doc["dod_contract"] == A01["dod_contract"]
+        assert doc["last_activity"].endswith("Z") and len(doc["last_activity"]) == 20
+
+
+def test_fast_path_imports_no_heavy_modules(tmp_path):
+    code = (
+        "import sys\n"
+        f"sys.argv = ['fleetwatch', 'hook', '--agent', 'a9', '--goals-dir', {str(tmp_path)!r}]\n"
+        "from watcher.entry import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        "print(sorted(m for m in ('typer', 'rich', 'click', 'apsw', 'msgspec', 'events') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload("Stop")).encode(),
+                       capture_output=True, cwd=ROOT, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().strip() == "[]"
+    assert json.loads((tmp_path / "a9" / "goal.json").read_text())["state"] == "idle"
+
+
+# ---------------------------------------------------------------- pure apply
+
+def test_apply_creates_minimal_goal_and_never_creates_for_session_end():
+    # no goal.json yet: {agent, state, last_activity} (+ hook_event); no contract -> MAL_LANZADO later
+    new = apply(None, decide(payload("UserPromptSubmit")), "a5", NOW)
+    assert new == {"agent": "a5", "state": "busy", "last_activity": "2026-11-30T20:00:00Z", "hook_event": "UserPromptSubmit"}
+    # activity-only event on a missing file: the agent is working
+    assert apply(None, decide(payload("SubagentStop")), "a5", NOW)["state"] == "busy"
+    # SessionEnd of an agent with no goal.json: nothing to end
+    assert apply(None, decide(payload("SessionEnd")), "a5", NOW) is None
+
+
+def test_apply_does_not_mutate_and_clears_owned_marks():
+    ended = apply(dict(A01), decide(payload("SessionEnd", reason="logout")), "a01", NOW)
+    assert ended["ended"] is True and ended["ended_at"] == iso_utc(NOW)
+    failed = apply(dict(A01), decide(payload("StopFailure", error_type="server_error")), "a01", NOW)
+    assert failed["stop_error"] == "server_error"
+    # a resumed session brings the agent back: ended marks go
+    back = apply(ended, decide(payload("SessionStart", source="resume")), "a01", NOW + 5)
+    assert "ended" not in back and "ended_at" not in back and back["state"] == "busy"
+    # a new turn after a failure: the error kind goes; subagent activity keeps it
+    assert "stop_error" in apply(failed, decide(payload("SubagentStop")), "a01", NOW)
+    assert "stop_error" not in apply(failed, decide(payload("UserPromptSubmit")), "a01", NOW)
+    assert "ended" in ended and "stop_error" in failed  # inputs not mutated
+
+
+def test_stop_failure_error_kind_fallbacks():
+    # error_type is the documented key; `error` alone (short code) is the fallback; nothing -> unknown
+    assert decide(payload("StopFailure", error="overloaded")).stop_error == "overloaded"
+    assert decide(payload("StopFailure")).stop_error == "unknown"
+    assert decide({"hook_event_name": 3}).reason is Reason.UNKNOWN_EVENT
+    assert isinstance(decide(payload("Stop")), Decision)
+
+
+# ---------------------------------------------------------------- errors never break the agent
+
+def test_unparseable_goal_json_left_untouched(tmp_path):
+    p = tmp_path / "a01" / "goal.json"
+    p.parent.mkdir()
+    p.write_bytes(b'{"agent": "a01", "state": "busy",')  # torn by some other writer
+    os.utime(p, (1000, 1000))
+    r = run_cli(["--agent", "a01", "--goals-dir", str(tmp_path)], payload("Stop"))
+    assert r.returncode == 0
+    assert r.stderr.decode().count("\n") == 1 and "not valid JSON" in r.stderr.decode()
+    assert p.read_bytes() == b'{"agent": "a01", "state": "busy",' and p.stat().st_mtime == 1000
+    p.write_text("[1, 2]")  # valid JSON but not an object
+    r = run_cli(["--agent", "a01", "--goals-dir", str(tmp_path)], payload("Stop"))
+    assert r.returncode == 0 and "not a JSON object" in r.stderr.decode()
+    assert p.read_text() == "[1, 2]"
+
+
+@pytest.mark.parametrize("args,data,msg", [
+    (["--bogus"], json.dumps(payload("Stop")), "unknown argument"),  # unknown flag
+    (["--agent"], json.dumps(payload("Stop")), "needs a value"),  # flag without value
+    (["--agent", "a1"], "not json", "not a JSON hook payload"),  # garbage on stdin
+    (["--agent", "a1"], "[]", "not a JSON object"),  # JSON but not an object
+    (["--agent", "../evil"], json.dumps(payload("Stop")), "invalid agent id"),  # path escape
+])
+def test_own_errors_are_one_line_and_exit_0(tmp_path, args, data, msg):
+    r = run_cli([*args, "--goals-dir", str(tmp_path)] if args != ["--agent"] else args, data)
+    assert r.returncode == 0
+    err = r.stderr.decode()
+    assert err.startswith("fleetwatch hook: ") and err.count("\n") == 1 and msg in err
+    assert not (tmp_path / "evil").exists() and not (tmp_path.parent / "evil").exists()
+
+
+def test_lock_timeout_skips_update(tmp_path):
+    import fcntl
+
+    path = seed(tmp_path)
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(HookError, match="lock busy"):
+            update_goal(str(path), lambda d: {**d, "state": "idle"}, timeout=0.05)
+    finally:
+        os.close(fd)
+    assert json.loads(path.read_text())["state"] == "busy"
+    assert update_goal(str(path), lambda d: {**d, "state": "idle"}) is True
+
+
+# ---------------------------------------------------------------- agent lookup
+
+def test_agent_from_env_and_flag_precedence(tmp_path):
+    seed(tmp_path, "a01")
+    seed(tmp_path, "a02", {**A01, "agent": "a02"})
+    r = run_cli(["--goals-dir", str(tmp_path)], payload("Stop"), env={"FLEETWATCH_AGENT": "a02"})
+    assert r.returncode == 0 and r.stderr == b""
+    assert json.loads((tmp_path / "a02" / "goal.json").read_text())["state"] == "idle"
+    assert json.loads((tmp_path / "a01" / "goal.json").read_text())["state"] == "busy"
+    # --agent beats the env; $FLEETWATCH_GOALS_DIR names the folder
+    run_cli(["--agent", "a01"], payload("Stop"), env={"FLEETWATCH_AGENT": "a02", "FLEETWATCH_GOALS_DIR": str(tmp_path)})
+    assert json.loads((tmp_path / "a01" / "goal.json").read_text())["state"] == "idle"
+
+
+def test_agent_from_session_cwd_and_project_dir(tmp_path):
+    g = tmp_path / "goals"
+    seed(g, "by-session", {**A01, "agent": "by-session", "session_id": "S-42"})
+    seed(g, "outer", {**A01, "agent": "outer", "cwd": "/srv/work"})
+    seed(g, "inner", {**A01, "agent": "inner", "cwd": "/srv/work/inner/"})
+    (g / "proj").mkdir()
+    state = lambda a: json.loads((g / a / "goal.json").read_text())["state"]  # noqa: E731
+    # 1. session_id recorded in a goal.json wins over cwd
+    run_hook(["--goals-dir", str(g)], stdin=json.dumps({**payload("Stop"), "session_id": "S-42", "cwd": "/srv/work"}), env={}, now=NOW)
+    assert (state("by-session"), state("outer")) == ("idle", "busy")
+    # 2. cwd inside an agent's cwd, the deepest one wins
+    run_hook(["--goals-dir", str(g)], stdin=json.dumps({**payload("Stop"), "cwd": "/srv/work/inner/src"}), env={}, now=NOW)
+    assert (state("inner"), state("outer")) == ("idle", "busy")
+    # 3. an existing folder named like $CLAUDE_PROJECT_DIR: goal.json created there
+    run_hook(["--goals-dir", str(g)], stdin=json.dumps({**payload("PreToolUse"), "cwd": "/elsewhere/x"}),
+             env={"CLAUDE_PROJECT_DIR": "/home/dev/proj"}, now=NOW)
+    assert json.loads((g / "proj" / "goal.json").read_text()) == {
+        "agent": "proj", "state": "busy", "last_activity": "2026-11-30T20:00:00Z", "hook_event": "PreToolUse"}
+    # 4. a session outside the fleet: nothing written, nothing said
+    before = sorted(p.name for p in g.iterdir())
+    r = run_cli(["--goals-dir", str(g)], {**payload("PreToolUse"), "cwd": "/tmp/not-an-agent"})
+    assert (r.returncode, r.stderr) == (0, b"") and sorted(p.name for p in g.iterdir()) == before
+
+
+# ---------------------------------------------------------------- concurrency
+
+COUNTER_WRITER = r"""
+import fcntl, json, os, sys
+path = sys.argv[1]
+fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)             # the documented protocol for other writers
+doc = json.load(open(path))
+doc["n"] = doc.get("n", 0) + 1
+tmp = path + ".w%d" % os.getpid()
+with open(tmp, "w") as f:
+    json.dump(doc, f); f.flush(); os.fsync(f.fileno())
+os.replace(tmp, path)
+"""
+
+
+def test_concurrent_hooks_lose_no_update_and_never_tear(tmp_path):
+    path = seed(tmp_path, n=0)
+    events = ["PreToolUse", "PostToolUse", "Stop", "PermissionRequest"]
+    stop, bad = threading.Event(), []
+
+    def reader():
+        while not stop.is_set():
+            try:
+                doc = json.loads(path.read_bytes())
+                if doc.get("dod_contract") != A01["dod_contract"]:
+                    bad.append("dod_contract changed")
+            except ValueError as e:
+                bad.append(f"torn: {e}")
+
+    t = threading.Thread(target=reader)
+    t.start()
+    procs = []
+    n_writers = 16
+    for i in range(n_writers):
+        procs.append(subprocess.Popen([FLEETWATCH, "hook", "--agent", "a01", "--goals-dir", str(tmp_path)],
+                                      stdin=subprocess.PIPE, stderr=subprocess.PIPE))
+        procs.append(subprocess.Popen([sys.executable, "-c", COUNTER_WRITER, str(path)], stderr=subprocess.PIPE))
+    for i, p in enumerate(procs):
+        if p.stdin:
+            p.stdin.write(json.dumps(payload(events[i % len(events)])).encode())
+            p.stdin.close()
+    errs = [p.stderr.read() for p in procs]
+    codes = [p.wait(timeout=60) for p in procs]
+    stop.set()
+    t.join()
+    assert codes == [0] * len(procs) and errs == [b""] * len(procs)
+    assert bad == []
+    doc = json.loads(path.read_text())
+    assert doc["n"] == n_writers  # no increment lost to a hook's read-modify-write
+    assert doc["state"] in ("busy", "idle", "waiting") and doc["dod"] == A01["dod"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["goal.json", "goal.json.lock"]  # no tmp left
+
+
+# ---------------------------------------------------------------- CLI: help and install
+
+runner = CliRunner()
+OTHER = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(npm test:*)"]},
+    "hooks": {
+        "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "npx prettier --write ."}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "/usr/local/bin/notify-done", "timeout": 5}]}],
+    },
+}
+
+
+def test_hook_help_documents_options():
+    r = runner.invoke(app, ["hook", "--help"])
+    assert r.exit_code == 0
+    assert "--agent" in r.output and "--goals-dir" in r.output and "install" in r.output
+
+
+def test_hook_through_typer_reads_stdin(tmp_path):
+    path = seed(tmp_path)
+    r = runner.invoke(app, ["hook", "--agent", "a01", "--goals-dir", str(tmp_path)], input=json.dumps(payload("Stop")))
+    assert r.exit_code == 0
+    assert json.loads(path.read_text())["state"] == "idle"
+
+
+def test_install_twice_into_settings_with_other_hooks(tmp_path):
+    s = tmp_path / ".claude" / "settings.json"
+    s.parent.mkdir()
+    s.write_text(json.dumps(OTHER, indent=2) + "\n")
+    args = ["hook", "install", "--settings", str(s), "--command", "/opt/fw/bin/fleetwatch"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "+            \"command\": \"/opt/fw/bin/fleetwatch hook\"" in r.output  # the diff came first
+    assert "12 added" in r.output
+    first = s.read_bytes()
+    data = json.loads(first)
+    assert data["model"] == "opus" and data["permissions"] == OTHER["permissions"]
+    assert data["hooks"]["PostToolUse"][0] == OTHER["hooks"]["PostToolUse"][0]  # others' hooks kept, first
+    assert data["hooks"]["Stop"][0] == OTHER["hooks"]["Stop"][0]
+    for ev in HOOK_EVENTS:
+        ours = [h for g in data["hooks"][ev] for h in g["hooks"] if is_ours(h["command"])]
+        assert [h["command"] for h in ours] == ["/opt/fw/bin/fleetwatch hook"], ev
+    assert data["hooks"]["PreToolUse"][-1]["matcher"] == "*"
+    assert json.loads((tmp_path / ".claude" / "settings.json.fleetwatch.bak").read_text()) == OTHER
+    # second run: nothing to change, file byte-identical
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0 and "nothing to change" in r.output
+    assert s.read_bytes() == first
+
+
+def test_install_dry_run_force_and_bad_file(tmp_path):
+    s = tmp_path / "settings.json"
+    # missing file + dry run: diff shown, nothing written
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--dry-run", "--command", "fleetwatch"])
+    assert r.exit_code == 0 and "dry run" in r.output and not s.exists()
+    runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "fleetwatch"])
+    # a different fleetwatch command is already there: kept without --force, replaced with it
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "/usr/bin/fleetwatch", "--agent", "a7"])
+    assert "nothing to change" in r.output
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "/usr/bin/fleetwatch", "--agent", "a7", "--force"])
+    assert r.exit_code == 0 and "12 updated" in r.output
+    cmds = {h["command"] for gs in json.loads(s.read_text())["hooks"].values() for g in gs for h in g["hooks"]}
+    assert cmds == {"/usr/bin/fleetwatch hook --agent a7"}
+    # invalid JSON: clear error, exit 1, file untouched
+    s.write_text("{ nope")
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s)])
+    assert r.exit_code == 1 and "not valid JSON" in r.output
+    assert s.read_text() == "{ nope"
+
+
+def test_install_project_flag(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["hook", "install", "--project", "--command", "fleetwatch", "--goals-dir", "~/fleet"])
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert data["hooks"]["Stop"] == [{"hooks": [{"type": "command", "command": "fleetwatch hook --goals-dir '~/fleet'", "timeout": 10}]}]
+
+
+@pytest.mark.parametrize("command,ours", [
+    ("fleetwatch hook", True),  # plain
+    ("/home/u/.venv/bin/fleetwatch hook --agent a1", True),  # absolute path and flags
+    ("FLEETWATCH_AGENT=a1 fleetwatch hook", True),  # env prefix
+    ("fleetwatch status", False),  # another fleetwatch command
+    ("npx prettier --write .", False),  # someone else's hook
+    ("echo 'unbalanced", False),  # unparsable shell
+])
+def test_is_ours(command, ours):
+    assert is_ours(command) is ours
+
+
+def test_merge_is_pure_and_rejects_bad_shapes():
+    src = json.loads(json.dumps(OTHER))
+    new, actions = merge(src, "fleetwatch hook")
+    assert src == OTHER and set(actions.values()) == {"added"}
+    assert merge(new, "fleetwatch hook")[1] == {e: "unchanged" for e in HOOK_EVENTS}
+    from watcher.cli_hook import SettingsError
+
+    with pytest.raises(SettingsError):
+        merge({"hooks": []}, "fleetwatch hook")
+    with pytest.raises(SettingsError):
+        merge({"hooks": {"Stop": {}}}, "fleetwatch hook")
