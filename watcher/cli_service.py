@@ -1,0 +1,520 @@
+"""First run and the service: ``install-service``, ``init``, ``doctor``.
+
+- install-service renders the unit templates (``systemd/*`` in the checkout, ``watcher/systemd/`` in
+  a wheel) with this install's absolute ``fleetwatch`` path and writes them to
+  ``$XDG_CONFIG_HOME/systemd/user/``. Each written unit starts with a checksum line: a unit whose
+  body no longer matches it was edited by hand, and is only replaced with ``--force`` (the diff is
+  shown either way). Idempotent: identical units are left alone.
+- init writes a commented default config (mode 0600: notify URLs carry tokens); refuses to
+  overwrite without ``--force`` (the old file is kept as ``.bak``).
+- doctor prints a checklist (✓ ok, ! warning, ✗ failure + hint) and exits 1 on any ✗. It never
+  prints notification URLs, only their count and schemes.
+"""
+
+import difflib
+import hashlib
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from events.errors import FleetwatchError
+
+UNITS = ("fleetwatch.service", "fleetwatch-verify.service", "fleetwatch-verify.timer")
+_HEADER_RE = re.compile(r"^# fleetwatch-managed sha256=([0-9a-f]{64})\n")
+
+
+class ServiceError(FleetwatchError):
+    """install-service cannot proceed (hand-edited unit, no templates, no fleetwatch binary)."""
+
+
+# ---- install-service ------------------------------------------------------------------------
+def units_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(os.path.expanduser(base)) / "systemd" / "user"
+
+
+def templates_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    for cand in (here / "systemd", here.parent / "systemd"):
+        if (cand / UNITS[0]).is_file():
+            return cand
+    raise ServiceError("the unit templates are missing from this install", op="install-service",
+                       path=str(here / "systemd"), hint="reinstall fleetwatch (pip install --force-reinstall .)")
+
+
+def fleetwatch_bin() -> str:
+    """Absolute path of this install's ``fleetwatch`` console script."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    cands = []
+    if os.path.basename(argv0) == "fleetwatch":
+        cands.append(argv0 if os.sep in argv0 else (shutil.which(argv0) or ""))
+    cands.append(os.path.join(os.path.dirname(sys.executable), "fleetwatch"))
+    cands.append(shutil.which("fleetwatch") or "")
+    for c in cands:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return str(Path(c).resolve())
+    raise ServiceError("cannot find the `fleetwatch` executable of this install", op="install-service",
+                       hint="install with pip or pipx so the console script exists")
+
+
+def sd_quote(word: str) -> str:
+    """One ExecStart word: ``%`` and ``$`` escaped, double-quoted when needed."""
+    w = word.replace("%", "%%").replace("$", "$$")
+    if re.search(r"[\s\"'\\;]", w) or not w:
+        w = '"' + w.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return w
+
+
+def _checksum(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def render_units(binary: str, extra_args: list[str] | None = None) -> dict[str, str]:
+    """{unit name: text} with the placeholders filled and the checksum header on top."""
+    tdir = templates_dir()
+    args = "".join(" " + sd_quote(a) for a in (extra_args or []))
+    out = {}
+    for name in UNITS:
+        body = (tdir / name).read_text()
+        body = body.replace("@FLEETWATCH@", sd_quote(binary)).replace("@ARGS@", args)
+        out[name] = f"# fleetwatch-managed sha256={_checksum(body)}\n{body}"
+    return out
+
+
+def is_pristine(text: str) -> bool:
+    """True if ``text`` is a unit install-service wrote and nobody edited since."""
+    m = _HEADER_RE.match(text)
+    return bool(m) and _checksum(text[m.end():]) == m.group(1)
+
+
+def _diff(old: str, new: str, path: Path) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        fromfile=f"{path} (on disk)", tofile=f"{path} (install-service)"))
+
+
+def _write_atomic(path: Path, text: str, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def daemon_reload(echo) -> bool:
+    """``systemctl --user daemon-reload`` if a user manager answers. Never fails the command."""
+    sc = shutil.which("systemctl")
+    if sc is None:
+        echo("! systemctl not found (not a systemd machine?): the units are written but not loaded")
+        return False
+    try:
+        probe = subprocess.run([sc, "--user", "show-environment"], capture_output=True, text=True, timeout=15)
+        if probe.returncode != 0:
+            why = (probe.stderr.strip().splitlines() or ["no answer"])[0]
+            echo(f"! no systemd user manager reachable ({why}); once logged in run: systemctl --user daemon-reload")
+            return False
+        r = subprocess.run([sc, "--user", "daemon-reload"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        echo(f"! systemctl --user did not answer ({type(e).__name__}); run: systemctl --user daemon-reload")
+        return False
+    if r.returncode != 0:
+        echo(f"! systemctl --user daemon-reload failed: {(r.stderr.strip().splitlines() or ['?'])[0]}")
+        return False
+    echo("✓ systemctl --user daemon-reload")
+    return True
+
+
+def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=typer.echo) -> int:
+    binary = fleetwatch_bin()
+    target = units_dir()
+    rendered = render_units(binary, extra_args)
+    plan: list[tuple[str, Path, str, str]] = []  # (action, path, new text, diff)
+    for name, text in rendered.items():
+        p = target / name
+        old = p.read_text() if p.exists() else None
+        if old is None:
+            plan.append(("create", p, text, ""))
+        elif old == text:
+            plan.append(("unchanged", p, text, ""))
+        else:
+            plan.append(("update" if is_pristine(old) else "edited", p, text, _diff(old, text, p)))
+    edited = [x for x in plan if x[0] == "edited"]
+    for action, p, _, diff in plan:
+        if diff and (action == "edited" or dry_run):
+            echo(diff.rstrip("\n"))
+    if edited and not force:
+        names = ", ".join(x[1].name for x in edited)
+        raise ServiceError(f"{names} edited by hand; nothing was written", op="install-service",
+                           path=str(target), hint="keep your changes in a drop-in (`systemctl --user edit "
+                           "fleetwatch`) and rerun with --force to replace the unit")
+    verb = {"create": "would write", "update": "would update", "edited": "would overwrite (--force)",
+            "unchanged": "unchanged"} if dry_run else {
+        "create": "wrote", "update": "updated", "edited": "overwrote (--force)", "unchanged": "unchanged"}
+    changed = False
+    for action, p, text, _ in plan:
+        if action != "unchanged" and not dry_run:
+            _write_atomic(p, text, 0o644)
+            changed = True
+        echo(f"{'✓' if action == 'unchanged' or not dry_run else '-'} {verb[action]} {p}")
+    echo(f"  ExecStart={sd_quote(binary)} run{''.join(' ' + sd_quote(a) for a in extra_args)}")
+    if dry_run:
+        echo("dry run: nothing written")
+        return 0
+    if changed:
+        daemon_reload(echo)
+    echo("next:\n  systemctl --user enable --now fleetwatch.service fleetwatch-verify.timer")
+    echo("  loginctl enable-linger \"$USER\"   # keep it running while you are logged out")
+    return 0
+
+
+# ---- init -----------------------------------------------------------------------------------
+DEFAULT_CONFIG = '''\
+# fleetwatch configuration (TOML). Written by `fleetwatch init`; check it with `fleetwatch doctor`.
+# Durations: an integer and a unit: ms, s, m, h, d. `~` and $VARS are expanded in paths and globs.
+# Unknown keys are errors (exit 2) naming the key.
+
+[store]
+# path = "~/.local/state/fleetwatch/events.db"   # default: $XDG_STATE_HOME/fleetwatch/events.db
+durability = "full"              # "full": fsync every commit | "normal": faster, may lose the last tick
+
+[watch]
+interval = "2s"                  # full resync period; file sources also wake on inotify
+debounce = "100ms"               # coalesce bursts of file changes
+
+[classify]
+stall_after = "15m"              # idle, not done, no activity this long -> ESTANCADO
+claim_unverified_after = "30m"   # DICE_TERMINADO without a verifier verdict this long -> reminder
+
+# ---- sources: any number of [[sources]], each with a unique name. Examples (uncomment one):
+{sources}
+[steps]
+deadline = "45m"                 # a step still in `begin` after this long is overdue
+# deadlines = {{ deploy = "2h", validate = "1h" }}
+deadlines = {{}}
+
+[swarm]
+max_concurrent = 0               # 0 = no cap
+max_children = 0
+
+[notify]
+urls = []                        # apprise URLs, e.g. ["tgram://BOT_TOKEN/CHAT_ID"]: secrets, never logged
+# config = "~/.config/apprise/apprise.yml"   # or an apprise config file
+group_wait = "10s"               # everything due in this window goes out as ONE message
+group_interval = "5m"            # paces non-urgent updates (never holds back urgent ones)
+repeat_interval = "4h"           # a condition already pushed is not pushed again before this
+min_severity = "warning"         # info | warning | urgent
+tags = {{}}                       # severity -> apprise tag, e.g. {{ urgent = "phone" }}
+retry = ["10s", "30s", "2m", "10m"]
+timeout = "10s"
+flap_high = 50.0                 # % of class changes that marks an agent as flapping
+flap_low = 25.0
+source_failed_after = "1m"       # a source failing this long -> a notice
+
+[nudge]
+enabled = false                  # poke a stalled agent's tmux pane
+argv = []                        # e.g. ["tmux", "send-keys", "-t", "{{target}}", "close your DoD", "Enter"]
+max_per_stall = 1
+after = "0s"
+'''
+
+SOURCE_EXAMPLES = '''\
+[[sources]]
+name = "fleet"
+kind = "goals"                 # one goal.json per agent
+glob = "~/.fleet/agents/*/goal.json"
+
+[[sources]]
+name = "fleetview"
+kind = "command"               # a program printing agents as JSON
+argv = ["fleetview", "list", "--json"]
+entity = "agent"
+timeout = "10s"
+
+[[sources]]
+name = "tmux"
+kind = "tmux"                  # pane activity and dead panes
+# socket = "fleet"             # tmux -L SOCKET
+
+[[sources]]
+name = "runs"
+kind = "steps"                 # one steps.json per run
+glob = "~/runs/*/steps.json"
+
+[[sources]]
+name = "missions"
+kind = "sqlite"                # rows of an external database, opened read-only
+entity = "wp"                  # wp | circuit | swarm
+path = "~/red-queen/missions.db"
+query = "SELECT mission_id AS mission, id AS wp, state, deps, attempts, last_error_sig, same_sig_count FROM work_packages"
+key = ["mission", "wp"]
+'''
+
+
+def default_config_text() -> str:
+    commented = "".join(f"# {ln}\n" if ln.strip() else "#\n" for ln in SOURCE_EXAMPLES.splitlines())
+    return DEFAULT_CONFIG.format(sources=commented)
+
+
+def write_config(path: str, *, force: bool) -> str | None:
+    """Write the default config; returns the backup path when an old file was replaced."""
+    p = Path(path)
+    backup = None
+    if p.exists():
+        if not force:
+            raise FleetwatchError("a config already exists; nothing was written", op="init", path=path,
+                                  hint="check it with `fleetwatch doctor`, or rerun with --force "
+                                       "(the old file is kept as config.toml.bak)")
+        backup = str(p) + ".bak"
+        shutil.copy2(p, backup)
+        os.chmod(backup, 0o600)
+    p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write_atomic(p, default_config_text(), 0o600)
+    return backup
+
+
+def register(app: typer.Typer) -> None:
+    from watcher.cli import ConfigOpt, DbOpt, errors
+
+    @app.command("install-service")
+    @errors
+    def install_service_cmd(
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Replace units edited by hand.")] = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Write the systemd user units (watcher + daily verify timer) for this install to
+        ~/.config/systemd/user/ and reload the user manager. Idempotent."""
+        extra: list[str] = []
+        if config:
+            extra += ["--config", os.path.abspath(os.path.expanduser(config))]
+        if db:
+            extra += ["--db", os.path.abspath(os.path.expanduser(db))]
+        raise typer.Exit(install_service(dry_run=dry_run, force=force, extra_args=extra))
+
+    @app.command("init")
+    @errors
+    def init_cmd(
+        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config (kept as .bak).")] = False,
+        config: ConfigOpt = None,
+    ) -> None:
+        """Write a commented default config (exit 1 if one exists)."""
+        from watcher.config import config_path
+
+        path = config_path(config)
+        backup = write_config(path, force=force)
+        if backup:
+            typer.echo(f"previous config saved as {backup}")
+        typer.echo(f"wrote {path}\nnext: add a [[sources]] entry and notify URLs, then `fleetwatch doctor`")
+
+    @app.command("doctor")
+    @errors
+    def doctor_cmd(config: ConfigOpt = None, db: DbOpt = None) -> None:
+        """Check config, sources, event log, notify URLs and the service unit. Exit 1 if any fails."""
+        raise typer.Exit(doctor(config, db))
+
+
+# ---- doctor ---------------------------------------------------------------------------------
+class Checklist:
+    """Collects ✓ / ! / ✗ lines; ``failed`` is True after any ✗."""
+
+    def __init__(self, echo=typer.echo):
+        self.echo = echo
+        self.failed = False
+
+    def ok(self, what: str) -> None:
+        self.echo(f"✓ {what}")
+
+    def warn(self, what: str, hint: str = "") -> None:
+        self.echo(f"! {what}" + (f"\n    hint: {hint}" if hint else ""))
+
+    def bad(self, what: str, hint: str = "") -> None:
+        self.failed = True
+        self.echo(f"✗ {what}" + (f"\n    hint: {hint}" if hint else ""))
+
+
+def _scheme(url: str) -> str:
+    m = re.match(r"\s*([a-zA-Z][a-zA-Z0-9+.\-]*)://", url)
+    return m.group(1).lower() if m else "?"
+
+
+def _quiet_apprise():
+    """Apprise logs rejected URLs in full: silence it while we test them."""
+    lg = logging.getLogger("apprise")
+    prev = lg.disabled
+    lg.disabled = True
+    return lambda: setattr(lg, "disabled", prev)
+
+
+def check_config(ck: Checklist, config: str | None):
+    from events.errors import ConfigError
+    from watcher.config import config_path, load
+
+    path = config_path(config)
+    if not os.path.exists(path):
+        ck.bad(f"config: {path} not found", "create one with `fleetwatch init`")
+        return None
+    try:
+        cfg = load(config, required=True, check_paths=True)
+    except ConfigError as e:
+        ck.bad(f"config: {e}", e.hint or f"fix key {e.key!r} in {path}" if e.key else e.hint)
+        try:  # keep checking what does not depend on the failing paths
+            return load(config, required=True, check_paths=False)
+        except ConfigError:
+            return None
+    ck.ok(f"config: {path} parses ({len(cfg.sources)} source{'s' * (len(cfg.sources) != 1)})")
+    return cfg
+
+
+def check_sources(ck: Checklist, cfg, now: float) -> None:
+    if not cfg.sources:
+        ck.warn("sources: none configured, nothing to watch", "add a [[sources]] entry (see `fleetwatch init`)")
+        return
+    from watcher.sources import make
+
+    for spec in cfg.sources:
+        label = f"source {spec.name} ({spec.kind})"
+        try:
+            src = make(spec)
+            try:
+                res = src.poll(now)
+            finally:
+                getattr(src, "close", lambda: None)()
+        except Exception as e:  # doctor reports, never crashes
+            ck.bad(f"{label}: {type(e).__name__}: {e}", "check this source's settings")
+            continue
+        if not res.ok:
+            ck.bad(f"{label}: {res.error or 'failed'}", "check the path, command or query of this source")
+            continue
+        n = len(res.agents) + len(res.runs) + len(res.rows)
+        what = "agents" if res.agents or spec.kind in ("goals", "tmux") or spec.entity == "agent" else \
+            "runs" if spec.kind == "steps" else "rows"
+        bad = sum(1 for a in res.agents if a.error) + sum(1 for r in res.runs if r.error)
+        extra = f" ({bad} unreadable: MAL_LANZADO)" if bad else ""
+        if n == 0:
+            ck.warn(f"{label}: readable, 0 {what} found", "is the glob/command right? (fine if none run yet)")
+        else:
+            ck.ok(f"{label}: {n} {what}{extra}")
+
+
+def check_log(ck: Checklist, cfg, db: str | None) -> None:
+    from events.errors import FleetwatchError as FE
+    from events.log import EventLog
+    from watcher.config import db_path
+
+    path = db_path(cfg, db)
+    if not os.path.exists(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        probe = parent
+        while not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        if os.path.isdir(probe) and os.access(probe, os.W_OK | os.X_OK):
+            ck.ok(f"log: {path} not created yet (the first `fleetwatch run` creates it)")
+        else:
+            ck.bad(f"log: cannot create {path} ({probe} is not writable)", "set [store] path or --db to a writable place")
+        return
+    try:
+        with EventLog(path, durability=cfg.store.durability, create=False) as elog:
+            res = elog.verify()
+    except FE as e:
+        ck.bad(f"log: {e}", e.hint or "check [store] path / --db")
+        return
+    if not res.ok:
+        ck.bad(f"log: {path} chain broken at seq {res.bad_seq}: {res.problem}", "run `fleetwatch verify`; "
+               "keep the file for inspection and start a new log with --db")
+        return
+    ck.ok(f"log: {path} writable, verify intact ({res.count} events, head seq {res.head_seq})")
+
+
+def check_notify(ck: Checklist, cfg) -> None:
+    urls, conf = list(cfg.notify.urls), cfg.notify.config
+    if not urls and not conf:
+        ck.warn("notify: no URLs configured: nothing will be pushed", "add [notify] urls (apprise URLs)")
+        return
+    import apprise
+
+    restore = _quiet_apprise()
+    try:
+        bad = [i for i, u in enumerate(urls, 1) if not apprise.Apprise().add(u)]
+        conf_ok = True
+        if conf:
+            from watcher.config import expand
+
+            ac = apprise.AppriseConfig()
+            conf_ok = os.path.isfile(expand(conf)) and bool(ac.add(expand(conf)))
+    finally:
+        restore()
+    schemes = ", ".join(sorted({_scheme(u) for u in urls})) or "-"
+    if bad:
+        ck.bad(f"notify: {len(bad)} of {len(urls)} URLs do not parse (#{', #'.join(map(str, bad))}; "
+               f"schemes: {', '.join(_scheme(urls[i - 1]) for i in bad)})",
+               "see https://github.com/caronc/apprise/wiki for the URL format; then `fleetwatch notify-test`")
+    elif urls:
+        ck.ok(f"notify: {len(urls)} URL{'s' * (len(urls) != 1)} parse ({schemes})")
+    if conf and not conf_ok:
+        ck.bad("notify: the apprise config file [notify] config cannot be read", "check the path and its format")
+    elif conf:
+        ck.ok("notify: apprise config file readable")
+
+
+def check_unit(ck: Checklist) -> None:
+    d = units_dir()
+    p = d / UNITS[0]
+    if not p.exists():
+        ck.bad(f"service: {p} not installed", "run `fleetwatch install-service`")
+        return
+    try:
+        text = p.read_text()
+        binary = fleetwatch_bin()
+    except (OSError, FleetwatchError) as e:
+        ck.bad(f"service: {e}", "rerun `fleetwatch install-service`")
+        return
+    exe = _unit_exec(text)
+    if exe != binary:
+        ck.bad(f"service: {p.name} runs {exe}, not this install ({binary})",
+               "rerun `fleetwatch install-service` from the install you want (--force if edited by hand)")
+        return
+    timer = "" if (d / UNITS[2]).exists() else " (no verify timer)"
+    note = "" if is_pristine(text) else " (edited by hand)"
+    ck.ok(f"service: {p.name} runs this install{note}{timer}")
+
+
+def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
+    ck = Checklist(echo)
+    cfg = check_config(ck, config)
+    if cfg is not None:
+        check_sources(ck, cfg, time.time())
+        check_log(ck, cfg, db)
+        check_notify(ck, cfg)
+    else:
+        ck.warn("sources, log, notify: not checked (the config does not parse)")
+    check_unit(ck)
+    echo("unhealthy: fix the ✗ lines above" if ck.failed else "healthy")
+    return 1 if ck.failed else 0
+
+
+def _unit_exec(text: str) -> str | None:
+    m = re.search(r"^ExecStart=(.*)$", text, re.M)
+    if not m:
+        return None
+    try:
+        words = shlex.split(m.group(1).replace("%%", "%").replace("$$", "$"))
+    except ValueError:
+        return None
+    return words[0] if words else None
