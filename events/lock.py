@@ -37,7 +37,8 @@ def holder_pid(path: str) -> int | None:
 class WriterLock:
     """Exclusive writer lock for the log at ``db_path``. Use as a context manager or
     ``acquire()`` / ``release()``. Not re-entrant: a second acquire from this process on
-    another WriterLock object is refused like any other holder."""
+    another WriterLock object is refused like any other holder. Dropping the object without
+    ``release()`` keeps the lock until the process exits (never a silent early release)."""
 
     def __init__(self, db_path: str):
         self.db_path = os.path.abspath(os.path.expanduser(db_path))
@@ -96,13 +97,6 @@ class WriterLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
 
 
 __all__ = ["WriterLock", "holder_pid", "lock_path"]
