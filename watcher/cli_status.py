@@ -102,13 +102,22 @@ def build_status(cfg: Any, states: dict[str, Any], head: int, now: float) -> dic
         "head": head, "generated_at": iso(now), "agents": agents, "classes": counts,
         "dod": dod_st.get("counts", {}),
         "sources": [{"source": k, **v} for k, v in sorted(fleet.get("sources", {}).items())],
-        "runs": mods["runs"].status(states["runs"], now) if "runs" in mods and hasattr(mods["runs"], "status") else {},
+        "runs": _runs(mods, states, now),
         "missions": mods["missions"].status(states["missions"], now) if "missions" in mods
         else {"missions": {}, "circuits": {}, "open_circuits": []},
         "swarms": mods["swarms"].status(states["swarms"], now, cfg.swarm.max_concurrent, cfg.swarm.max_children)
         if "swarms" in mods else {"groups": {}},
     }
     return doc
+
+
+def _runs(mods: dict[str, Any], states: dict[str, Any], now: float) -> Any:
+    """projections.runs.status gives {"runs": [...]}: the list goes under "runs"."""
+    m = mods.get("runs")
+    if m is None or not hasattr(m, "status"):
+        return []
+    st = m.status(states["runs"], now)
+    return st.get("runs", st) if isinstance(st, dict) else st
 
 
 def _r(x: float | None) -> float | None:
@@ -153,7 +162,7 @@ def summary_groups(cfg: Any, states: dict[str, Any], now: float) -> list[tuple[s
             for g, line in m.items(states["runs"], now):
                 groups.setdefault(g, []).append(str(line))
         elif hasattr(m, "summary"):
-            groups["runs"] += [_text(x) for x in m.summary(states["runs"], now)]
+            groups["violations"] += [_text(x) for x in m.summary(states["runs"], now)]
     for src, s in sorted(fleet.get("sources", {}).items()):
         if s.get("failed"):
             groups["sources"].append(f"{src}: failed for {_age(_since_s(s.get('since'), now))}: {s.get('error', '')}")
@@ -202,15 +211,13 @@ def _tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]
                   [[gid, str(g["children"]), *[str(g["counts"].get(s, 0)) for s in
                                                ("queued", "running", "done", "failed", "killed", "timeout")],
                     "yes" if g["settled"] else "no", ",".join(g["flags"]) or "-"] for gid, g in gs.items()]))
-    runs = doc.get("runs") or {}
-    rl = runs.get("runs") if isinstance(runs, dict) else None
-    if isinstance(rl, dict) and rl:
-        rows = []
-        for rid, r in sorted(rl.items()):
-            r = r if isinstance(r, dict) else {}
-            rows.append([rid, str(r.get("branch", "-")), str(r.get("current") or r.get("step") or "-"),
-                         str(r.get("failures", "-")), str(len(r.get("violations", []) or []))])
-        t.append(("Runs", ["run", "branch", "step", "failures", "violations"], rows))
+    runs = doc.get("runs") or []
+    if isinstance(runs, list) and runs:
+        t.append(("Runs", ["run", "branch", "progress", "at", "failures", "violations"],
+                  [[str(r.get("run")), str(r.get("branch") or "-"), str(r.get("progress") or "-"),
+                    str(r.get("current") or "-"), str(r.get("failures", 0)),
+                    ",".join(r.get("violations") or []) or "-"]
+                   for r in runs if isinstance(r, dict) and not r.get("gone")]))
     if doc["sources"]:
         t.append(("Sources", ["source", "state", "since", "error"],
                   [[s["source"], "FAILED" if s.get("failed") else "ok", s.get("since") or "-", s.get("error") or ""]
