@@ -1,0 +1,172 @@
+"""The seven hard rules of the outer loop (CONTRACT.md), as pure checks over one tick's changes.
+
+Each check returns ``(Rule, step, key, detail)``; ``key`` names the occurrence so that
+``projections.runs.detect`` reports it once (the folded state remembers reported keys).
+A step "begins" when its change starts a new attempt (see ``projections.runs``): first sight of
+a step that is already ``done`` counts, since it must have begun.
+"""
+from __future__ import annotations
+
+import math
+import re
+from enum import Enum
+from typing import Any
+
+SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+GATED = ("apply", "upload_intent", "ledger", "launch_intent")
+BACKOFF_S = 600.0  # 10 minutes, doubled per failure
+
+
+class Rule(str, Enum):
+    """Rule names are part of the contract: never rename."""
+
+    UPLOAD_INTENT_EVIDENCE = "upload-intent-evidence"
+    SINGLE_OPEN_INTENT = "single-open-intent"
+    LAUNCH_REQUEST_ID = "launch-request-id"
+    DEPLOY_GATE = "deploy-gate"
+    AUDIT_BRANCH = "audit-branch"
+    NO_REDO = "no-redo"
+    RETRY_BACKOFF = "retry-backoff"
+
+
+def _present(v: Any) -> bool:
+    return (isinstance(v, str) and v.strip() != "") or (isinstance(v, int) and not isinstance(v, bool))
+
+
+def restricted(rid: str, fields: dict, view: dict, ctx: Any) -> str:
+    """Why the run is held to the audit branch ("" when it is not)."""
+    why = []
+    if fields.get("branch") == "diagnose_only":
+        why.append("branch is diagnose_only")
+    a = view.get("audit")
+    data = a[3] if a else {}
+    if data.get("verdict") in ("fail", "review"):
+        why.append(f"audit verdict is {data['verdict']}")
+    if data.get("tainted"):
+        why.append("audit is tainted")
+    cf = fields.get("continue_from")
+    if cf and cf != rid and ctx.tainted(cf):
+        why.append(f"it continues from tainted run {cf}")
+    return ", ".join(why)
+
+
+def intents_index(ctx: Any) -> list[tuple[int, float, str]]:
+    """Open upload intents of every known run, earliest first: (seen before this tick? 0 : 1,
+    at, run). Open = upload_intent present, not reconciled, upload_confirmed not done."""
+    out = []
+    for run in set(ctx.snap.runs) | set(ctx.runs):
+        st, t, data = ctx.step_of(run, "upload_intent")
+        if st not in ("begin", "done", "fail") or data.get("reconciled"):
+            continue
+        if ctx.step_of(run, "upload_confirmed")[0] == "done":
+            continue
+        rs = ctx.runs.get(run)
+        known = rs is not None and rs["steps"].get("upload_intent", {}).get("status")
+        out.append((0 if known else 1, t if t is not None else math.inf, run))
+    out.sort()
+    return out
+
+
+def check_step_rules(rid: str, fields: dict, view: dict, changes: list, ctx: Any) -> list:
+    """Step rules for this tick's changes of one run. ``changes`` rows are
+    (name, prev status, status, at, at epoch, data, reason, attempt, new attempt, prev record)."""
+    out = []
+    rs = ctx.runs.get(rid)
+    for name, pst, st, at, t, data, _, n, new, p in changes:
+        if st == "":
+            continue
+        if new:
+            if name in GATED:
+                why = restricted(rid, fields, view, ctx)
+                if why:
+                    out.append((Rule.AUDIT_BRANCH, name, f"{Rule.AUDIT_BRANCH.value}:{name}#{n}",
+                                f"{name} began while {why}"))
+            if p is not None and (p["done"] or pst == "done"):
+                out.append((Rule.NO_REDO, name, f"{Rule.NO_REDO.value}:{name}#{n}",
+                            f"{name} was done and began again (attempt {n})"))
+            if name == "upload_intent":
+                d = _open_intent(rid, t, data, p, rs, view, ctx)
+                if d:
+                    out.append((Rule.SINGLE_OPEN_INTENT, name, f"{Rule.SINGLE_OPEN_INTENT.value}:{name}#{n}", d))
+            if name == "launch_intent":
+                d = _deploy_gate(st, t, view)
+                if d:
+                    out.append((Rule.DEPLOY_GATE, name, f"{Rule.DEPLOY_GATE.value}:{name}#{n}", d))
+        if name == "upload_intent":
+            miss = [k for k, ok in (("sha256", isinstance(data.get("sha256"), str)
+                                     and SHA256.fullmatch(data["sha256"]) is not None),
+                                    ("candidate", _present(data.get("candidate")))) if not ok]
+            if miss:
+                out.append((Rule.UPLOAD_INTENT_EVIDENCE, name,
+                            f"{Rule.UPLOAD_INTENT_EVIDENCE.value}:{name}#{n}",
+                            "upload_intent lacks " + " and ".join(
+                                "a 64-hex data.sha256" if m == "sha256" else "data.candidate" for m in miss)))
+        if name == "launch_intent" and not _present(data.get("request_id")):
+            out.append((Rule.LAUNCH_REQUEST_ID, name, f"{Rule.LAUNCH_REQUEST_ID.value}:{name}#{n}",
+                        "launch_intent has no data.request_id"))
+    return out
+
+
+def _open_intent(rid: str, t: float | None, data: dict, p: dict | None, rs: dict | None,
+                 view: dict, ctx: Any) -> str:
+    """An earlier upload intent still open when this one begins ("" when none)."""
+    if p is not None and p["status"] in ("begin", "done", "fail"):
+        confirmed = view.get("upload_confirmed", ("",))[0] == "done" or (
+            rs is not None and rs["steps"].get("upload_confirmed", {}).get("status") == "done")
+        if not confirmed and not p["data"].get("reconciled") and not data.get("reconciled"):
+            return "an earlier upload_intent of this run was neither confirmed nor reconciled"
+    ours = (1, t if t is not None else math.inf, rid)
+    for key in ctx.intents():
+        if key >= ours:
+            break
+        if key[2] != rid:
+            return f"run {key[2]} has an open upload_intent (no upload_confirmed, not reconciled)"
+    return ""
+
+
+def _deploy_gate(st: str, t: float | None, view: dict) -> str:
+    """launch_intent began before validate and deploy were both done ("" when the gate held)."""
+    missing = [s for s in ("validate", "deploy") if s not in view or view[s][0] != "done"]
+    if missing:
+        return "launch_intent began before " + " and ".join(missing) + " done"
+    if st == "begin" and t is not None:
+        late = [s for s in ("validate", "deploy") if view[s][2] is not None and view[s][2] > t]
+        if late:
+            return "launch_intent began before " + " and ".join(late) + " was done (by at)"
+    return ""
+
+
+def check_retry(rid: str, fields: dict, view: dict, changes: list, rs: dict | None, now: float):
+    """retry-backoff for the attempt after the run's latest failure, or None."""
+    from projections.runs import MAX_FAILURES, ts
+    from events.log import iso
+
+    n = fields["failures"]
+    if n < 1:
+        return None
+    lfa = fields["last_failure_at"]
+    key = f"{Rule.RETRY_BACKOFF.value}:{n}@{lfa or '-'}"
+    if rs is not None and key in rs["violations"]:
+        return None
+    lf = ts(lfa)
+    ev, evstep = None, None
+    if lf is not None:
+        for name, (st, _, t, _, _) in view.items():
+            if t is not None and t > lf and st not in ("fail", "") and (ev is None or t < ev):
+                ev, evstep = t, name
+    if rs is not None and rs["failures"] == n and rs["last_failure_at"] == lfa:
+        for c in changes:  # a begin without `at` after the failure was recorded: started by now
+            if c[8] and c[2] == "begin" and c[4] is None and (ev is None or now < ev):
+                ev, evstep = now, c[0]
+    if ev is None:
+        return None
+    if n >= MAX_FAILURES:
+        return (Rule.RETRY_BACKOFF, evstep, key, f"attempt after failure {n} ({evstep} at {iso(ev)}): "
+                f"no attempt is allowed after {MAX_FAILURES} failures")
+    if lf is None:
+        return None
+    wait = BACKOFF_S * 2 ** (n - 1)
+    if ev < lf + wait:
+        return (Rule.RETRY_BACKOFF, evstep, key, f"attempt {n + 1} started by {iso(ev)} ({evstep}), "
+                f"{(ev - lf) / 60:.1f} min after failure {n}; {wait / 60:.0f} min required")
+    return None
