@@ -394,6 +394,9 @@ def check_sources(ck: Checklist, cfg, now: float) -> None:
             src = make(spec)
             try:
                 res = src.poll(now)
+                if any(e.fails == 1 for e in getattr(src, "cache", {}).values()):
+                    time.sleep(min(0.5, cfg.dur("watch.debounce")))  # the two-read rule: read again
+                    res = src.poll(now)
             finally:
                 getattr(src, "close", lambda: None)()
         except Exception as e:  # doctor reports, never crashes

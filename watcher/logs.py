@@ -26,7 +26,7 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNI
 # sd-daemon(3) priorities
 _PRIO = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
 
-URL_RE = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{1,31})://[^\s'\"<>]+")
+URL_RE = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,31})://[^\s'\"<>]+")
 
 
 def redact(text: str) -> str:
