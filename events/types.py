@@ -43,6 +43,7 @@ class AgentNudged(_E, frozen=True, tag="agent.nudged"):
     attempt: int = 1
     ok: bool = True
     error: str = ""
+    stall_seq: int = 0  # seq of the ESTANCADO classification this nudge belongs to
 
     @property
     def subject(self) -> str:
@@ -242,6 +243,7 @@ class NoticeFailed(_E, frozen=True, tag="notice.failed"):
     attempt: int = 1
     error: str = ""
     retry_at: str | None = None
+    keys: list[str] = []  # the notify projection's condition ids (``cid@rev``) this notice covers
 
     @property
     def subject(self) -> str:
@@ -253,6 +255,7 @@ class NoticeAbandoned(_E, frozen=True, tag="notice.abandoned"):
     covers: list[int] = []
     attempt: int = 1
     error: str = ""
+    keys: list[str] = []
 
     @property
     def subject(self) -> str:

@@ -1,0 +1,394 @@
+"""The notify projection: what needs a human, what was pushed, what is silenced (pure fold).
+
+Every event is folded; the pipeline that turns this state into messages is
+``projections.notify_plan.plan`` (re-exported here as :func:`plan`).
+
+State (JSON, string keys, bounded):
+- ``conds``: condition id -> condition. A condition id is ``"<subject>|<CLASS>#<seq>"`` (one
+  instance: a RECLAMA that clears and comes back is a new condition). Fields: subject, cls, sev,
+  name, text, seq, last_seq, since, changed, rev, oneshot, cleared, cleared_by, sends, sent_at,
+  sent_rev (-1 = never sent), silenced.
+- ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it).
+- ``dod``: agent -> last verdict (a changed contract makes it pending again).
+- ``hist``: subject -> last 21 ``[class, time, seq]`` (flap detection, see :func:`flap_percent`).
+- ``flap_sent``: subject -> the flapping condition id already pushed for this episode.
+- ``retry``: condition id -> ``[attempts, retry_at]`` after ``notice.failed``.
+- ``silences``: id -> {subject, cls, until, reason}; ``last``: severity -> time of the last push;
+  ``recent``: notice id -> {attempt, status, at} (lets the notifier release in-flight notices);
+  ``index``: "source:<name>" / "wp:<mission>/<wp>" / "swarm:<group>" -> active condition id;
+  ``swarms``: group -> {status: count} (aggregated, never one entry per child message).
+
+Invariants: time only from ``rec.time``; a ``notice.sent`` marks its conditions sent (so a
+restart never re-sends and ``repeat_interval`` holds across restarts); resolved and old
+entries are pruned deterministically (by seq), so snapshots stay small over weeks.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from events.log import parse_iso
+
+NAME = "notify"
+
+SEVERITIES = ("info", "warning", "urgent")
+SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+AGENT_SEV = {"RECLAMA": "urgent", "ESTANCADO": "warning", "MAL_LANZADO": "warning", "DICE_TERMINADO": "info"}
+HIST_N = 21
+MAX_CONDS = 2000
+MAX_RECENT = 300
+PRUNE_EVERY = 256
+CLEARED_KEEP_S = 3600.0
+ONESHOT_KEEP_S = 86400.0
+TEXT_MAX = 80
+FLAP_WINDOW = 3600.0   # only class changes this recent count toward the flap percent
+
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+
+
+class Policy(msgspec.Struct, frozen=True, kw_only=True):
+    """Timing and routing knobs (seconds), built from ``Config.notify`` / ``Config.nudge`` by
+    ``watcher.notifier.policy_from_config``."""
+
+    group_wait: float = 10.0
+    group_interval: float = 300.0
+    repeat_interval: float = 14400.0      # 0 = never repeat
+    min_severity: str = "warning"
+    tags: dict[str, str] = {}             # severity -> apprise tag ("" = every URL)
+    retry: tuple[float, ...] = (10.0, 30.0, 120.0, 600.0)
+    flap_high: float = 50.0
+    flap_low: float = 25.0
+    source_failed_after: float = 60.0
+    nudge_enabled: bool = False
+    nudge_max: int = 1
+    nudge_after: float = 0.0
+    nudge_gap: float = 300.0              # at least this between two nudges of one stall
+    nudge_needs_target: bool = False      # argv uses {target}
+
+
+def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
+    """``text`` without URLs or any of ``secrets`` (apprise URLs carry tokens)."""
+    out = _URL_RE.sub("<url>", text or "")
+    for s in secrets:
+        if s and s in out:
+            out = out.replace(s, "<redacted>")
+    return out
+
+
+def short(text: str | None, n: int = TEXT_MAX) -> str:
+    t = redact(" ".join(str(text or "").split()))
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def retry_delay(attempt: int, policy: Policy) -> float | None:
+    """Seconds to wait after failed attempt ``attempt`` (1-based); None = give up (abandon)."""
+    return policy.retry[attempt - 1] if 1 <= attempt <= len(policy.retry) else None
+
+
+def initial() -> dict[str, Any]:
+    return {"conds": {}, "agents": {}, "dod": {}, "hist": {}, "flap_sent": {}, "retry": {},
+            "silences": {}, "last": {}, "recent": {}, "index": {}, "swarms": {}, "seq": 0}
+
+
+def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name: str, text: str,
+         oneshot: bool = False) -> str:
+    cid = f"{subject}|{cls}#{seq}"
+    state["conds"][cid] = {
+        "subject": subject, "cls": cls, "sev": sev, "name": name, "text": short(text), "seq": seq,
+        "last_seq": seq, "since": t, "changed": t, "rev": 0, "oneshot": oneshot, "cleared": None,
+        "cleared_by": None, "sends": 0, "sent_at": None, "sent_rev": -1, "silenced": None}
+    return cid
+
+
+def _clear(state: dict, cid: str | None, t: float, by: str) -> None:
+    c = state["conds"].get(cid) if cid else None
+    if c is not None and c["cleared"] is None:
+        c["cleared"], c["cleared_by"] = t, by
+        state["retry"].pop(cid, None)
+
+
+def _split_key(key: str) -> tuple[str, int | None]:
+    cid, sep, rev = key.rpartition("@")
+    if not sep:
+        return key, None
+    try:
+        return cid, int(rev)
+    except ValueError:
+        return key, None
+
+
+def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    """Fold one Recorded event (all types; unknown ones only advance ``seq``)."""
+    h = _HANDLERS.get(rec.type)
+    if h is not None:
+        h(state, rec.event, rec.seq, parse_iso(rec.time))
+    state["seq"] = rec.seq
+    if rec.seq % PRUNE_EVERY == 0 or len(state["conds"]) > MAX_CONDS:
+        prune(state, parse_iso(rec.time))
+    return state
+
+
+# ---- handlers ------------------------------------------------------------------------------
+def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
+    a, to = ev.agent, ev.to
+    subj = f"agent:{a}"
+    ag = st["agents"].get(a)
+    if ag is not None:
+        _clear(st, ag.get("cond"), t, to)
+    if to == "CERRADO":
+        for cid, c in st["conds"].items():
+            if c["subject"] == subj:
+                _clear(st, cid, t, to)
+        for k in ("agents", "dod", "flap_sent"):
+            st[k].pop(a if k != "flap_sent" else subj, None)
+        st["hist"].pop(subj, None)
+        return
+    hist = st["hist"].setdefault(subj, [])
+    hist.append([to, t, seq, 0.0])
+    del hist[:-HIST_N]
+    hist[-1][3] = round(flap_percent(hist, t), 2)
+    ag = {"cls": to, "since": t, "seq": seq, "state": ev.state, "cond": None, "nudges": 0, "nudged_at": None}
+    st["agents"][a] = ag
+    sev = AGENT_SEV.get(to)
+    if sev is not None:
+        detail = ev.reason or "/".join(x for x in (ev.state, ev.phase) if x)
+        ag["cond"] = _new(st, subj, to, sev, seq, t, a, detail)
+
+
+def _agent_nudged(st: dict, ev: Any, seq: int, t: float) -> None:
+    ag = st["agents"].get(ev.agent)
+    if ag is not None and (not ev.stall_seq or ev.stall_seq == ag["seq"]):
+        ag["nudges"] = max(ag["nudges"], ev.attempt)
+        ag["nudged_at"] = t
+
+
+def _dod_verdict(st: dict, ev: Any, seq: int, t: float) -> None:
+    st["dod"][ev.agent] = ev.verdict
+    _new(st, f"dod:{ev.agent}", "VERDICT", "info", seq, t, ev.agent, f"verdict {ev.verdict} by {ev.verifier}",
+         oneshot=True)
+
+
+def _dod_contract(st: dict, ev: Any, seq: int, t: float) -> None:
+    st["dod"].pop(ev.agent, None)
+    _new(st, f"dod:{ev.agent}", "CONTRACT_CHANGED", "urgent", seq, t, ev.agent, "DoD contract changed",
+         oneshot=True)
+
+
+def _dod_flagged(st: dict, ev: Any, seq: int, t: float) -> None:
+    urgent = ev.flag == "self-approved"
+    cls = ev.flag.upper().replace("-", "_")[:40] or "FLAGGED"
+    _new(st, f"dod:{ev.agent}", cls, "urgent" if urgent else "warning", seq, t, ev.agent, ev.flag, oneshot=True)
+
+
+def _rule(st: dict, ev: Any, seq: int, t: float) -> None:
+    where = f" at {ev.step}" if ev.step else ""
+    _new(st, f"run:{ev.run}", "RULE_VIOLATED", "urgent", seq, t, ev.run, f"{ev.rule}{where}", oneshot=True)
+
+
+def _overdue(st: dict, ev: Any, seq: int, t: float) -> None:
+    _new(st, f"run:{ev.run}", "STEP_OVERDUE", "warning", seq, t, ev.run, f"step {ev.step} overdue", oneshot=True)
+
+
+def _run_abandoned(st: dict, ev: Any, seq: int, t: float) -> None:
+    _new(st, f"run:{ev.run}", "RUN_ABANDONED", "warning", seq, t, ev.run, f"abandoned after {ev.failures} failures",
+         oneshot=True)
+
+
+def _source_failed(st: dict, ev: Any, seq: int, t: float) -> None:
+    k = f"source:{ev.source}"
+    cid = st["index"].get(k)
+    if cid is None or cid not in st["conds"] or st["conds"][cid]["cleared"] is not None:
+        st["index"][k] = _new(st, k, "SOURCE_FAILED", "warning", seq, t, ev.source, ev.error or "failed")
+
+
+def _source_recovered(st: dict, ev: Any, seq: int, t: float) -> None:
+    _clear(st, st["index"].pop(f"source:{ev.source}", None), t, "RECOVERED")
+
+
+def _wp(st: dict, ev: Any, seq: int, t: float) -> None:
+    k = f"wp:{ev.mission}/{ev.wp}"
+    if ev.to == "APPROVAL_REQUIRED":
+        if k not in st["index"]:
+            st["index"][k] = _new(st, f"mission:{ev.mission}", "APPROVAL_REQUIRED", "urgent", seq, t,
+                                  f"{ev.mission}/{ev.wp}", "work package needs approval")
+    elif k in st["index"]:
+        _clear(st, st["index"].pop(k), t, str(ev.to))
+
+
+def _mission_completed(st: dict, ev: Any, seq: int, t: float) -> None:
+    _new(st, f"mission:{ev.mission}", "MISSION_COMPLETED", "info", seq, t, ev.mission,
+         f"completed ({ev.wps} work packages)", oneshot=True)
+
+
+_TERMINAL = ("done", "failed", "timeout", "cancelled")
+
+
+def _swarm(st: dict, ev: Any, seq: int, t: float) -> None:
+    g = ev.group
+    counts = st["swarms"].setdefault(g, {})
+    if ev.from_ is not None and counts.get(ev.from_, 0) > 0:
+        counts[ev.from_] -= 1
+        if not counts[ev.from_]:
+            del counts[ev.from_]
+    if ev.to is not None:
+        counts[ev.to] = counts.get(ev.to, 0) + 1
+    k = f"swarm:{g}"
+    bad = sum(counts.get(s, 0) for s in ("failed", "timeout"))
+    text = " · ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children"
+    sev = "warning" if bad else "info"
+    cid = st["index"].get(k)
+    c = st["conds"].get(cid) if cid else None
+    if c is None or c["cleared"] is not None:
+        cid = st["index"][k] = _new(st, f"swarm:{g}", "SWARM", sev, seq, t, g, text)
+        c = st["conds"][cid]
+    else:
+        c.update(text=short(text), sev=sev, last_seq=seq, changed=t, rev=c["rev"] + 1)
+    if not counts:
+        _clear(st, st["index"].pop(k), t, "EMPTY")
+        st["swarms"].pop(g, None)
+
+
+def _mark(st: dict, ev: Any, t: float, status: str) -> list[tuple[str, int | None]]:
+    st["recent"][ev.notice] = {"attempt": ev.attempt, "status": status, "at": t}
+    return [_split_key(k) for k in getattr(ev, "keys", [])]
+
+
+def _delivered(st: dict, ev: Any, t: float, status: str) -> None:
+    for cid, rev in _mark(st, ev, t, status):
+        st["retry"].pop(cid, None)
+        subj, _, rest = cid.partition("|")
+        if rest.startswith("FLAPPING#"):
+            st["flap_sent"][subj] = [cid, t]
+        c = st["conds"].get(cid)
+        if c is None:
+            continue
+        c["sends"] += 1
+        c["sent_at"] = t
+        c["sent_rev"] = c["rev"] if rev is None else rev
+        if c["oneshot"] and c["sent_rev"] >= c["rev"]:
+            del st["conds"][cid]
+
+
+def _notice_sent(st: dict, ev: Any, seq: int, t: float) -> None:
+    _delivered(st, ev, t, "sent")
+    if ev.severity:
+        st["last"][ev.severity] = t
+
+
+def _notice_failed(st: dict, ev: Any, seq: int, t: float) -> None:
+    retry_at = parse_iso(ev.retry_at) if ev.retry_at else t + 60.0
+    for cid, _ in _mark(st, ev, t, "failed"):
+        st["retry"][cid] = [ev.attempt, retry_at]
+
+
+def _notice_abandoned(st: dict, ev: Any, seq: int, t: float) -> None:
+    keys = list(getattr(ev, "keys", []))
+    _delivered(st, ev, t, "abandoned")  # not re-planned before repeat_interval
+    if not any("|NOTICE_ABANDONED#" in k for k in keys):
+        _new(st, f"notice:{ev.notice}", "NOTICE_ABANDONED", "warning", seq, t, ev.notice,
+             f"undelivered after {ev.attempt} attempts", oneshot=True)
+
+
+def _notice_silenced(st: dict, ev: Any, seq: int, t: float) -> None:
+    for k in ev.keys:
+        c = st["conds"].get(_split_key(k)[0])
+        if c is not None:
+            c["silenced"] = ev.silence
+
+
+def _silence_added(st: dict, ev: Any, seq: int, t: float) -> None:
+    until = parse_iso(ev.until) if ev.until else t
+    st["silences"][ev.silence] = {"subject": ev.subject_match, "cls": ev.class_match, "until": until,
+                                  "reason": short(ev.reason), "at": t}
+
+
+def _silence_removed(st: dict, ev: Any, seq: int, t: float) -> None:
+    st["silences"].pop(ev.silence, None)
+
+
+_HANDLERS = {
+    "agent.classified": _agent_classified, "agent.nudged": _agent_nudged,
+    "dod.verdict": _dod_verdict, "dod.contract_changed": _dod_contract, "dod.flagged": _dod_flagged,
+    "rule.violated": _rule, "step.overdue": _overdue, "run.abandoned": _run_abandoned,
+    "source.failed": _source_failed, "source.recovered": _source_recovered,
+    "wp.changed": _wp, "mission.completed": _mission_completed, "swarm.changed": _swarm,
+    "notice.sent": _notice_sent, "notice.failed": _notice_failed, "notice.abandoned": _notice_abandoned,
+    "notice.silenced": _notice_silenced, "silence.added": _silence_added, "silence.removed": _silence_removed,
+}
+
+
+def prune(st: dict[str, Any], t: float) -> None:
+    """Drop what can never be pushed again: cleared conditions after an hour, unsent one-shots
+    after a day, idle swarm summaries already pushed, expired silences, old notice records.
+    Then cap ``conds`` at MAX_CONDS (oldest cleared, then oldest one-shots go first)."""
+    conds = st["conds"]
+    for cid in [cid for cid, c in conds.items() if
+                (c["cleared"] is not None and c["cleared"] < t - CLEARED_KEEP_S)
+                or (c["oneshot"] and c["since"] < t - ONESHOT_KEEP_S)
+                or (c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"] and c["changed"] < t - ONESHOT_KEEP_S)]:
+        del conds[cid]
+        st["retry"].pop(cid, None)
+    if len(conds) > MAX_CONDS:
+        order = sorted(conds, key=lambda k: (conds[k]["cleared"] is None, not conds[k]["oneshot"], conds[k]["seq"]))
+        for cid in order[: len(conds) - MAX_CONDS]:
+            del conds[cid]
+            st["retry"].pop(cid, None)
+    live = set(conds)
+    for k in [k for k, cid in st["index"].items() if cid not in live]:
+        del st["index"][k]
+        if k.startswith("swarm:"):
+            st["swarms"].pop(k[6:], None)
+    for k in [k for k in st["retry"] if k not in live and k.partition("|")[0] not in st["hist"]]:
+        del st["retry"][k]
+    for sid in [s for s, v in st["silences"].items() if v["until"] < t - ONESHOT_KEEP_S]:
+        del st["silences"][sid]
+    rec = st["recent"]
+    old = sorted((v["at"], k) for k, v in rec.items())
+    for at, k in old:
+        if at < t - ONESHOT_KEEP_S or len(rec) > MAX_RECENT:
+            del rec[k]
+
+
+# ---- flapping (Nagios-style weighted percent state change) ----------------------------------
+def flap_percent(hist: list, at: float) -> float:
+    """Weighted percent state change over the last 21 classes up to ``at``: 20 transition slots
+    weighted 0.75 (oldest) .. 1.25 (newest); a transition counts when the class differs and it
+    happened within FLAP_WINDOW of ``at``. 0..100."""
+    h = [e for e in hist if e[1] <= at][-HIST_N:]
+    total = 0.0
+    n = len(h)
+    for j in range(1, n):
+        if h[j][0] != h[j - 1][0] and h[j][1] >= at - FLAP_WINDOW:
+            slot = HIST_N - 1 - (n - 1 - j)  # newest transition -> slot 20
+            total += 0.75 + 0.5 * (slot - 1) / (HIST_N - 2)
+    return 100.0 * total / (HIST_N - 1)
+
+
+def flap_state(hist: list, sent: list | None, now: float, policy: Policy) -> tuple[list | None, bool]:
+    """(entry that started the current flapping episode or None, already notified?).
+
+    Hysteresis over the percent stored at each class change: flapping starts when it reaches
+    ``flap_high`` and ends when it falls below ``flap_low`` (also checked at ``now``, so a
+    subject that went quiet settles by time alone). ``sent`` = ``[cid, time]`` of the last
+    flapping notice: it covers this episode unless the subject settled after it was sent."""
+    if len(hist) < 8 or hist[-1][1] < now - FLAP_WINDOW:
+        return None, False  # too few changes to reach 50 %, or nothing recent
+    start = None
+    for e in hist:
+        if start is None and e[3] >= policy.flap_high:
+            start = e
+        elif start is not None and e[3] < policy.flap_low:
+            start = None
+    if start is None or flap_percent(hist, now) < policy.flap_low:
+        return None, False
+    notified = sent is not None and not any(e[1] > sent[1] and e[3] < policy.flap_low for e in hist)
+    return start, notified
+
+
+def plan(state: dict[str, Any], now: float, policy: Policy, **kw: Any):
+    """See :func:`projections.notify_plan.plan`."""
+    from projections.notify_plan import plan as _plan
+
+    return _plan(state, now, policy, **kw)
