@@ -94,6 +94,7 @@ class Watcher:
         if not batch and not force_snapshot:
             return 0
         proj = self.proj
+        snapped: list[int | None] = [None]
 
         def fold_and_snapshot(recs):
             if recs:
@@ -104,6 +105,7 @@ class Watcher:
                 proj.fold(r)
             due = force_snapshot or (proj.seq - self.snap_seq >= SNAPSHOT_EVERY_EVENTS) or \
                 (time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS and proj.seq > self.snap_seq)
+            snapped[0] = proj.seq if due else None
             return proj.encoded() if due else None
 
         try:
@@ -114,11 +116,8 @@ class Watcher:
             self.pending = [e for e in batch if _keep(e)]
             raise
         self.pending = []
-        snaps = self.log.snapshots()
-        if snaps:
-            s = max(v[0] for v in snaps.values())
-            if s != self.snap_seq:
-                self.snap_seq, self.snap_mono = s, time.monotonic()
+        if snapped[0] is not None:
+            self.snap_seq, self.snap_mono = snapped[0], time.monotonic()
         return len(batch)
 
     def tick(self, now: float, full: bool = True) -> int:
