@@ -163,9 +163,9 @@ def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=t
         raise ServiceError(f"{names} edited by hand; nothing was written", op="install-service",
                            path=str(target), hint="keep your changes in a drop-in (`systemctl --user edit "
                            "fleetwatch`) and rerun with --force to replace the unit")
-    verb = {"create": "would write", "update": "would update", "edited": "would overwrite (--force)",
-            "unchanged": "unchanged"} if dry_run else {
-        "create": "wrote", "update": "updated", "edited": "overwrote (--force)", "unchanged": "unchanged"}
+    verb = dict(zip(("create", "update", "edited", "unchanged"), (
+        ("would write", "would update", "would overwrite (--force)", "unchanged") if dry_run else
+        ("wrote", "updated", "overwrote (--force)", "unchanged"))))
     changed = False
     for action, p, text, _ in plan:
         if action != "unchanged" and not dry_run:
@@ -209,8 +209,8 @@ deadline = "45m"                 # a step still in `begin` after this long is ov
 deadlines = {{}}
 
 [swarm]
-max_concurrent = 0               # 0 = no cap
-max_children = 0
+max_concurrent = 0               # running children per group above this is flagged (0 = no cap)
+max_children = 0                 # children per group above this is flagged (0 = no cap)
 
 [notify]
 urls = []                        # apprise URLs, e.g. ["tgram://BOT_TOKEN/CHAT_ID"]: secrets, never logged
@@ -222,8 +222,8 @@ min_severity = "warning"         # info | warning | urgent
 tags = {{}}                       # severity -> apprise tag, e.g. {{ urgent = "phone" }}
 retry = ["10s", "30s", "2m", "10m"]
 timeout = "10s"
-flap_high = 50.0                 # % of class changes that marks an agent as flapping
-flap_low = 25.0
+flap_high = 50.0                 # flapping: class changes above this % of recent observations
+flap_low = 25.0                  # ... and no longer flapping below this %
 source_failed_after = "1m"       # a source failing this long -> a notice
 
 [nudge]
@@ -338,15 +338,18 @@ class Checklist:
         self.echo = echo
         self.failed = False
 
+    def line(self, mark: str, what: str, hint: str = "") -> None:
+        self.failed |= mark == "✗"
+        self.echo(f"{mark} {what}" + (f"\n    hint: {hint}" if hint else ""))
+
     def ok(self, what: str) -> None:
-        self.echo(f"✓ {what}")
+        self.line("✓", what)
 
     def warn(self, what: str, hint: str = "") -> None:
-        self.echo(f"! {what}" + (f"\n    hint: {hint}" if hint else ""))
+        self.line("!", what, hint)
 
     def bad(self, what: str, hint: str = "") -> None:
-        self.failed = True
-        self.echo(f"✗ {what}" + (f"\n    hint: {hint}" if hint else ""))
+        self.line("✗", what, hint)
 
 
 def _scheme(url: str) -> str:
@@ -496,6 +499,23 @@ def check_unit(ck: Checklist) -> None:
     timer = "" if (d / UNITS[2]).exists() else " (no verify timer)"
     note = "" if is_pristine(text) else " (edited by hand)"
     ck.ok(f"service: {p.name} runs this install{note}{timer}")
+    state = _unit_state(UNITS[0])
+    if state is not None and state not in ("active", "reloading", "activating"):
+        ck.warn(f"service: {p.name} is {state}", "systemctl --user enable --now fleetwatch.service; "
+                "then journalctl --user -u fleetwatch -e")
+
+
+def _unit_state(unit: str) -> str | None:
+    """`systemctl --user is-active` when a user manager answers, else None."""
+    sc = shutil.which("systemctl")
+    if sc is None:
+        return None
+    try:
+        r = subprocess.run([sc, "--user", "is-active", unit], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = r.stdout.strip()
+    return out if out in ("active", "inactive", "failed", "activating", "deactivating", "reloading") else None
 
 
 def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
