@@ -148,6 +148,12 @@ def _check_path(path: str, create: bool) -> None:
             raise StoreError("the event log is not readable and writable by this user", op="open",
                              path=path, hint="check the file's owner and mode")
         return
+    anc = os.path.dirname(path)
+    while not os.path.exists(anc):
+        anc = os.path.dirname(anc)
+    if not os.path.isdir(anc):
+        raise StoreError(f"the event log path is unusable: {anc} is not a directory", op="open", path=path,
+                         hint="point --db / [store] path at a file in a folder")
     if not create:
         raise StoreError("no event log here yet", op="open", path=path,
                          hint="start the watcher (`fleetwatch run`) or pass --db")

@@ -110,8 +110,18 @@ def _quiet_pipe() -> None:
 
 
 def _missing(path: str) -> bool:
+    """True (after saying so on stderr) if the log does not exist yet; StoreError if it never
+    can at this path (a parent is not a directory)."""
     if os.path.exists(path):
         return False
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        from events.errors import StoreError
+
+        raise StoreError(f"the event log path is unusable: {parent} is not a directory", op="open",
+                         path=path, hint="point --db / [store] path at a file in a folder")
     print(f"fleetwatch: no event log at {path} yet (nothing to show)\n"
           "  hint: it is created by `fleetwatch run`; pass --db to read another one", file=sys.stderr)
     return True
