@@ -99,7 +99,8 @@ def is_pristine(text: str) -> bool:
 
 def _diff(old: str, new: str, path: Path) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                        fromfile=f"{path} (on disk)", tofile=f"{path} (install-service)"))
+                                        fromfile=f"{path} (on disk)" if old else "/dev/null",
+                                        tofile=f"{path} (install-service)"))
 
 
 def _write_atomic(path: Path, text: str, mode: int) -> None:
@@ -149,7 +150,7 @@ def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=t
         p = target / name
         old = p.read_text() if p.exists() else None
         if old is None:
-            plan.append(("create", p, text, ""))
+            plan.append(("create", p, text, _diff("", text, p)))
         elif old == text:
             plan.append(("unchanged", p, text, ""))
         else:
