@@ -1,0 +1,337 @@
+"""Pure notify pipeline: each stage table-driven, then whole-plan scenarios on a virtual clock."""
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from events.log import Recorded, iso
+from events.types import (AgentClassified, AgentNudged, DodFlagged, DodVerdict, MissionCompleted,
+                          NoticeAbandoned, NoticeFailed, NoticeSent, NoticeSilenced, RuleViolated,
+                          SilenceAdded, SilenceRemoved, SourceFailed, SourceRecovered, SwarmChanged,
+                          WpChanged, tag_of)
+from projections import notify
+from projections.base import encode_state
+from projections.notify import Policy
+from projections.notify_plan import (DedupeReason, GroupReason, InhibitReason, Item, NudgeReason,
+                                     RouteReason, SilenceReason, dedupe, inhibit, nudge_decision,
+                                     nudges, plan, ready_at, route, silence)
+
+T0 = 1_800_000_000.0
+P = Policy(group_wait=10, group_interval=300, repeat_interval=4 * 3600, min_severity="warning")
+
+
+class World:
+    """A notify state fed with events on a virtual clock (no DB: the fold is pure)."""
+
+    def __init__(self) -> None:
+        self.state = notify.initial()
+        self.seq = 0
+
+    def add(self, ev, t: float) -> int:
+        self.seq += 1
+        rec = Recorded(self.seq, f"id{self.seq}", iso(t), tag_of(ev), ev.subject, 1, ev, b"", b"")
+        self.state = notify.fold(self.state, rec)
+        return self.seq
+
+    def cls(self, agent: str, to: str, t: float, state: str = "busy", reason: str = "") -> int:
+        return self.add(AgentClassified(agent=agent, to=to, state=state, reason=reason), t)
+
+    def sent(self, m, t: float) -> None:
+        self.add(NoticeSent(notice=m.notice, covers=m.covers, attempt=m.attempt, title=m.title,
+                            severity=m.severity, keys=m.keys), t)
+
+
+def cond(**kw):
+    c = {"subject": "agent:a1", "cls": "RECLAMA", "sev": "urgent", "name": "a1", "text": "", "seq": 1,
+         "last_seq": 1, "since": T0, "changed": T0, "rev": 0, "oneshot": False, "cleared": None,
+         "cleared_by": None, "sends": 0, "sent_at": None, "sent_rev": -1, "silenced": None}
+    c.update(kw)
+    return c
+
+
+# ---- stages --------------------------------------------------------------------------------
+@pytest.mark.parametrize("sev,min_sev,want", [
+    ("urgent", "warning", RouteReason.ROUTED),           # urgent always passes warning
+    ("warning", "warning", RouteReason.ROUTED),          # equal passes
+    ("info", "warning", RouteReason.BELOW_MIN_SEVERITY),  # info dropped by default
+    ("info", "info", RouteReason.ROUTED),                # info allowed when asked
+    ("warning", "urgent", RouteReason.BELOW_MIN_SEVERITY),  # phone-only setups
+])
+def test_route(sev, min_sev, want):
+    assert route(cond(sev=sev), Policy(min_severity=min_sev)) is want
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, InhibitReason.PASS),                                            # active
+    ({"cleared": T0 + 3, "cleared_by": "TRABAJANDO"}, InhibitReason.CLEARED),  # resolved before push
+    ({"cleared": T0 + 3, "cleared_by": "CERRADO"}, InhibitReason.CLOSED),      # agent closed
+    ({"cleared": T0 + 3, "cleared_by": "TRABAJANDO", "sent_rev": 0}, InhibitReason.RESOLVED),  # pushed, then fixed
+])
+def test_inhibit(kw, want):
+    assert inhibit(cond(**kw)) is want
+
+
+S_ALL = {"s1": {"subject": "agent:a1", "cls": None, "until": T0 + 100, "reason": ""}}
+S_GLOB = {"s2": {"subject": "agent:*", "cls": "ESTANCADO", "until": T0 + 100, "reason": ""}}
+
+
+@pytest.mark.parametrize("sil,kw,now,want", [
+    (S_ALL, {}, T0, SilenceReason.SILENCED),                       # subject match
+    (S_ALL, {"silenced": "s1"}, T0, SilenceReason.SILENCED_RECORDED),  # recorded once
+    (S_ALL, {}, T0 + 100, SilenceReason.PASS),                     # expired
+    (S_ALL, {"subject": "agent:a2"}, T0, SilenceReason.PASS),      # other subject
+    (S_GLOB, {"cls": "ESTANCADO", "subject": "agent:zz"}, T0, SilenceReason.SILENCED),  # glob + class
+    (S_GLOB, {"cls": "RECLAMA"}, T0, SilenceReason.PASS),          # class differs
+])
+def test_silence(sil, kw, now, want):
+    assert silence(cond(**kw), sil, now)[0] is want
+
+
+@pytest.mark.parametrize("kw,now,inflight,retry,want,due,attempt", [
+    ({}, T0, (), {}, DedupeReason.NEW, T0, 1),                                        # fresh
+    ({}, T0, ("c",), {}, DedupeReason.IN_FLIGHT, None, 1),                            # handed to worker
+    ({}, T0 + 5, (), {"c": [1, T0 + 10]}, DedupeReason.RETRY_WAIT, T0 + 10, 2),       # backoff
+    ({}, T0 + 10, (), {"c": [2, T0 + 10]}, DedupeReason.RETRY_DUE, T0 + 10, 3),       # retry now
+    ({"sent_rev": 0, "sent_at": T0}, T0 + 60, (), {}, DedupeReason.ALREADY_SENT, T0 + 4 * 3600, 1),  # no repeat yet
+    ({"sent_rev": 0, "sent_at": T0}, T0 + 4 * 3600, (), {}, DedupeReason.REPEAT_DUE, T0 + 4 * 3600, 1),  # repeat
+    ({"sent_rev": 0, "sent_at": T0, "rev": 2, "changed": T0 + 20}, T0 + 30, (), {},
+     DedupeReason.UPDATE_WAIT, T0 + 300, 1),                                          # swarm update paced
+    ({"cls": "SOURCE_FAILED", "sev": "warning"}, T0 + 30, (), {}, DedupeReason.NOT_YET_DUE, T0 + 60, 1),  # short outage
+])
+def test_dedupe(kw, now, inflight, retry, want, due, attempt):
+    assert dedupe("c", cond(**kw), now, Policy(source_failed_after=60), set(inflight), retry) == (want, due, attempt)
+
+
+def test_dedupe_repeat_zero_never():
+    p = Policy(repeat_interval=0)
+    assert dedupe("c", cond(sent_rev=0, sent_at=T0), T0 + 1e7, p, set(), {})[0] is DedupeReason.ALREADY_SENT
+
+
+@pytest.mark.parametrize("sev,retry,last,want", [
+    ("urgent", False, T0, (T0 + 10, GroupReason.WAIT_GROUP)),         # group_interval never holds urgent
+    ("warning", False, -1e18, (T0 + 10, GroupReason.WAIT_GROUP)),     # first push: group_wait
+    ("warning", False, T0 - 5, (T0 + 295, GroupReason.WAIT_INTERVAL)),  # paced after a recent push
+    ("warning", True, T0, (T0, GroupReason.WAIT_GROUP)),              # retries go at retry_at
+])
+def test_ready_at(sev, retry, last, want):
+    assert ready_at(Item(cid="c", c=cond(sev=sev), due=T0, retry=retry), P, last) == want
+
+
+# ---- whole plans ---------------------------------------------------------------------------
+def test_ten_reclama_one_message_after_group_wait():
+    w = World()
+    for i in range(10):
+        w.cls(f"a{i}", "RECLAMA", T0 + i * 0.5, state="waiting")
+    p = plan(w.state, T0 + 5, P)
+    assert p.send == [] and p.next_wake == T0 + 10
+    p = plan(w.state, T0 + 10, P)
+    assert len(p.send) == 1
+    m = p.send[0]
+    assert m.title == "10 need you" and m.severity == "urgent" and len(m.covers) == 10
+    assert all(f"a{i} " in m.body for i in range(10))
+
+
+def test_resolved_inside_group_wait_is_never_pushed():
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    w.cls("a1", "TRABAJANDO", T0 + 4)
+    p = plan(w.state, T0 + 60, P)
+    assert p.send == [] and ("agent:a1|RECLAMA#1", "inhibit", "cleared-before-push") in \
+        [(d.key, d.stage, d.reason) for d in p.decisions]
+
+
+def test_closed_agent_drops_stall_notice():
+    w = World()
+    w.cls("a1", "ESTANCADO", T0)
+    w.cls("a1", "CERRADO", T0 + 2)
+    p = plan(w.state, T0 + 600, P)
+    assert p.send == [] and any(d.reason == InhibitReason.CLOSED.value for d in p.decisions)
+
+
+def test_title_and_body_order():
+    w = World()
+    w.cls("m1", "MAL_LANZADO", T0, reason="no dod_contract")
+    w.cls("s1", "ESTANCADO", T0)
+    w.cls("d1", "DICE_TERMINADO", T0, state="idle")
+    w.cls("r1", "RECLAMA", T0, state="waiting")
+    w.cls("r2", "RECLAMA", T0, state="waiting")
+    w.add(RuleViolated(run="T1", rule="deploy-gate", step="launch_intent"), T0)
+    p = plan(w.state, T0 + 10, Policy(min_severity="info"))
+    m = p.send[0]
+    assert m.title == "2 need you · 1 say done · 1 stalled · 1 mislaunched · 1 rule violated"
+    assert [ln.split()[0] for ln in m.lines] == ["RECLAMA", "RECLAMA", "DICE_TERMINADO", "ESTANCADO",
+                                                 "MAL_LANZADO", "RULE_VIOLATED"]
+
+
+def test_urgent_not_held_by_group_interval_but_warning_is():
+    w = World()
+    w.cls("s1", "ESTANCADO", T0)
+    m = plan(w.state, T0 + 10, P).send[0]
+    w.sent(m, T0 + 11)
+    w.cls("s2", "ESTANCADO", T0 + 20)
+    p = plan(w.state, T0 + 40, P)
+    assert p.send == [] and p.next_wake == T0 + 11 + 300      # paced by group_interval
+    w.cls("r1", "RECLAMA", T0 + 50, state="waiting")
+    p = plan(w.state, T0 + 60, P)                              # urgent: group_wait only
+    assert len(p.send) == 1 and p.send[0].title == "1 need you · 1 stalled"   # s2 rides along
+
+
+def test_repeat_after_interval_and_across_restart():
+    w = World()
+    w.cls("r1", "RECLAMA", T0, state="waiting")
+    m = plan(w.state, T0 + 10, P).send[0]
+    w.sent(m, T0 + 10)
+    restored = msgspec.json.decode(encode_state(w.state))     # a restart: snapshot round trip
+    assert plan(restored, T0 + 3600, P).send == []
+    p = plan(restored, T0 + 10 + 4 * 3600 + 10, P)
+    assert len(p.send) == 1 and p.send[0].notice != m.notice
+    assert plan(restored, T0 + 1e6, Policy(repeat_interval=0)).send == []
+
+
+def test_failed_then_retry_same_notice_then_abandon():
+    w = World()
+    w.cls("r1", "RECLAMA", T0, state="waiting")
+    m = plan(w.state, T0 + 10, P).send[0]
+    w.add(NoticeFailed(notice=m.notice, covers=m.covers, attempt=1, error="500", retry_at=iso(T0 + 20),
+                       keys=m.keys), T0 + 10)
+    p = plan(w.state, T0 + 15, P)
+    assert p.send == [] and p.next_wake == T0 + 20
+    m2 = plan(w.state, T0 + 20, P).send[0]
+    assert (m2.notice, m2.attempt) == (m.notice, 2)
+    w.add(NoticeAbandoned(notice=m.notice, covers=m.covers, attempt=2, keys=m2.keys), T0 + 21)
+    p = plan(w.state, T0 + 40, P)       # the agent's notice is not retried; an "undelivered" warning is due
+    assert [x.title for x in p.send] == ["1 undelivered"]
+
+
+def test_source_failed_only_after_a_minute():
+    w = World()
+    w.add(SourceFailed(source="fleet", error="glob folder vanished"), T0)
+    assert plan(w.state, T0 + 50, Policy(source_failed_after=60)).send == []
+    w.add(SourceRecovered(source="fleet"), T0 + 55)
+    assert plan(w.state, T0 + 600, Policy(source_failed_after=60)).send == []
+    w.add(SourceFailed(source="fleet", error="x"), T0 + 700)
+    p = plan(w.state, T0 + 700 + 70, Policy(source_failed_after=60))
+    assert p.send[0].title == "1 source down"
+
+
+def test_swarm_children_aggregate_and_pace():
+    w = World()
+    pol = Policy(min_severity="info", group_wait=10, group_interval=300)
+    for c in ("c1", "c2", "c3", "c4"):
+        w.add(SwarmChanged(group="g", child=c, to="running"), T0)
+    p = plan(w.state, T0 + 10, pol)
+    assert len(p.send) == 1 and p.send[0].lines == ["SWARM g · 10s · 4 running"]
+    w.sent(p.send[0], T0 + 10)
+    for c in ("c1", "c2"):
+        w.add(SwarmChanged(group="g", child=c, from_="running", to="done"), T0 + 20)
+    assert plan(w.state, T0 + 40, pol).send == []              # paced: one per group_interval
+    p = plan(w.state, T0 + 320, pol)
+    assert len(p.send) == 1 and "2 done · 2 running" in p.send[0].body
+
+
+def test_approval_required_is_urgent_and_clears():
+    w = World()
+    w.add(WpChanged(mission="m1", wp="w3", from_="READY", to="APPROVAL_REQUIRED"), T0)
+    assert plan(w.state, T0 + 10, P).send[0].title == "1 need you"
+    w.add(WpChanged(mission="m1", wp="w3", from_="APPROVAL_REQUIRED", to="READY"), T0 + 5)
+    assert plan(w.state, T0 + 10, P).send == []
+
+
+def test_dod_flags_and_info_filtered():
+    w = World()
+    w.add(DodFlagged(agent="a1", flag="self-approved", detail="SECRET dod text"), T0)
+    w.add(DodVerdict(agent="a2", verdict="met", verifier="v", evidence="SECRET"), T0)
+    w.add(MissionCompleted(mission="m1", wps=3), T0)
+    p = plan(w.state, T0 + 10, P)                              # info (verdict, mission) below warning
+    assert p.send[0].title == "1 self-approved" and "SECRET" not in p.send[0].body
+
+
+def test_silence_records_once_and_expires():
+    w = World()
+    w.add(SilenceAdded(silence="s1", subject_match="agent:a1", until=iso(T0 + 100)), T0)
+    w.cls("a1", "RECLAMA", T0 + 1, state="waiting")
+    p = plan(w.state, T0 + 20, P)
+    assert p.send == [] and len(p.record) == 1 and isinstance(p.record[0], NoticeSilenced)
+    w.add(p.record[0], T0 + 20)
+    p = plan(w.state, T0 + 30, P)
+    assert p.send == [] and p.record == [] and p.next_wake == T0 + 100
+    w.add(SilenceRemoved(silence="s1"), T0 + 40)
+    assert len(plan(w.state, T0 + 41, P).send) == 1            # still needs you: pushed now
+
+
+def flap(w: World, agent: str, n: int, t: float, step: float = 20.0) -> float:
+    for i in range(n):
+        w.cls(agent, "RECLAMA" if i % 2 == 0 else "TRABAJANDO", t, state="waiting" if i % 2 == 0 else "busy")
+        t += step
+    return t
+
+
+def test_flapping_one_notice_holds_others_then_settles():
+    w = World()
+    t = flap(w, "a1", 13, T0, step=1.0)                        # ends in RECLAMA
+    p = plan(w.state, t + 10, P)
+    assert [m.title for m in p.send] == ["1 flapping"]
+    assert any(d.stage == "flap" and d.reason == "held-while-flapping" for d in p.decisions)
+    w.sent(p.send[0], t + 10)
+    t = flap(w, "a1", 5, t + 20, step=1.0)                      # still flapping: nothing new
+    assert plan(w.state, t + 10, P).send == []
+    p = plan(w.state, t + 3700, P)                             # quiet for the window: settled
+    assert [m.title for m in p.send] == ["1 need you"]
+
+
+def test_slow_changes_are_not_flapping():
+    w = World()
+    t = flap(w, "a1", 13, T0, step=3600.0)
+    assert not any(d.stage == "flap" for d in plan(w.state, t, P).decisions)
+
+
+# ---- nudges --------------------------------------------------------------------------------
+NP = Policy(nudge_enabled=True, nudge_max=2, nudge_after=60, nudge_gap=300, nudge_needs_target=True)
+
+
+@pytest.mark.parametrize("agent_kw,dod,now,target,want", [
+    ({"cls": "ESTANCADO", "state": "idle"}, None, T0 + 60, "s:1", NudgeReason.NUDGE),     # stalled, pending DoD
+    ({"cls": "ESTANCADO", "state": "idle"}, None, T0 + 30, "s:1", NudgeReason.NOT_YET),   # before `after`
+    ({"cls": "RECLAMA", "state": "waiting"}, None, T0 + 600, "s:1", NudgeReason.NOT_STALLED),  # needs a human
+    ({"cls": "ESTANCADO", "state": "waiting"}, None, T0 + 600, "s:1", NudgeReason.WAITING),  # never a waiting agent
+    ({"cls": "ESTANCADO", "state": "idle"}, "met", T0 + 600, "s:1", NudgeReason.DOD_MET),  # DoD done
+    ({"cls": "ESTANCADO", "state": "idle", "nudges": 2}, None, T0 + 9999, "s:1", NudgeReason.MAX_REACHED),
+    ({"cls": "ESTANCADO", "state": "idle", "nudges": 1, "nudged_at": T0 + 60}, None, T0 + 200, "s:1",
+     NudgeReason.NOT_YET),                                                                 # gap between nudges
+    ({"cls": "ESTANCADO", "state": "idle"}, None, T0 + 600, None, NudgeReason.NO_TARGET),  # argv needs {target}
+])
+def test_nudge_decision(agent_kw, dod, now, target, want):
+    ag = {"cls": "ESTANCADO", "since": T0, "seq": 5, "state": "idle", "cond": None, "nudges": 0, "nudged_at": None}
+    ag.update(agent_kw)
+    st = notify.initial()
+    if dod:
+        st["dod"]["a1"] = dod
+    assert nudge_decision("a1", ag, st, now, NP, target, set())[0] is want
+
+
+def test_nudge_counts_per_stall_from_events():
+    w = World()
+    seq = w.cls("a1", "ESTANCADO", T0, state="idle")
+    acts, _ = nudges(w.state, T0 + 60, NP, {"a1": "fleet:1"})
+    assert [(a.agent, a.attempt, a.stall_seq, a.target) for a in acts] == [("a1", 1, seq, "fleet:1")]
+    w.add(AgentNudged(agent="a1", attempt=1, stall_seq=seq), T0 + 61)
+    w.add(AgentNudged(agent="a1", attempt=2, stall_seq=seq), T0 + 400)
+    assert nudges(w.state, T0 + 9999, NP, {"a1": "fleet:1"})[0] == []
+    w.cls("a1", "TRABAJANDO", T0 + 10000)
+    w.cls("a1", "ESTANCADO", T0 + 20000, state="idle")        # a new stall: nudges again
+    assert len(nudges(w.state, T0 + 20060, NP, {"a1": "fleet:1"})[0]) == 1
+
+
+# ---- state hygiene -------------------------------------------------------------------------
+def test_state_round_trips_and_stays_bounded():
+    w = World()
+    t = T0
+    for i in range(20_000):
+        a = f"a{i % 300}"
+        w.cls(a, ("RECLAMA", "TRABAJANDO", "ESTANCADO", "CERRADO")[i % 4], t, state="waiting")
+        if i % 50 == 0:
+            w.add(RuleViolated(run=f"r{i}", rule="no-redo"), t)
+        t += 30
+    enc = encode_state(w.state)
+    assert encode_state(msgspec.json.decode(enc)) == enc
+    assert len(w.state["conds"]) <= notify.MAX_CONDS and len(enc) < 2_000_000

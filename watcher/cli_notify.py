@@ -1,0 +1,146 @@
+"""`silence`, `unsilence`, `silences`, `notify-test`.
+
+Silences are events (``silence.added`` / ``silence.removed``) appended through SQLite's own
+locking, so they work while `fleetwatch run` holds the log; the watcher folds them on its next
+tick. Silenced notices are recorded (``notice.silenced``), never sent.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated, Any, Optional
+
+import msgspec
+import typer
+
+from events.errors import ConfigError, FleetwatchError
+from watcher.cli import ConfigOpt, DbOpt, JsonOpt, errors, open_log
+
+_json = msgspec.json.Encoder(order="sorted")
+
+
+class UnknownSilence(FleetwatchError):
+    """``unsilence`` named an id that is not an active silence."""
+
+    exit_code = 1
+
+
+def normalise_subject(subject: str) -> str:
+    """``a7`` -> ``agent:a7``; ``agent:a7``, ``run:T1``, globs like ``agent:*`` are kept."""
+    s = subject.strip()
+    return s if ":" in s else f"agent:{s}"
+
+
+def active_silences(log: Any, now: float) -> dict[str, dict[str, Any]]:
+    """id -> silence fields, for silences not removed and not expired at ``now``."""
+    from events.log import parse_iso
+
+    out: dict[str, dict[str, Any]] = {}
+    for rec in log.read(0, types=["silence.added", "silence.removed"]):
+        ev = rec.event
+        if rec.type == "silence.added":
+            out[ev.silence] = {"id": ev.silence, "subject": ev.subject_match, "class": ev.class_match,
+                               "until": ev.until, "reason": ev.reason, "seq": rec.seq}
+        else:
+            out.pop(ev.silence, None)
+    return {k: v for k, v in out.items() if not v["until"] or parse_iso(v["until"]) > now}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("silence")
+    @errors
+    def silence(
+        subject: Annotated[Optional[str], typer.Argument(help="Subject to mute: an agent id (a7), or agent:a7, run:T1, mission:m1, source:fleet; globs like 'agent:*' work.")] = None,
+        cls: Annotated[Optional[str], typer.Option("--class", help="Mute this class everywhere (RECLAMA, ESTANCADO, RULE_VIOLATED, SOURCE_FAILED, ...).")] = None,
+        for_: Annotated[str, typer.Option("--for", help="How long: 30m, 2h, 1d.")] = "2h",
+        reason: Annotated[str, typer.Option("--reason", help="Why (shown by `silences`).")] = "",
+        as_json: JsonOpt = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Mute notices for a subject and/or a class for a while. Muted notices are recorded in
+        the log (notice.silenced), not sent. Prints the silence id (for `unsilence`)."""
+        from events.log import iso
+        from events.types import SilenceAdded
+        from watcher.config import parse_duration
+
+        if not subject and not cls:
+            raise typer.BadParameter("give a SUBJECT, --class CLASS, or both")
+        secs = parse_duration(for_, "--for")
+        if secs <= 0:
+            raise ConfigError("--for: must be longer than 0", key="--for")
+        now = time.time()
+        sid = uuid.uuid4().hex[:8]
+        ev = SilenceAdded(silence=sid, subject_match=normalise_subject(subject) if subject else None,
+                          class_match=cls.strip().upper() if cls else None, until=iso(now + secs),
+                          reason=reason[:200])
+        _, log = open_log(config, db, create=True)
+        try:
+            log.append([ev], now)
+        finally:
+            log.close()
+        if as_json:
+            typer.echo(_json.encode({"id": sid, "subject": ev.subject_match, "class": ev.class_match,
+                                     "until": ev.until, "reason": ev.reason}).decode())
+        else:
+            what = " ".join(x for x in (ev.subject_match, ev.class_match and f"class {ev.class_match}") if x)
+            typer.echo(f"silence {sid}: {what} muted until {ev.until} (undo: fleetwatch unsilence {sid})")
+
+    @app.command("unsilence")
+    @errors
+    def unsilence(
+        silence_id: Annotated[str, typer.Argument(metavar="ID", help="The id printed by `silence` (see `silences`).")],
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """End a silence now."""
+        from events.types import SilenceRemoved
+
+        now = time.time()
+        _, log = open_log(config, db)
+        try:
+            if silence_id not in active_silences(log, now):
+                raise UnknownSilence(f"no active silence with id {silence_id!r}", op="unsilence",
+                                     hint="list them with `fleetwatch silences`")
+            log.append([SilenceRemoved(silence=silence_id)], now)
+        finally:
+            log.close()
+        typer.echo(f"silence {silence_id} removed")
+
+    @app.command("silences")
+    @errors
+    def silences(as_json: JsonOpt = False, config: ConfigOpt = None, db: DbOpt = None) -> None:
+        """List active silences."""
+        _, log = open_log(config, db)
+        try:
+            act = active_silences(log, time.time())
+        finally:
+            log.close()
+        if as_json:
+            for v in act.values():
+                typer.echo(_json.encode(v).decode())
+            return
+        if not act:
+            typer.echo("no active silences")
+        for v in act.values():
+            what = " ".join(x for x in (v["subject"], v["class"] and f"class {v['class']}") if x)
+            typer.echo(f"{v['id']}  {what}  until {v['until']}" + (f"  ({v['reason']})" if v["reason"] else ""))
+
+    @app.command("notify-test")
+    @errors
+    def notify_test(config: ConfigOpt = None, db: DbOpt = None) -> None:
+        """Send one test push through the configured [notify] URLs. Exit 0 if delivered, 1 if not."""
+        from watcher.cli import context
+        from watcher.notifier import Deliverer
+
+        cfg, _ = context(config, db)
+        if not (cfg.notify.urls or cfg.notify.config):
+            typer.echo("not delivered: no [notify] urls or config in the config file", err=True)
+            raise typer.Exit(1)
+        d = Deliverer(cfg)
+        out = d.send("fleetwatch test", "If you can read this, fleetwatch can reach you.", "info", "")
+        if out.ok:
+            typer.echo("delivered" + (f" ({out.error})" if out.error else ""))
+            return
+        typer.echo(f"not delivered: {out.error}", err=True)
+        raise typer.Exit(1)
