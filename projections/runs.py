@@ -57,16 +57,26 @@ class Reason(str, Enum):
 
 
 # ---- parsing (pure) --------------------------------------------------------------------------
+_TS: dict[str, float | None] = {}
+
+
 def ts(v: Any) -> float | None:
     """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither."""
     if isinstance(v, str):
+        r = _TS.get(v, _TS)
+        if r is not _TS:
+            return r  # type: ignore[return-value]
         try:
             d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
+            if d.tzinfo is None:
+                d = d.replace(tzinfo=timezone.utc)
+            r = d.timestamp()
         except ValueError:
-            return None
-        if d.tzinfo is None:
-            d = d.replace(tzinfo=timezone.utc)
-        return d.timestamp()
+            r = None
+        if len(_TS) > 200_000:  # a bounded, transparent cache (same answer either way)
+            _TS.clear()
+        _TS[v] = r
+        return r
     if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
         return float(v)
     return None
@@ -81,6 +91,13 @@ def _at_str(v: Any) -> str | None:
 
 def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str]]:
     """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
+    if type(entry) is dict and name in POS:  # the common, well-formed case
+        st, raw = entry.get("status"), entry.get("at")
+        if st in STATUSES and type(raw) is str:
+            t = ts(raw)
+            if t is not None:
+                d = entry.get("data")
+                return st, raw, t, ({k: d[k] for k in DATA_KEYS if k in d} if type(d) is dict and d else {}), ()
     probs: list[str] = []
     if name not in POS:
         probs.append(Reason.UNKNOWN_STEP.value)
@@ -196,7 +213,7 @@ def fold(state: dict, rec: Any) -> dict:
         s["n"] = n
         s["status"] = ev.to
         s["at"] = ev.at
-        s["data"] = dict(ev.data)
+        s["data"] = ev.data
         s["reason"] = ev.reason
         if ev.to == "done":
             s["done"] = True
@@ -365,9 +382,10 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, default_deadline
             if new and st == "begin" and pst == "fail" and fields["failures"] == 0:
                 reasons.append(Reason.UNCOUNTED_RETRY.value)
             n = (p["n"] if p else 0) + (1 if new else 0)
-            changes.append((name, pst, st, at, t, data, "; ".join(reasons), n, new, p))
+            why = "; ".join(reasons)
+            changes.append((name, pst, st, at, t, data, why, n, new, p))
             evs.append(StepChanged(run=rid, step=name, from_=pst, to=st, at=at, data=data,
-                                   reason="; ".join(reasons), attempt=n))
+                                   reason=why, attempt=n))
     seen = rs["violations"] if rs else {}
     viols = check_step_rules(rid, fields, view, changes, ctx) if changes else []
     retry = check_retry(rid, fields, view, changes, rs, ctx.now)

@@ -138,12 +138,12 @@ def _deploy_gate(st: str, t: float | None, view: dict) -> str:
 
 def check_retry(rid: str, fields: dict, view: dict, changes: list, rs: dict | None, now: float):
     """retry-backoff for the attempt after the run's latest failure, or None."""
-    from projections.runs import MAX_FAILURES, ts
-    from events.log import iso
-
     n = fields["failures"]
     if n < 1:
         return None
+    from events.log import iso
+    from projections.runs import MAX_FAILURES, ts
+
     lfa = fields["last_failure_at"]
     key = f"{Rule.RETRY_BACKOFF.value}:{n}@{lfa or '-'}"
     if rs is not None and key in rs["violations"]:
