@@ -82,14 +82,19 @@ class _RedactFilter(logging.Filter):
         return True
 
 
+# apprise and the HTTP stack under it print URLs (with tokens in paths) at DEBUG/INFO
+PINNED_LOGGERS = ("apprise", "urllib3", "requests", "requests_oauthlib", "httpx", "httpcore")
+
+
 def pin_apprise_logger(secrets: tuple[str, ...] = ()) -> None:
-    """apprise's DEBUG/INFO output prints tokens: keep it at WARNING and redact what remains."""
-    lg = logging.getLogger("apprise")
-    lg.setLevel(logging.WARNING)
-    for f in list(lg.filters):
-        if isinstance(f, _RedactFilter):
-            lg.removeFilter(f)
-    lg.addFilter(_RedactFilter(secrets))
+    """Keep apprise and its HTTP libraries at WARNING and redact whatever they still log."""
+    for name in PINNED_LOGGERS:
+        lg = logging.getLogger(name)
+        lg.setLevel(logging.WARNING)
+        for f in list(lg.filters):
+            if isinstance(f, _RedactFilter):
+                lg.removeFilter(f)
+        lg.addFilter(_RedactFilter(secrets))
 
 
 class Outcome(msgspec.Struct, frozen=True):

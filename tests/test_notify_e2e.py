@@ -1,0 +1,305 @@
+"""Notifications end to end: a real EventLog in tmp_path, a real HTTP receiver on 127.0.0.1
+(apprise ``json://``), the real Notifier worker, and a small tick driver (append → fold → step)
+like the watcher loop's. Virtual clock unless the test is about wall-clock latency."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from events.log import EventLog
+from events.types import AgentClassified
+from projections import fleet, notify
+from watcher.config import parse
+from watcher.notifier import Notifier
+from watcher.state import Projections
+
+T0 = 1_800_000_000.0
+
+
+class Receiver:
+    """A local webhook: records every POST body; answers ``codes`` in order, then 200."""
+
+    def __init__(self) -> None:
+        self.posts: list[dict] = []
+        self.raw: list[str] = []
+        self.codes: list[int] = []
+        self.answered: list[int] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                n = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(n).decode()
+                code = outer.codes.pop(0) if outer.codes else 200
+                outer.raw.append(self.path + " " + body)
+                outer.answered.append(code)
+                if code == 200:
+                    outer.posts.append(json.loads(body))
+                self.send_response(code)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def url(self, extra: str = "") -> str:
+        return f"json://{extra}127.0.0.1:{self.port}/hook"
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture
+def rx():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def config(tmp_path, url: str, extra: str = "", group_wait: str = "10s") -> object:
+    return parse(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nurls = ["{url}"]\ngroup_wait = "{group_wait}"\n'
+                 f'retry = ["1s", "1s"]\ntimeout = "5s"\n{extra}', check_paths=False)
+
+
+class Driver:
+    """The loop's contract in miniature: fold what is in the log, call step, append its events."""
+
+    def __init__(self, cfg, path) -> None:
+        self.log = EventLog(str(path), durability="normal")
+        self.proj = Projections({"fleet": fleet, "notify": notify})
+        self.proj.catch_up(self.log)
+        self.n = Notifier(cfg)
+
+    def append(self, evs, now: float) -> None:
+        if evs:
+            self.log.append(evs, now)
+        self.proj.catch_up(self.log)
+
+    def tick(self, now: float, settle: bool = True) -> None:
+        self.proj.catch_up(self.log)
+        self.append(self.n.step(self.proj.states, now), now)
+        if settle:  # virtual clock: let the worker finish, then record its outcome
+            assert self.n.drain(15)
+            self.append(self.n.step(self.proj.states, now), now)
+
+    def types(self) -> list[str]:
+        return [r.type for r in self.log.read(0)]
+
+    def close(self) -> None:
+        self.n.close(5)
+        self.log.close()
+
+
+def reclama(agent: str) -> AgentClassified:
+    return AgentClassified(agent=agent, from_="TRABAJANDO", to="RECLAMA", state="waiting", phase="preguntando",
+                           reason="waiting for the human")
+
+
+def test_ten_agents_one_post_naming_all(tmp_path, rx):
+    d = Driver(config(tmp_path, rx.url()), tmp_path / "e.db")
+    d.append([reclama(f"a{i:02d}") for i in range(10)], T0)
+    for t in (T0 + 1, T0 + 5, T0 + 10, T0 + 11, T0 + 60):
+        d.tick(t)
+    assert len(rx.posts) == 1
+    p = rx.posts[0]
+    assert p["title"] == "10 need you" and all(f"a{i:02d}" in p["message"] for i in range(10))
+    assert d.types().count("notice.sent") == 1
+    d.close()
+
+
+def test_one_reclama_within_group_wait_real_clock(tmp_path, rx):
+    d = Driver(config(tmp_path, rx.url(), group_wait="1s"), tmp_path / "e.db")
+    start = time.time()
+    d.append([reclama("a1")], start)
+    while not rx.posts and time.time() - start < 1 + 2:
+        d.tick(time.time(), settle=False)
+        w = d.n.next_wake(d.proj.states, time.time())
+        time.sleep(max(0.01, min(0.2, (w or time.time() + 0.2) - time.time())))
+    assert len(rx.posts) == 1 and time.time() - start < 1 + 2
+    d.n.drain(5)
+    d.tick(time.time())
+    assert d.types().count("notice.sent") == 1
+    d.close()
+
+
+def test_resolved_inside_group_wait_sends_nothing(tmp_path, rx):
+    d = Driver(config(tmp_path, rx.url()), tmp_path / "e.db")
+    d.append([reclama("a1")], T0)
+    d.tick(T0 + 3)
+    d.append([AgentClassified(agent="a1", from_="RECLAMA", to="TRABAJANDO", state="busy")], T0 + 5)
+    for t in (T0 + 10, T0 + 30, T0 + 3600):
+        d.tick(t)
+    assert rx.posts == [] and "notice.sent" not in d.types()
+    d.close()
+
+
+def test_500_then_recovery_delivered_once_after_failed(tmp_path, rx):
+    rx.codes = [500]
+    d = Driver(config(tmp_path, rx.url()), tmp_path / "e.db")
+    d.append([reclama("a1")], T0)
+    d.tick(T0 + 10)                  # attempt 1 -> 500 -> notice.failed, retry in 1s
+    d.tick(T0 + 10.5)                # backoff holds
+    d.tick(T0 + 11)                  # attempt 2 -> 200
+    d.tick(T0 + 30)
+    assert rx.answered == [500, 200] and len(rx.posts) == 1
+    notices = [(r.type, r.event.attempt, r.event.notice) for r in d.log.read(0, types=["notice.failed", "notice.sent"])]
+    assert [(t, a) for t, a, _ in notices] == [("notice.failed", 1), ("notice.sent", 2)]
+    assert notices[0][2] == notices[1][2]
+    d.close()
+
+
+def test_receiver_down_abandons_to_service_log(tmp_path, rx, caplog):
+    rx.codes = [500, 500, 500, 500]
+    d = Driver(config(tmp_path, rx.url()), tmp_path / "e.db")
+    d.append([reclama("a1")], T0)
+    with caplog.at_level(logging.WARNING, logger="fleetwatch.notify"):
+        for t in (T0 + 10, T0 + 11, T0 + 12, T0 + 13):
+            d.tick(t)
+    assert [r.type for r in d.log.read(0, types=["notice.failed", "notice.abandoned"])] == \
+        ["notice.failed", "notice.failed", "notice.abandoned"]
+    assert any("abandoned" in r.getMessage() and "RECLAMA a1" in r.getMessage() for r in caplog.records)
+    d.close()
+
+
+def test_restart_after_sending_resends_nothing(tmp_path, rx):
+    cfg = config(tmp_path, rx.url())
+    d = Driver(cfg, tmp_path / "e.db")
+    d.append([reclama("a1"), reclama("a2")], T0)
+    d.tick(T0 + 10)
+    assert len(rx.posts) == 1
+    d.close()
+    d2 = Driver(cfg, tmp_path / "e.db")           # new Notifier, state folded from the same log
+    for t in (T0 + 11, T0 + 600, T0 + 3600):
+        d2.tick(t)
+    assert len(rx.posts) == 1
+    d2.close()
+
+
+def test_silence_command_records_not_sends(tmp_path, rx):
+    from watcher.cli import app
+
+    cfg = config(tmp_path, rx.url())
+    cfgfile = tmp_path / "c.toml"
+    cfgfile.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nurls = ["{rx.url()}"]\n')
+    d = Driver(cfg, tmp_path / "e.db")
+    r = CliRunner().invoke(app, ["silence", "a1", "--for", "1h", "--reason", "on it", "--config", str(cfgfile)])
+    assert r.exit_code == 0, r.output
+    sid = r.output.split()[1].rstrip(":")
+    r = CliRunner().invoke(app, ["silences", "--json", "--config", str(cfgfile)])
+    assert json.loads(r.output)["id"] == sid
+    now = time.time()                              # silences are in wall-clock time
+    d.append([reclama("a1"), reclama("a2")], now)
+    d.tick(now + 10)
+    d.tick(now + 20)
+    assert len(rx.posts) == 1 and "a2" in rx.posts[0]["message"] and "a1" not in rx.posts[0]["message"]
+    sil = [r.event for r in d.log.read(0, types=["notice.silenced"])]
+    assert len(sil) == 1 and sil[0].silence == sid
+    r = CliRunner().invoke(app, ["unsilence", sid, "--config", str(cfgfile)])
+    assert r.exit_code == 0
+    assert CliRunner().invoke(app, ["unsilence", sid, "--config", str(cfgfile)]).exit_code == 1
+    d.tick(now + 30)
+    assert len(rx.posts) == 2 and "a1" in rx.posts[1]["message"]
+    d.close()
+
+
+def test_flapping_agent_one_flapping_notice(tmp_path, rx):
+    d = Driver(config(tmp_path, rx.url()), tmp_path / "e.db")
+    t = T0
+    for i in range(16):
+        to = "RECLAMA" if i % 2 == 0 else "TRABAJANDO"
+        d.append([AgentClassified(agent="a1", to=to, state="waiting" if to == "RECLAMA" else "busy")], t)
+        d.tick(t)
+        t += 1
+    d.append([AgentClassified(agent="a1", to="TRABAJANDO", state="busy")], t)
+    for dt in (10, 20, 60, 300):
+        d.tick(t + dt)
+    assert [p["title"] for p in rx.posts] == ["1 flapping"]
+    d.close()
+
+
+def test_nudge_never_to_waiting_agent(tmp_path, rx):
+    out = tmp_path / "nudged.txt"
+    argv = [sys.executable, "-c", f"open({str(out)!r}, 'a').write('{{agent}}\\n')"]
+    extra = f'[nudge]\nenabled = true\nargv = {json.dumps(argv)}\nmax_per_stall = 1\n'
+    d = Driver(config(tmp_path, rx.url(), extra), tmp_path / "e.db")
+    d.append([AgentClassified(agent="w1", to="RECLAMA", state="waiting"),
+              AgentClassified(agent="s1", to="ESTANCADO", state="idle")], T0)
+    for t in (T0 + 1, T0 + 2, T0 + 600, T0 + 1200):
+        d.tick(t)
+    assert out.read_text().split("\n")[:-1] == ["s1"]
+    ev = [r.event for r in d.log.read(0, types=["agent.nudged"])]
+    assert [(e.agent, e.attempt, e.ok) for e in ev] == [("s1", 1, True)]
+    d.close()
+
+
+def test_tokens_never_leak(tmp_path, rx, caplog):
+    """A token in the URL (user:password, query) and in goal.json's dod reaches no event, message,
+    receiver body or log line, through a failing and then working receiver, via the real watcher."""
+    from watcher.loop import Watcher
+
+    tok_url, tok_pw, tok_dod, tok_path = "TOKurlXyZ123456", "PWsecretXyZ987", "DODsecretXyZ555", "PATHtokXyZ42"
+    rx.codes = [500]
+    fleet_dir = tmp_path / "fleet"
+    (fleet_dir / "a1").mkdir(parents=True)
+    (fleet_dir / "a1" / "goal.json").write_text(json.dumps(
+        {"agent": "a1", "state": "waiting", "phase": "preguntando", "dod": f"secret {tok_dod}",
+         "dod_contract": "tests pass", "last_activity": T0}))
+    url = f"json://{tok_url}:{tok_pw}@127.0.0.1:{rx.port}/hook/{tok_path}?token={tok_url}"
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nurls = ["{url}"]\ngroup_wait = "1s"\n'
+                f'retry = ["1s"]\n[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    elog = EventLog(str(tmp_path / "e.db"))
+    n = Notifier(cfg)
+    w = Watcher(cfg, elog, notifier=n)
+    with caplog.at_level(logging.DEBUG):
+        for t in (T0, T0 + 1, T0 + 2, T0 + 3, T0 + 4, T0 + 5):
+            w.tick(t)
+            n.drain(10)
+    n.close(5)
+    assert rx.answered == [500, 200]
+    types = [r.type for r in elog.read(0)]
+    assert "notice.failed" in types and "notice.sent" in types
+    blobs = [r.data.decode() for r in elog.read(0)] + [json.dumps(p) for p in rx.posts] + \
+            [r.getMessage() for r in caplog.records] + [caplog.text]
+    assert any(tok_path in r for r in rx.raw)      # the token did travel to the receiver
+    for tok in (tok_url, tok_pw, tok_dod, tok_path):
+        assert not any(tok in b for b in blobs), tok
+    elog.close()
+
+
+def test_notify_test_command(tmp_path, rx):
+    from watcher.cli import app
+
+    good = tmp_path / "good.toml"
+    good.write_text(f'[notify]\nurls = ["{rx.url()}"]\n')
+    r = CliRunner().invoke(app, ["notify-test", "--config", str(good)])
+    assert r.exit_code == 0 and rx.posts[0]["title"] == "fleetwatch test"
+    rx.codes = [500]
+    r = CliRunner().invoke(app, ["notify-test", "--config", str(good)])
+    assert r.exit_code == 1
+    none = tmp_path / "none.toml"
+    none.write_text("")
+    assert CliRunner().invoke(app, ["notify-test", "--config", str(none)]).exit_code == 1
+
+
+def test_silence_needs_subject_or_class(tmp_path):
+    from watcher.cli import app
+
+    cfgfile = tmp_path / "c.toml"
+    cfgfile.write_text(f'[store]\npath = "{tmp_path}/e.db"\n')
+    assert CliRunner().invoke(app, ["silence", "--config", str(cfgfile)]).exit_code == 2
+    r = CliRunner().invoke(app, ["silence", "--class", "estancado", "--for", "30m", "--json", "--config", str(cfgfile)])
+    assert r.exit_code == 0 and json.loads(r.output)["class"] == "ESTANCADO"
+    assert CliRunner().invoke(app, ["silence", "a1", "--for", "soon", "--config", str(cfgfile)]).exit_code == 2
+    assert os.path.exists(tmp_path / "e.db")
