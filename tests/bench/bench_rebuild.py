@@ -1,0 +1,217 @@
+"""Benchmark: `rebuild` on a generated log against the floor, and `status --json` latency.
+
+1. A log of 1M events (quick: 100k) with a realistic mix (agent classes, DoD verdicts, work
+   packages, circuits, swarm children, steps, source edges), written in large batches.
+2. Rebuild (every projection replayed from seq 1, ``watcher.state.rebuild``) against the floor
+   measured in the same run: the raw row fetch + msgspec decode of each row's data into its event
+   Struct + a dict fold (count per type, last seq per subject). Target: rebuild ≥ 0.5× the floor's
+   events/s.
+3. `fleetwatch status --json` on that log (snapshots + tail, as after any watcher commit) against
+   `fleetwatch tail -n 1` in the same run, both as real processes (median of 5). Target: < 200 ms
+   for the status answer in-process (load + build); the process time is compared with tail's.
+"""
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from events.log import EventLog  # noqa: E402
+from events.types import (AgentClassified, CircuitChanged, DodVerdict, SourceFailed,  # noqa: E402
+                          SourceRecovered, StepChanged, SwarmChanged, WpChanged, decode_data)
+
+FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
+CLASSES = ("TRABAJANDO", "RECLAMA", "DICE_TERMINADO", "ESTANCADO", "TRABAJANDO", "TRABAJANDO")
+WP_STATES = ("READY", "RUNNING", "CHECKING", "DONE", "FAILED")
+SW = ("queued", "running", "done", "failed")
+STEPS = ("facts", "audit", "analyze", "apply", "validate")
+
+
+def generate(path: str, n: int, batch: int = 20_000, seed: int = 7) -> float:
+    """Write ``n`` events; returns seconds. Subjects cycle so that versions stay small."""
+    rnd = random.Random(seed)
+    elog = EventLog(path, durability="normal")
+    t0 = time.perf_counter()
+    now = 1_800_000_000.0
+    done = 0
+    while done < n:
+        evs = []
+        for _ in range(min(batch, n - done)):
+            k = rnd.random()
+            if k < 0.45:
+                a = f"a{rnd.randrange(500)}"
+                evs.append(AgentClassified(agent=a, to=rnd.choice(CLASSES), state="busy", phase="haciendo",
+                                           reason="busy", source="fleet", contract_sha256=f"{a:0>64}",
+                                           contract_len=40))
+            elif k < 0.50:
+                evs.append(DodVerdict(agent=f"a{rnd.randrange(500)}", verdict=rnd.choice(("met", "failed")),
+                                      verifier="v1", evidence="pytest -q: green"))
+            elif k < 0.70:
+                m = rnd.randrange(50)
+                evs.append(WpChanged(mission=f"m{m}", wp=f"m{m}-wp{rnd.randrange(20)}", to=rnd.choice(WP_STATES),
+                                     deps=[f"m{m}-wp0"], attempts=rnd.randrange(3), source="missions"))
+            elif k < 0.72:
+                evs.append(CircuitChanged(scope=f"m{rnd.randrange(50)}", to=rnd.choice(("OPEN", "CLOSED")),
+                                          source="circuits"))
+            elif k < 0.92:
+                evs.append(SwarmChanged(group=f"g{rnd.randrange(40)}", child=f"c{rnd.randrange(30)}",
+                                        to=rnd.choice(SW), label="read a file", source="swarm"))
+            elif k < 0.99:
+                evs.append(StepChanged(run=f"r{rnd.randrange(30)}", step=rnd.choice(STEPS),
+                                       to=rnd.choice(("begin", "done"))))
+            else:
+                evs.append(SourceFailed(source="fleet", error="timeout") if rnd.random() < 0.5
+                           else SourceRecovered(source="fleet", error="timeout"))
+        now += 1.0
+        elog.append(evs, now)
+        done += len(evs)
+    elog.close()
+    return time.perf_counter() - t0
+
+
+def floor(path: str) -> tuple[int, float]:
+    """Raw row fetch + msgspec decode + a dict fold: the least any replay must do."""
+    import apsw
+
+    db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    t0 = time.perf_counter()
+    counts: dict[str, int] = {}
+    last: dict[str, int] = {}
+    n, since = 0, 0
+    while True:
+        rows = db.execute("SELECT seq, type, subject, data FROM events WHERE seq > ? ORDER BY seq LIMIT 5000",
+                          (since,)).fetchall()
+        for seq, type_, subject, data in rows:
+            decode_data(type_, data)
+            counts[type_] = counts.get(type_, 0) + 1
+            last[subject] = seq
+        n += len(rows)
+        if len(rows) < 5000:
+            break
+        since = rows[-1][0]
+    dt = time.perf_counter() - t0
+    db.close()
+    return n, dt
+
+
+def _proc_ms(args: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run([FLEETWATCH, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    dt = (time.perf_counter() - t0) * 1000
+    if r.returncode != 0:
+        raise RuntimeError(f"fleetwatch {args[0]} failed: {r.stderr[:300]!r}")
+    return dt
+
+
+def fold_rates(path: str, sample: int = 20_000) -> dict[str, float]:
+    """Each projection's fold rate (events/s) over the first ``sample`` events (decoded once)."""
+    from projections.base import registry
+
+    elog = EventLog(path, durability="normal", create=False)
+    recs = list(elog.read(0, limit=sample))
+    elog.close()
+    out = {}
+    for name, mod in registry().items():
+        st = mod.initial()
+        t0 = time.perf_counter()
+        for r in recs:
+            st = mod.fold(st, r)
+        out[name] = len(recs) / max(time.perf_counter() - t0, 1e-9)
+    return out
+
+
+def status_rows(path: str, n: int, tmp: str, label: str) -> list[dict]:
+    import msgspec
+
+    import watcher.cli  # noqa: F401  (registers the commands first: no import cycle)
+    from watcher.cli_status import build_status, load_states
+
+    env = dict(os.environ, FLEETWATCH_DB=path, XDG_CONFIG_HOME=os.path.join(tmp, "cfg"))
+    old = {k: os.environ.get(k) for k in ("FLEETWATCH_DB", "XDG_CONFIG_HOME")}
+    os.environ.update({"FLEETWATCH_DB": path, "XDG_CONFIG_HOME": env["XDG_CONFIG_HOME"]})
+    try:
+        ins = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            cfg, states, head, _note = load_states(None, None)
+            msgspec.json.encode(build_status(cfg, states, head, time.time()))
+            ins.append((time.perf_counter() - t0) * 1000)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    st_ms = statistics.median(ins)
+    _proc_ms(["tail", "-n", "1"], env)   # warm the page cache and bytecode
+    _proc_ms(["status", "--json"], env)
+    tail_p = statistics.median(_proc_ms(["tail", "-n", "1"], env) for _ in range(5))
+    stat_p = statistics.median(_proc_ms(["status", "--json"], env) for _ in range(5))
+    return [
+        {"name": f"status --json answer on {n:,} events{label} (in-process: snapshots + tail)",
+         "figure": f"{st_ms:.1f} ms", "ratio": None, "target": "< 200 ms", "ok": st_ms < 200},
+        {"name": f"`fleetwatch status --json` vs `fleetwatch tail -n 1`{label} (whole processes)",
+         "figure": f"status {stat_p:.0f} ms; tail {tail_p:.0f} ms", "ratio": round(stat_p / tail_p, 2),
+         "target": "status near tail (same interpreter start-up)", "ok": stat_p < 1.5 * tail_p},
+    ]
+
+
+def rebuild_and_snapshot(path: str) -> tuple[int, int, float]:
+    from watcher.state import rebuild
+
+    elog = EventLog(path, durability="normal", create=False)
+    t0 = time.perf_counter()
+    p, _ = rebuild(elog, check=False, store=True)   # stores the snapshots status answers from
+    dt = time.perf_counter() - t0
+    elog.close()
+    return p.seq, len(p.mods), dt
+
+
+def run(quick: bool = False, budget_s: float = 600.0) -> list[dict]:
+    n = 100_000 if quick else 1_000_000
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "events.db")
+        gen_s = generate(path, n)
+        rows.append({"name": f"generate {n:,} events (batched appends)", "figure": f"{gen_s:.1f} s "
+                     f"({n / gen_s:,.0f} ev/s)", "ratio": None, "target": "setup", "ok": None})
+        fn, fdt = floor(path)
+        frate = fn / fdt
+        rates = fold_rates(path)
+        combined = 1.0 / sum(1.0 / r for r in rates.values())
+        slow = min(rates, key=rates.get)
+        rows.append({"name": "fold rate per projection (first 20k events)",
+                     "figure": "; ".join(f"{k} {v:,.0f}/s" for k, v in rates.items()),
+                     "ratio": round(combined / frate, 3), "target": "info (slowest: " + slow + ")", "ok": None})
+        est = n / combined
+        if est > budget_s:
+            rows.append({"name": f"rebuild {len(rates)} projections on {n:,} events vs floor",
+                         "figure": f"skipped: estimated >= {est:,.0f} s from the sample; {slow} folds at "
+                                   f"{rates[slow]:,.0f} ev/s; floor {frate:,.0f} ev/s",
+                         "ratio": round(combined / frate, 3), "target": ">= 0.5x floor", "ok": False})
+            small = os.path.join(tmp, "small.db")
+            generate(small, 100_000)
+            rebuild_and_snapshot(small)
+            rows += status_rows(small, 100_000, tmp, " (fallback log: full rebuild skipped)")
+            return rows
+        seq, nmods, rdt = rebuild_and_snapshot(path)
+        assert seq == fn == n
+        ratio = (n / rdt) / frate
+        rows.append({"name": f"rebuild {nmods} projections vs floor (fetch+decode+dict fold)",
+                     "figure": f"rebuild {n / rdt:,.0f} ev/s ({rdt:.2f} s); floor {frate:,.0f} ev/s ({fdt:.2f} s)",
+                     "ratio": round(ratio, 3), "target": ">= 0.5x floor", "ok": ratio >= 0.5})
+        rows += status_rows(path, n, tmp, "")
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run(quick="--quick" in sys.argv):
+        print(f"{r['name']}: {r['figure']}  ratio={r['ratio']}  target={r['target']}  ok={r['ok']}")
