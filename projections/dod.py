@@ -194,10 +194,12 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
 
 
 def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
-    """(group, line) for the summary: ``violations`` and ``escalations``; stable order."""
+    """(group, line) for the summary (all ``violations``), agents by id; CERRADO agents left out."""
     out: list[tuple[str, str]] = []
     for aid in sorted(state["agents"]):
         a = state["agents"][aid]
+        if a["class"] == "CERRADO":
+            continue  # gone agents are history, not news
         st = agent_status(a)
         if a["contract_changes"]:
             out.append(("violations", f"{aid}: DoD contract rewritten ({a['contract_changes']}x)"))

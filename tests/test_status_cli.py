@@ -264,3 +264,17 @@ def test_incremental_equals_replay(events, cuts):
             inc[n] = m.fold(inc[n], r)
     for n in mods:
         assert encode_state(inc[n]) == encode_state(full[n]), n
+
+
+def test_rich_tables_render_ids_literally(env, capsys):
+    from watcher.cli_status import build_status, render_rich
+    from watcher.config import Config
+
+    db = env / "events.db"
+    elog = fleet_log(db)
+    p = Projections.load(elog)
+    write(elog, p, [AgentClassified(agent="[bold]x", to="RECLAMA", source="fleet", contract_sha256="s")], time.time())
+    doc = build_status(Config(), Projections.load(elog).states, elog.head()[0], time.time())
+    render_rich(doc)
+    out = capsys.readouterr().out
+    assert "[bold]x" in out and "Missions" in out and "Swarms" in out

@@ -241,6 +241,7 @@ def render_plain(doc: dict[str, Any]) -> str:
 
 def render_rich(doc: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     con = Console()
@@ -253,7 +254,7 @@ def render_rich(doc: dict[str, Any]) -> None:
         for h in head:
             tb.add_column(h)
         for r in rows:
-            tb.add_row(*r)
+            tb.add_row(*(escape(c) for c in r))
         con.print(tb)
 
 
