@@ -308,15 +308,16 @@ def test_doctor_without_config(home):
 @pytest.fixture
 def clean_logging():
     root = logging.getLogger()
-    saved = (list(root.handlers), root.level, logging.getLogger("fleetwatch").level,
-             logging.getLogger("apprise").level)
+    names = ("fleetwatch", "apprise", "urllib3", "requests")
+    handlers, level = list(root.handlers), root.level
+    levels = {n: logging.getLogger(n).level for n in names}
     yield
     for h in list(root.handlers):
-        if h not in saved[0]:
+        if h not in handlers:
             root.removeHandler(h)
-    root.setLevel(saved[1])
-    logging.getLogger("fleetwatch").setLevel(saved[2])
-    logging.getLogger("apprise").setLevel(saved[3])
+    root.setLevel(level)
+    for n, lv in levels.items():
+        logging.getLogger(n).setLevel(lv)
 
 
 def test_human_lines_in_utc(clean_logging):
@@ -376,7 +377,10 @@ def test_secrets_are_redacted_and_apprise_is_pinned(clean_logging):
     assert "tgram://***" in out and "https://***" in out
     for secret in ("123456", "AAbbCC", "pa55", "t0k", "SECRET", "hooks.example"):
         assert secret not in out
-    assert logging.getLogger("apprise").getEffectiveLevel() == logging.WARNING
+    logging.getLogger("urllib3.connectionpool").debug('"POST /botTOKEN42/sendMessage HTTP/1.1" 200')
+    assert "TOKEN42" not in buf.getvalue()
+    for name in ("apprise", "urllib3", "requests"):
+        assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING
 
 
 @pytest.mark.parametrize("text, out", [

@@ -4,7 +4,8 @@
   timestamps (the journal adds its own) and a ``<N>`` syslog priority prefix on every line so
   journald files each line at the right priority.
 - Otherwise: human lines ``2026-11-29T19:20:00Z INFO  fleetwatch.loop: ...`` in UTC.
-- The ``apprise`` logger is pinned to WARNING: its DEBUG output contains notification URLs.
+- The ``apprise``, ``urllib3`` and ``requests`` loggers are pinned to WARNING: their DEBUG output
+  contains notification URLs or request paths with tokens.
 - :class:`RedactFilter` on our handler replaces everything after ``scheme://`` of any URL with
   ``***`` (apprise URLs carry tokens in the user part, the host or the path), also in tracebacks.
 """
@@ -25,6 +26,10 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNI
 
 # sd-daemon(3) priorities
 _PRIO = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
+
+# Libraries whose DEBUG/INFO lines carry notification URLs or request paths with tokens
+# (urllib3 logs `"POST /bot<TOKEN>/sendMessage HTTP/1.1" 200` without a scheme).
+PINNED = ("apprise", "urllib3", "requests")
 
 URL_RE = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,31})://[^\s'\"<>]+")
 
@@ -115,5 +120,6 @@ def setup_logging(level: str = "info", environ: Mapping[str, str] = os.environ,
     root.addHandler(handler)
     root.setLevel(lvl)
     logging.getLogger("fleetwatch").setLevel(lvl)
-    logging.getLogger("apprise").setLevel(max(lvl, logging.WARNING))
+    for name in PINNED:
+        logging.getLogger(name).setLevel(max(lvl, logging.WARNING))
     return handler
