@@ -16,13 +16,11 @@ Invariants
 """
 from __future__ import annotations
 
-import http.server
 import importlib.util
 import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -36,196 +34,8 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
-CLASSES = ("TRABAJANDO", "RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "CERRADO")
-RUN = "T2-heart-0007"
+from watcher.demo_world import AGENTS, FAST, NORMAL, Fleet, Pace, Phone, iso
 
-
-@dataclass(frozen=True)
-class Pace:
-    beat: float          # pause between acts, so a human can read
-    stall_after: int     # seconds; ESTANCADO comes by time alone after this
-    group_wait: int      # seconds; the notifier's coalescing window
-    timeout: float       # longest wait for an expected event before calling it skipped
-
-
-NORMAL = Pace(beat=4.0, stall_after=8, group_wait=2, timeout=15.0)
-FAST = Pace(beat=0.2, stall_after=2, group_wait=1, timeout=8.0)
-
-# agent -> (task, dod_contract). a05 is launched later without a contract.
-AGENTS = {
-    "a01": ("refactor parser", "pytest tests/test_parser.py passes; ruff clean"),
-    "a02": ("fix login flow", "e2e login test green against staging"),
-    "a03": ("add metrics endpoint", "curl localhost:9100/metrics returns fleet_agents gauge"),
-    "a04": ("migrate db schema", "alembic upgrade head succeeds on a copy of prod"),
-    "a06": ("bump deps", "make test green; no new CVEs in pip-audit"),
-    "a07": ("speed up CI", "CI wall time under 8 min on main, three runs in a row"),
-    "a08": ("triage flaky tests", "flaky list empty for 20 consecutive runs"),
-}
-
-# A copy of fixtures/missions.sql (a bounded-orchestrator store), so the demo needs no checkout.
-MISSIONS_SQL = """
-CREATE TABLE missions (id TEXT PRIMARY KEY, title TEXT, state TEXT NOT NULL);
-CREATE TABLE work_packages (
-  id TEXT PRIMARY KEY, mission_id TEXT NOT NULL REFERENCES missions(id),
-  title TEXT, state TEXT NOT NULL, risk TEXT, size TEXT, deps TEXT,
-  attempts INTEGER NOT NULL DEFAULT 0, last_error_sig TEXT, same_sig_count INTEGER NOT NULL DEFAULT 0,
-  updated_at TEXT);
-CREATE TABLE circuits (scope TEXT PRIMARY KEY, state TEXT NOT NULL, opened_at TEXT);
-INSERT INTO missions VALUES ('m1','harden deploy pipeline','ACTIVE'), ('m2','rotate ssh keys','ACTIVE');
-INSERT INTO work_packages VALUES
- ('m1-wp1','m1','lint configs','DONE','LOW','S','[]',1,NULL,0,'2026-11-29T09:00:00Z'),
- ('m1-wp2','m1','add canary','RUNNING','MEDIUM','M','["m1-wp1"]',1,NULL,0,'2026-11-29T09:30:00Z'),
- ('m1-wp3','m1','switch traffic','READY','HIGH','S','["m1-wp2"]',0,NULL,0,'2026-11-29T09:00:00Z'),
- ('m1-wp4','m1','flaky test repair','FAILED','LOW','S','[]',3,'E:AssertionError:test_io.py:88',2,'2026-11-29T09:40:00Z'),
- ('m2-wp1','m2','rotate keys on bastion','APPROVAL_REQUIRED','CRITICAL','S','[]',0,NULL,0,'2026-11-29T09:10:00Z');
-INSERT INTO circuits VALUES ('m1','CLOSED',NULL), ('m2','CLOSED',NULL);
-"""
-WP_QUERY = ("SELECT mission_id AS mission, id AS wp, state, deps, attempts, last_error_sig, same_sig_count "
-            "FROM work_packages")
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def _write_json(path: str, obj: Any) -> None:
-    """Atomic replace (the way agents' hooks write), so the watcher never sees half a file."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(tmp, path)
-
-
-class Fleet:
-    """The scripted world in the temporary folder: goal.json files, the run, the missions DB."""
-
-    def __init__(self, root: str):
-        self.root = root
-        self.agents_dir = os.path.join(root, "agents")
-        self.runs_dir = os.path.join(root, "runs")
-        self.missions_db = os.path.join(root, "missions.db")
-        self.run_doc: dict[str, Any] = {}
-
-    def goal(self, agent: str, state: str, phase: str, *, contract: bool = True, **extra: Any) -> None:
-        task, dod_contract = AGENTS.get(agent, ("write docs", ""))
-        doc = {"agent": agent, "task": task, "state": state, "phase": phase,
-               "dod": f"demo: {task}", "dod_contract": dod_contract if contract else "",
-               "dod_status": "pending", "last_activity": _iso(time.time())}
-        doc.update(extra)
-        _write_json(os.path.join(self.agents_dir, agent, "goal.json"), doc)
-
-    def remove(self, agent: str) -> None:
-        shutil.rmtree(os.path.join(self.agents_dir, agent), ignore_errors=True)
-
-    def steps(self, **changes: dict[str, Any]) -> None:
-        self.run_doc["steps"].update(changes)
-        _write_json(os.path.join(self.runs_dir, RUN, "steps.json"), self.run_doc)
-
-    def wp(self, wp: str, state: str) -> None:
-        with sqlite3.connect(self.missions_db) as db:
-            db.execute("UPDATE work_packages SET state = ?, updated_at = ? WHERE id = ?", (state, _iso(time.time()), wp))
-        db.close()
-
-    def build(self, port: int, pace: Pace) -> str:
-        """Write the starting world and the config; returns the config path."""
-        for a in AGENTS:
-            self.goal(a, "busy", "haciendo")
-        t0 = time.time()
-        # T2-heart-0007 as in the fixture (diagnose_only, failed tainted audit), up to analyze:
-        # the act that begins `apply` breaks the audit-branch rule.
-        self.run_doc = {
-            "event_id": f"run_finished:{RUN}", "kind": "run_finished", "run": RUN,
-            "board": "T2:heart:val_extrap", "branch": "diagnose_only", "failures": 0,
-            "last_failure_at": None, "work_complete": False,
-            "steps": {"facts": {"status": "done", "at": _iso(t0 - 300)},
-                      "audit": {"status": "done", "at": _iso(t0 - 200), "data": {"verdict": "fail", "tainted": True}},
-                      "analyze": {"status": "begin", "at": _iso(t0 - 60)}}}
-        self.steps()
-        with sqlite3.connect(self.missions_db) as db:
-            db.executescript(MISSIONS_SQL)
-            db.execute("UPDATE work_packages SET state = 'RUNNING' WHERE id = 'm2-wp1'")
-        db.close()
-        cfg = os.path.join(self.root, "config.toml")
-        q = lambda s: json.dumps(s)  # noqa: E731 - TOML basic strings are JSON strings
-        with open(cfg, "w", encoding="utf-8") as f:
-            f.write(f"""# written by `fleetwatch demo`
-[store]
-path = {q(os.path.join(self.root, "events.db"))}
-durability = "normal"
-
-[watch]
-interval = "300ms"
-
-[classify]
-stall_after = "{pace.stall_after}s"
-
-[[sources]]
-name = "fleet"
-kind = "goals"
-glob = {q(os.path.join(self.agents_dir, "*", "goal.json"))}
-
-[[sources]]
-name = "runs"
-kind = "steps"
-glob = {q(os.path.join(self.runs_dir, "*", "steps.json"))}
-
-[[sources]]
-name = "missions"
-kind = "sqlite"
-entity = "wp"
-path = {q(self.missions_db)}
-query = {q(WP_QUERY)}
-key = ["mission", "wp"]
-
-[[sources]]
-name = "circuits"
-kind = "sqlite"
-entity = "circuit"
-path = {q(self.missions_db)}
-query = "SELECT scope, state FROM circuits"
-key = ["scope"]
-
-[notify]
-urls = ["json://127.0.0.1:{port}/demo"]
-group_wait = "{pace.group_wait}s"
-group_interval = "{pace.group_wait * 3}s"
-retry = ["1s", "2s"]
-timeout = "3s"
-""")
-        return cfg
-
-
-class Phone:
-    """A local HTTP receiver for apprise ``json://`` pushes: each one is shown as the phone would."""
-
-    def __init__(self, on_push: Callable[[str, str], None]):
-        pushes = self.pushes = []
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                n = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(n) or b"{}")
-                except ValueError:
-                    body = {}
-                self.send_response(200)
-                self.end_headers()
-                title, message = str(body.get("title") or ""), str(body.get("message") or "")
-                pushes.append((title, message))
-                on_push(title, message)
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, name="demo-phone", daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def describe(rec: Any, arrow: str) -> tuple[str, str]:
@@ -250,12 +60,13 @@ def describe(rec: Any, arrow: str) -> tuple[str, str]:
     if t == "wp.changed":
         return f"wp    {e.mission}/{e.wp}: {g('from_') or 'new'} {arrow} {e.to}", "green"
     if t == "mission.completed":
-        return f"mission {e.mission} completed ({e.wps} work packages done)", "bold green"
+        return f"mission {e.mission} completed ({e.wps} work package(s) done)", "bold green"
     if t == "circuit.changed":
         return f"circuit {e.scope}: {g('from_') or 'new'} {arrow} {e.to}", "dim"
     if t.startswith("notice."):
         extra = g("title") or g("error")
-        return f"notice {t.split('.', 1)[1]} (covers {len(g('covers', []))} events) {extra}".rstrip(), "magenta"
+        n = len(g("covers", []))
+        return f"notice {t.split('.', 1)[1]} (covers {n} event{'s' * (n != 1)}) {extra}".rstrip(), "magenta"
     if t.startswith("source."):
         return f"source {e.source} {t.split('.', 1)[1]} {g('error')}".rstrip(), "yellow"
     if t.startswith("watcher."):
@@ -322,6 +133,15 @@ class Tail:
         self.thread.join(timeout=3)
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:  # rich would raise SystemExit(1) from any thread
+        raise BrokenPipeError
+
+
+class OutputClosed(Exception):
+    """stdout went away (e.g. ``fleetwatch demo | head``): stop the tour, exit 0."""
+
+
 def classified(agent: str, to: str) -> Callable[[Any], bool]:
     return lambda r: r.type == "agent.classified" and r.event.agent == agent and r.event.to == to
 
@@ -347,17 +167,29 @@ def fleetwatch_argv(*args: str) -> list[str]:
 class Tour:
     pace: Pace
     keep: bool = False
-    console: Console = field(default_factory=lambda: Console(highlight=False))
+    console: Console = field(default_factory=lambda: _Console(highlight=False))
     skipped: list[str] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- output ---------------------------------------------------------------------------
-    def say(self, *items: Any) -> None:
-        with self.lock:
-            for it in items:
-                self.console.print(it)
-            self.console.file.flush()
+    def say(self, *items: Any, wrap: bool = True) -> None:
+        """Print under the lock. A closed output (``| head``) ends the tour quietly: stdout is
+        pointed at /dev/null and the main thread gets OutputClosed."""
+        try:
+            with self.lock:
+                for it in items:
+                    self.console.print(it, soft_wrap=not wrap)
+                self.console.file.flush()
+        except (BrokenPipeError, ValueError):
+            try:
+                fd = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(fd, sys.stdout.fileno())
+                os.close(fd)
+            except (OSError, ValueError):
+                pass
+            if threading.current_thread() is threading.main_thread():
+                raise OutputClosed from None
 
     def act(self, n: int, title: str, explain: str) -> None:
         self.say(Text(""), Rule(f"{n}. {title}", align="left", style="bold"), Text(explain, style="italic"))
@@ -366,7 +198,7 @@ class Tour:
         text, style = describe(rec, self.arrow)
         line = Text(f"  {time.strftime('%H:%M:%S')} #{rec.seq:<3} ", style="dim")
         line.append(text, style=style)
-        self.say(line)
+        self.say(line, wrap=False)
 
     def show_push(self, title: str, message: str) -> None:
         self.say(Panel(Text(message or "(empty)"), title=Text(title or "(no title)", style="bold"),
@@ -386,7 +218,7 @@ class Tour:
     def run_cli(self, *args: str, show: bool = True) -> subprocess.CompletedProcess:
         shown = " ".join(a if a.replace("-", "").replace("_", "").isalnum() else json.dumps(a) for a in args)
         if show:
-            self.say(Text(f"  $ fleetwatch {shown}", style="bold"))
+            self.say(Text(f"  $ fleetwatch {shown}", style="bold"), wrap=False)
         return subprocess.run(fleetwatch_argv(*args, "--config", self.cfg, "--db", self.db), env=child_env(),
                               capture_output=True, text=True, timeout=30)
 
@@ -400,18 +232,28 @@ class Tour:
         self.tail: Any = None
         self.proc: subprocess.Popen | None = None
         t0 = time.monotonic()
+
+        def on_term(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        old_term = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() else None
         try:
             return self._tour(t0)
+        except OutputClosed:
+            return 0
         except KeyboardInterrupt:
-            self.say(Text("interrupted", style="yellow"))
+            print("interrupted", file=sys.stderr)
             return 130
         finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
             self._stop_watcher()
             if self.tail is not None:
                 self.tail.close()
             self.phone.close()
             if self.keep:
-                self.say(Text(f"kept the demo folder: {self.root}", style="bold"))
+                print(f"\nkept the demo folder: {self.root}\n  explore it: fleetwatch tail -n 100 --config "
+                      f"{self.root}/config.toml   (also status, summary, verify, rebuild --check)")
             else:
                 shutil.rmtree(self.root, ignore_errors=True)
 
@@ -424,7 +266,7 @@ class Tour:
             "missions, watched by the real watcher. Every line below is an event from its append-only log.\n",
             ("folder: ", "dim"), self.root), expand=False, width=80))
         self.act(1, "The fleet at work", "Seven agents are busy; a run and two missions are in flight. "
-                 "The watcher classifies each agent on first sight.")
+                 "The watcher (`fleetwatch run`, started now) classifies each agent on first sight.")
         self.proc = subprocess.Popen(fleetwatch_argv("run", "--config", self.cfg, "--db", self.db, "--log-level", "warning"),
                                      env=child_env(), stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(self.root, "watcher.log"), "wb"))
@@ -442,12 +284,13 @@ class Tour:
         mark = self.tail.head()
         world.goal("a02", "waiting", "preguntando")
         world.goal("a07", "busy", "bloqueado")
-        world.steps(analyze={"status": "done", "at": _iso(time.time() - 5)},
-                    apply={"status": "begin", "at": _iso(time.time())})
+        world.steps(analyze={"status": "done", "at": iso(time.time() - 5)},
+                    apply={"status": "begin", "at": iso(time.time())})
         world.wp("m2-wp1", "APPROVAL_REQUIRED")
         self.expect("a02 RECLAMA", classified("a02", "RECLAMA"), since=mark)
         self.expect("a07 RECLAMA", classified("a07", "RECLAMA"), since=mark)
         self.expect("rule violation on T2", of_type("rule.violated"), since=mark)
+        self.expect("m2-wp1 APPROVAL_REQUIRED", of_type("wp.changed", wp="m2-wp1", to="APPROVAL_REQUIRED"), since=mark)
         if notify:
             self.say(Text(f"  ... the notifier waits group_wait={p.group_wait}s, then sends ONE grouped push:",
                           style="italic"))
@@ -513,17 +356,22 @@ class Tour:
         else:
             self.skipped.append("summary (the summary command failed)")
             self.say(Text(f"  (summary unavailable: {r.stderr.strip()[:200]})", style="yellow"))
+        pushes = self.phone.pushes
+        grouped = (f"{len(pushes)} push(es) to your phone; the first carried "
+                   f"{len([ln for ln in pushes[0][1].splitlines() if ln.strip()])} items in ONE message"
+                   if pushes else "no push (see skipped below)")
         self.say(Text(""), Rule("What you just saw", align="left", style="bold"), Text(
-            "- every agent class: TRABAJANDO, RECLAMA, DICE_TERMINADO, ESTANCADO, MAL_LANZADO, CERRADO;\n"
-            "- a DoD claim checked by a verifier (`fleetwatch verdict`), never by the agent itself;\n"
-            "- a pipeline rule violation (audit-branch) and mission progress from a SQLite store;\n"
-            f"- {len(self.phone.pushes)} push(es) to your phone: urgent items coalesced into ONE message;\n"
-            "- an append-only, hash-chained log (`fleetwatch tail`, `fleetwatch verify`).\n\n"
+            "- every agent class: TRABAJANDO, RECLAMA, DICE_TERMINADO, ESTANCADO,\n"
+            "  MAL_LANZADO, CERRADO - each change one event in an append-only log;\n"
+            "- a claim of done checked by a verifier (`fleetwatch verdict`), not the agent;\n"
+            "- a pipeline rule violation (audit-branch) and missions read from SQLite;\n"
+            f"- {grouped};\n"
+            "- the log is hash-chained: `fleetwatch tail`, `fleetwatch verify`.\n\n"
             "Next steps:\n"
-            "  fleetwatch init               # write a commented config, then point it at your agents\n"
-            "  fleetwatch doctor             # check config, sources, log, notify URLs\n"
-            "  fleetwatch install-service    # run it for weeks as a systemd --user service\n"
-            "  README.md                     # sources, notifications, every command"))
+            "  fleetwatch init             # a commented config: point it at your agents\n"
+            "  fleetwatch doctor           # check config, sources, log and notify URLs\n"
+            "  fleetwatch install-service  # run it for weeks as a systemd --user service\n"
+            "  README.md                   # sources, notifications, every command"))
         if self.skipped:
             self.say(Text("skipped: " + "; ".join(self.skipped), style="yellow"))
         self.say(Text(f"demo finished in {time.monotonic() - t0:.0f}s", style="dim"))
