@@ -25,7 +25,7 @@ import apsw
 import msgspec
 
 from events.errors import AppendFailed, ChainBroken, SchemaError, StoreError, VersionConflict
-from events.types import Unknown, _E, data_dict, decode_data, encode_data, tag_of
+from events.types import Unknown, _E, _decoders, data_dict, decode_data, encode_data, tag_of
 
 APPLICATION_ID = 0x46574C47  # "FWLG"
 SCHEMA_VERSION = 1
@@ -44,7 +44,6 @@ CREATE TABLE events (
   hash    BLOB    NOT NULL,
   UNIQUE (subject, version)
 );
-CREATE INDEX events_type ON events(type, seq);
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; UPDATE is refused'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
@@ -410,7 +409,7 @@ class EventLog:
             return
         where, args = self._filters(types, subject)
         left = limit
-        dec = decode_data
+        decs, slow, Rec = _decoders, decode_data, Recorded
         while True:
             n = chunk if left is None else min(chunk, left)
             if n <= 0:
@@ -418,9 +417,13 @@ class EventLog:
             rows = self.db.execute(
                 f"SELECT seq, id, time, type, subject, version, data, hash FROM events "
                 f"WHERE seq > ?{where} ORDER BY seq LIMIT ?", (since, *args, n)).fetchall()
-            for r in rows:
-                yield Recorded(r[0], r[1], r[2], r[3], r[4], r[5],
-                               dec(r[3], r[6]) if decode else None, r[6], r[7])
+            for seq, id_, t, ty, su, ve, da, h in rows:
+                if decode:
+                    d = decs.get(ty)
+                    ev = d.decode(da) if d is not None else slow(ty, da)
+                else:
+                    ev = None
+                yield Rec(seq, id_, t, ty, su, ve, ev, da, h)
             if len(rows) < n:
                 return
             since = rows[-1][0]
@@ -438,29 +441,42 @@ class EventLog:
             prev = r[0][0]
         want = set(types) if types else None
         left = limit
-        canon, sha, dec = _canon.encode, hashlib.sha256, decode_data
+        canon, sha, Rec = _canon.encode, hashlib.sha256, Recorded
+        decs, slow = _decoders, decode_data
         expect = since + 1
         while left is None or left > 0:
             rows = self.db.execute(
                 "SELECT seq, id, time, type, subject, version, data, hash FROM events "
                 "WHERE seq > ? ORDER BY seq LIMIT ?", (since, chunk)).fetchall()
-            for seq, id_, t, ty, su, ve, da, h in rows:
+            seq = expect
+            try:
+                for seq, id_, t, ty, su, ve, da, h in rows:
+                    if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
+                        break
+                    prev = h
+                    expect += 1
+                    if want is not None and ty not in want or subject and not su.startswith(subject):
+                        continue
+                    if decode:
+                        d = decs.get(ty)
+                        ev = d.decode(da) if d is not None else slow(ty, da)
+                    else:
+                        ev = None
+                    yield Rec(seq, id_, t, ty, su, ve, ev, da, h)
+                    if left is not None:
+                        left -= 1
+                        if left <= 0:
+                            return
+                else:
+                    seq = None
+            except TypeError:  # a column of the wrong type (e.g. data stored as text): altered
+                pass
+            if seq is not None:
                 if seq != expect:
                     raise ChainBroken(f"seq {expect} is missing (next row is {seq})", seq=expect,
-                                      op="read", path=self.path)
-                if type(da) is not bytes or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
-                    raise ChainBroken(f"seq {seq}: hash mismatch (row altered or chain broken)", seq=seq,
                                       op="read", path=self.path, hint="run `fleetwatch verify`")
-                prev, expect = h, expect + 1
-                if want is not None and ty not in want:
-                    continue
-                if subject and not su.startswith(subject):
-                    continue
-                yield Recorded(seq, id_, t, ty, su, ve, dec(ty, da) if decode else None, da, h)
-                if left is not None:
-                    left -= 1
-                    if left <= 0:
-                        return
+                raise ChainBroken(f"seq {seq}: hash mismatch (row altered or chain broken)", seq=seq,
+                                  op="read", path=self.path, hint="run `fleetwatch verify`")
             if len(rows) < chunk:
                 return
             since = rows[-1][0]

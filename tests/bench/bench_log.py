@@ -1,0 +1,254 @@
+"""Benchmark: the event log's append, replay and follow, against baselines measured in the same run.
+
+1. Append events/s for batches of 1, 100 and 10,000 with durability full and normal:
+   - fleetwatch ``EventLog.append`` (Structs in: ids, versions, hash chain, 3 indexes, triggers);
+   - raw apsw: the same events encoded with msgspec and inserted with ``executemany`` into a table
+     with the same columns, same pragmas (WAL + synchronous), no chain, no constraints, no index;
+   - the eventsourcing library's SQLite application recorder (``insert_events`` of StoredEvents,
+     WAL, same synchronous), if installed (a bench-only extra), else "skipped".
+   Targets: append ≥ 0.6× raw apsw at every batch size and ≥ 1.5× the eventsourcing recorder.
+2. Replay: ``EventLog.read(verify=True)`` (read, decode every row to its Struct, check contiguity
+   and the sha256 chain) against a raw fetch of the same rows + msgspec decode to Structs.
+   Target ≥ 0.6× the raw decode.
+3. Follow: latency from commit to a follower thread (``EventLog.follow``), target < 250 ms, and
+   the CPU an idle follower burns (target < 2 % of a core).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import apsw  # noqa: E402
+
+from events.log import EventLog, iso  # noqa: E402
+from events.types import (AgentClassified, DodVerdict, NoticeSent, StepChanged, WpChanged,  # noqa: E402
+                          decode_data, encode_data, tag_of)
+
+NOW = 1_764_443_000.0
+
+
+def make_events(n: int, offset: int = 0) -> list:
+    """A realistic mix over ~60 subjects."""
+    out = []
+    for j in range(offset, offset + n):
+        k = j % 5
+        if k == 0:
+            out.append(AgentClassified(agent=f"a{j % 40}", from_="TRABAJANDO", to="RECLAMA", state="waiting",
+                                       phase="haciendo", reason="state waiting", source="fleet"))
+        elif k == 1:
+            out.append(StepChanged(run=f"T{j % 8}", step="validate", from_="begin", to="done",
+                                   at="2026-11-29T19:20:00Z", data={"attempt": 1}))
+        elif k == 2:
+            out.append(WpChanged(mission=f"m{j % 4}", wp=f"wp{j % 30}", from_="READY", to="RUNNING",
+                                 deps=["wp1", "wp2"], attempts=1, source="missions"))
+        elif k == 3:
+            out.append(DodVerdict(agent=f"a{j % 40}", verdict="met", verifier="v1", evidence="pytest -q: 12 passed"))
+        else:
+            out.append(NoticeSent(notice=f"n{j}", covers=[j - 3, j - 2, j - 1], attempt=1, title="3 agents need you"))
+    return out
+
+
+# ---- append contenders: each takes (path, durability) and returns append(batch) -------------
+def fw_appender(path: str, durability: str):
+    log = EventLog(path, durability=durability)
+    return (lambda batch: log.append(batch, NOW)), log.close
+
+
+def raw_appender(path: str, durability: str):
+    db = apsw.Connection(path)
+    db.execute("PRAGMA journal_mode=WAL").fetchall()
+    db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    db.execute("CREATE TABLE events(seq INTEGER PRIMARY KEY, id TEXT, time TEXT, type TEXT, subject TEXT, "
+               "version INTEGER, data BLOB)")
+    versions: dict[str, int] = {}
+
+    def append(batch):
+        when = iso(NOW)
+        rows = []
+        for ev in batch:
+            s = ev.subject
+            v = versions[s] = versions.get(s, 0) + 1
+            rows.append((uuid.uuid4().hex, when, tag_of(ev), s, v, encode_data(ev)))
+        with db:
+            db.executemany("INSERT INTO events(id, time, type, subject, version, data) VALUES (?,?,?,?,?,?)", rows)
+
+    return append, db.close
+
+
+def es_appender(path: str, durability: str):
+    from eventsourcing.persistence import StoredEvent
+    from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+    ds = SQLiteDatastore(db_name=path, originator_id_type="text")
+    make = ds.pool._create_connection
+
+    def create():  # same pragmas as ours: WAL (the library's default) + synchronous
+        c = make()
+        c._sqlite_conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+        return c
+
+    ds.pool._create_connection = create
+    rec = SQLiteApplicationRecorder(ds)
+    rec.create_table()
+    versions: dict[str, int] = {}
+
+    def append(batch):
+        stored = []
+        for ev in batch:
+            s = ev.subject
+            v = versions[s] = versions.get(s, 0) + 1
+            stored.append(StoredEvent(originator_id=s, originator_version=v, topic=tag_of(ev), state=encode_data(ev)))
+        rec.insert_events(stored)
+
+    return append, ds.close
+
+
+def _es_available() -> bool:
+    try:
+        import eventsourcing.sqlite  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def measure_append(factories: dict, tmp: str, durability: str, batch: int, total: int, reps: int) -> dict[str, float]:
+    """Best events/s per contender over ``reps`` rounds; in each round every contender gets a
+    fresh file and ``total`` events in batches, one after the other, so load spikes hit all."""
+    best = {name: 0.0 for name in factories}
+    evs = make_events(total)
+    batches = [evs[i:i + batch] for i in range(0, total, batch)]
+    for r in range(reps):
+        for name, factory in factories.items():
+            path = os.path.join(tmp, f"{name}-{durability}-{batch}-{r}.db")
+            append, close = factory(path, durability)
+            append(make_events(1, 10**6))  # warm: schema, first page, statement cache
+            t0 = time.perf_counter()
+            for b in batches:
+                append(b)
+            best[name] = max(best[name], total / (time.perf_counter() - t0))
+            close()
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.unlink(path + suffix)
+    return best
+
+
+# ---- replay --------------------------------------------------------------------------------
+def measure_replay(tmp: str, n: int, reps: int) -> tuple[float, float]:
+    path = os.path.join(tmp, "replay.db")
+    with EventLog(path, durability="normal") as log:
+        for i in range(0, n, 10_000):
+            log.append(make_events(min(10_000, n - i), i), NOW)
+    best_fw = best_raw = 0.0
+    with EventLog(path, create=False) as log:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            c = 0
+            for _rec in log.read(verify=True):
+                c += 1
+            assert c == n
+            best_fw = max(best_fw, n / (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            c = 0
+            for _seq, _id, _t, ty, _s, _v, da in log.db.execute(
+                    "SELECT seq, id, time, type, subject, version, data FROM events ORDER BY seq"):
+                decode_data(ty, da)
+                c += 1
+            assert c == n
+            best_raw = max(best_raw, n / (time.perf_counter() - t0))
+    return best_fw, best_raw
+
+
+# ---- follow --------------------------------------------------------------------------------
+def measure_follow(tmp: str, samples: int, idle_s: float) -> tuple[list[float], float]:
+    path = os.path.join(tmp, "follow.db")
+    writer = EventLog(path, durability="normal")
+    reader = EventLog(path, create=False)
+    arrived: dict[int, float] = {}
+    stop = threading.Event()
+
+    def follow() -> None:
+        for rec in reader.follow(0, stop=stop.is_set):
+            arrived[rec.seq] = time.perf_counter()
+
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    time.sleep(0.1)
+    cpu0, w0 = time.process_time(), time.perf_counter()
+    time.sleep(idle_s)                                   # only the idle follower runs
+    idle = (time.process_time() - cpu0) / (time.perf_counter() - w0)
+    lat = []
+    for i in range(samples):
+        time.sleep(0.03 + (i % 7) * 0.011)               # spread commits over the poll phase
+        t0 = time.perf_counter()
+        [seq] = writer.append(make_events(1, i), NOW)
+        while seq not in arrived and time.perf_counter() - t0 < 5:
+            time.sleep(0.001)
+        lat.append(arrived.get(seq, t0 + 5) - t0)
+    stop.set()
+    t.join(5)
+    writer.close()
+    reader.close()
+    return lat, idle
+
+
+def _row(name, figure, ratio, target, ok):
+    return {"name": name, "figure": figure, "ratio": None if ratio is None else round(ratio, 3),
+            "target": target, "ok": ok}
+
+
+def run(quick: bool = False) -> list[dict]:
+    rows: list[dict] = []
+    es = _es_available()
+    reps = 2 if quick else 4
+    # events per round: batch 1 is fsync-bound with durability full
+    plan = {1: (40, 200) if quick else (150, 1000), 100: (1000, 2000) if quick else (3000, 10_000),
+            10_000: (10_000, 10_000) if quick else (20_000, 20_000)}
+    with tempfile.TemporaryDirectory(prefix="fw-bench-log-") as tmp:
+        for durability in ("full", "normal"):
+            for batch, (n_full, n_normal) in plan.items():
+                total = n_full if durability == "full" else n_normal
+                factories = {"fw": fw_appender, "raw": raw_appender}
+                if es:
+                    factories["es"] = es_appender
+                best = measure_append(factories, tmp, durability, batch, total, reps)
+                fw, raw = best["fw"], best["raw"]
+                r = fw / raw
+                rows.append(_row(f"append batch={batch} {durability} vs raw apsw",
+                                 f"{fw:,.0f} ev/s (raw {raw:,.0f})", r, "≥ 0.6× raw apsw", r >= 0.6))
+                if es:
+                    esr = best["es"]
+                    r = fw / esr
+                    rows.append(_row(f"append batch={batch} {durability} vs eventsourcing",
+                                     f"{fw:,.0f} ev/s (eventsourcing {esr:,.0f})", r, "≥ 1.5× eventsourcing", r >= 1.5))
+                else:
+                    rows.append(_row(f"append batch={batch} {durability} vs eventsourcing",
+                                     "skipped (pip install eventsourcing)", None, "≥ 1.5× eventsourcing", None))
+        n = 50_000 if quick else 300_000
+        fw, raw = measure_replay(tmp, n, reps)
+        rows.append(_row(f"replay {n:,} ev, decode + chain vs raw fetch + decode",
+                         f"{fw:,.0f} ev/s (raw {raw:,.0f})", fw / raw, "≥ 0.6× raw decode", fw / raw >= 0.6))
+        lat, idle = measure_follow(tmp, 8 if quick else 30, 0.5 if quick else 2.0)
+        p50, p95 = statistics.median(lat) * 1000, sorted(lat)[int(0.95 * (len(lat) - 1))] * 1000
+        rows.append(_row("follow latency commit → follower (p50 / p95 / max)",
+                         f"{p50:.0f} / {p95:.0f} / {max(lat) * 1000:.0f} ms", None, "p95 < 250 ms", p95 < 250))
+        rows.append(_row("follow idle CPU", f"{idle * 100:.2f} % of a core", None, "< 2 %", idle < 0.02))
+    return rows
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    for r in run(quick):
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+        ok = {True: "ok", False: "FAIL", None: "-"}[r["ok"]]
+        print(f"{r['name']:<58} {r['figure']:<44} {ratio:>7}  {r['target']:<22} {ok}")
