@@ -64,7 +64,12 @@ def _agent(state: dict[str, Any], agent: str) -> dict[str, Any]:
     return a
 
 
+TYPES = frozenset(("agent.classified", "dod.verdict", "dod.contract_changed", "dod.flagged"))  # the event types fold reads (others: no-op)
+
+
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    if rec.type not in TYPES:
+        return state
     ev = rec.event
     if isinstance(ev, AgentClassified):
         a = _agent(state, ev.agent)

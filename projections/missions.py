@@ -35,7 +35,12 @@ def initial() -> dict[str, Any]:
     return {"missions": {}, "circuits": {}}
 
 
+TYPES = frozenset(("wp.changed", "mission.completed", "circuit.changed"))  # the event types fold reads (others: no-op)
+
+
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    if rec.type not in TYPES:
+        return state
     ev = rec.event
     if isinstance(ev, WpChanged):
         ms = state["missions"]

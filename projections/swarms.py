@@ -42,7 +42,12 @@ def norm_status(raw: Any) -> str:
     return _ALIASES.get(s, s) or "unknown"
 
 
+TYPES = frozenset(("swarm.changed",))  # the event types fold reads (others: no-op)
+
+
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    if rec.type not in TYPES:
+        return state
     ev = rec.event
     if not isinstance(ev, SwarmChanged):
         return state
