@@ -12,7 +12,8 @@ from __future__ import annotations
 import glob
 import logging
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from projections.observations import SourceResult
@@ -43,6 +44,10 @@ class GlobSource:
         self.pattern = expand(spec.glob or "")
         self.max_bytes = spec.max_bytes
         self.cache: dict[str, _Entry] = {}
+        head, name = os.path.split(self.pattern)
+        root, star = os.path.split(head)
+        simple = star == "*" and not any(c in root + name for c in "*?[")
+        self._simple = (root, name) if simple else None
 
     # the folders to watch with inotify
     def watch_roots(self) -> list[str]:
@@ -78,28 +83,56 @@ class GlobSource:
     def error_obs(self, folder_id: str, path: str, reason: str) -> Any:
         raise NotImplementedError
 
+    def _stats(self) -> Iterator[tuple[str, os.stat_result | OSError]]:
+        """(path, stat or the error) for every match. ``ROOT/*/NAME`` (the usual layout) is one
+        scandir plus one stat per agent; any other pattern goes through glob."""
+        if self._simple is not None:
+            root, name = self._simple
+            try:
+                it = os.scandir(root)
+            except FileNotFoundError:
+                return
+            with it:
+                for d in it:
+                    try:
+                        if d.name.startswith(".") or not d.is_dir():
+                            continue
+                    except OSError:  # e.g. a symlink loop: not an agent folder
+                        continue
+                    path = os.path.join(d.path, name)
+                    try:
+                        yield path, os.stat(path)
+                    except FileNotFoundError:
+                        continue
+                    except OSError as e:
+                        if os.path.lexists(path):
+                            yield path, e
+            return
+        for path in glob.glob(self.pattern):
+            try:
+                yield path, os.stat(path)
+            except OSError as e:
+                if os.path.lexists(path):  # else: vanished between glob and stat
+                    yield path, e
+
     def poll(self, now: float, full: bool = True) -> SourceResult:
-        try:
-            paths = glob.glob(self.pattern)
-        except OSError as e:  # e.g. a symlink loop deep in the pattern
-            return SourceResult(name=self.name, kind=self.spec.kind, ok=False,
-                                error=f"glob failed: {e.strerror or type(e).__name__}")
         seen: dict[str, _Entry] = {}
         out = []
-        for path in paths:
+        try:
+            stats = list(self._stats())
+        except OSError as e:  # e.g. the root itself unreadable, a symlink loop in the pattern
+            return SourceResult(name=self.name, kind=self.spec.kind, ok=False,
+                                error=f"cannot list {self.pattern}: {e.strerror or type(e).__name__}")
+        for path, st in stats:
             ent = self.cache.get(path) or _Entry()
-            try:
-                st = os.stat(path)
-            except OSError as e:
-                if not os.path.lexists(path):
-                    continue  # vanished between glob and stat
+            if isinstance(st, OSError):
                 obs = self.error_obs(os.path.basename(os.path.dirname(path)), path,
-                                     f"unreadable: {e.strerror or type(e).__name__}")
+                                     f"unreadable: {st.strerror or type(st).__name__}")
                 ent.key, ent.obs, ent.fails = None, obs, 2
                 seen[path] = ent
                 out.append(obs)
                 continue
-            if os.path.isdir(path):
+            if stat.S_ISDIR(st.st_mode):
                 continue
             key = (st.st_ino, st.st_size, st.st_mtime_ns)
             if key != ent.key or (ent.fails == 1):
