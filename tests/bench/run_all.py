@@ -1,0 +1,94 @@
+"""Run every benchmark (tests/bench/bench_*.py) and print one table; write bench-results.json.
+
+Usage: ``python tests/bench/run_all.py [--quick] [--only NAME ...] [--out PATH]``
+
+Each module exposes ``run(quick: bool = False) -> list[dict]`` with rows
+``{"name", "figure", "ratio", "target", "ok"}``; ratios are against baselines measured in the same
+run. A module that raises gives one row with ``ok: false`` and the error, and the others still run.
+Exit status: 0 if no row has ``ok: false``, else 1.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def discover(only: list[str] | None = None) -> list[Path]:
+    files = sorted(HERE.glob("bench_*.py"))
+    if only:
+        files = [f for f in files if any(o in f.stem for o in only)]
+    return files
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"fleetwatch_bench_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_one(path: Path, quick: bool) -> tuple[list[dict], float]:
+    t0 = time.perf_counter()
+    try:
+        rows = list(load(path).run(quick=quick))
+        for r in rows:
+            r.setdefault("ratio", None)
+            r.setdefault("ok", None)
+    except Exception as e:  # one broken bench must not hide the others
+        traceback.print_exc()
+        rows = [{"name": f"{path.stem}: crashed", "figure": f"{type(e).__name__}: {e}"[:120],
+                 "ratio": None, "target": "runs", "ok": False}]
+    return rows, time.perf_counter() - t0
+
+
+def table(results: dict[str, list[dict]]) -> str:
+    head = ("bench", "name", "figure", "ratio", "target", "ok")
+    lines = []
+    for bench, rows in results.items():
+        for r in rows:
+            ratio = "" if r.get("ratio") is None else f"{r['ratio']:.2f}×"
+            ok = {True: "ok", False: "FAIL", None: "-"}[r.get("ok")]
+            lines.append((bench.removeprefix("bench_"), str(r["name"]), str(r["figure"]), ratio, str(r["target"]), ok))
+    widths = [max(len(x[i]) for x in [head, *lines]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    out += [fmt.format(*x) for x in lines]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="much shorter runs (smoke test)")
+    ap.add_argument("--only", nargs="*", help="run only benches whose name contains one of these")
+    ap.add_argument("--out", default=str(ROOT / "bench-results.json"), help="where to write the JSON results")
+    args = ap.parse_args(argv)
+    results: dict[str, list[dict]] = {}
+    seconds: dict[str, float] = {}
+    for path in discover(args.only):
+        print(f"running {path.name}{' (quick)' if args.quick else ''} ...", file=sys.stderr, flush=True)
+        results[path.stem], seconds[path.stem] = run_one(path, args.quick)
+    print(table(results))
+    failed = sum(1 for rows in results.values() for r in rows if r.get("ok") is False)
+    print(f"\n{sum(len(r) for r in results.values())} rows, {failed} below target; "
+          f"{sum(seconds.values()):.1f} s; results in {args.out}")
+    Path(args.out).write_text(json.dumps({
+        "quick": args.quick, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(), "machine": platform.machine(),
+        "seconds": {k: round(v, 2) for k, v in seconds.items()}, "results": results}, indent=2) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
