@@ -40,7 +40,7 @@ HIST_N = 21
 MAX_CONDS = 2000
 MAX_RECENT = 300
 PRUNE_EVERY = 256
-CLEARED_KEEP_S = 3600.0
+CLEARED_KEEP_S = 300.0   # cleared conditions stay visible (inhibit reasons, status) this long
 ONESHOT_KEEP_S = 86400.0
 TEXT_MAX = 80
 FLAP_WINDOW = 3600.0   # only class changes this recent count toward the flap percent
@@ -320,7 +320,7 @@ _HANDLERS = {
 
 
 def prune(st: dict[str, Any], t: float) -> None:
-    """Drop what can never be pushed again: cleared conditions after an hour, unsent one-shots
+    """Drop what can never be pushed again: cleared conditions after 5 minutes, unsent one-shots
     after a day, idle swarm summaries already pushed, expired silences, old notice records.
     Then cap ``conds`` at MAX_CONDS (oldest cleared, then oldest one-shots go first)."""
     conds = st["conds"]
@@ -330,9 +330,9 @@ def prune(st: dict[str, Any], t: float) -> None:
                 or (c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"] and c["changed"] < t - ONESHOT_KEEP_S)]:
         del conds[cid]
         st["retry"].pop(cid, None)
-    if len(conds) > MAX_CONDS:
+    if len(conds) > MAX_CONDS:  # down to 3/4 of the cap, so a burst prunes rarely
         order = sorted(conds, key=lambda k: (conds[k]["cleared"] is None, not conds[k]["oneshot"], conds[k]["seq"]))
-        for cid in order[: len(conds) - MAX_CONDS]:
+        for cid in order[: len(conds) - MAX_CONDS * 3 // 4]:
             del conds[cid]
             st["retry"].pop(cid, None)
     live = set(conds)
@@ -373,15 +373,19 @@ def flap_state(hist: list, sent: list | None, now: float, policy: Policy) -> tup
     ``flap_high`` and ends when it falls below ``flap_low`` (also checked at ``now``, so a
     subject that went quiet settles by time alone). ``sent`` = ``[cid, time]`` of the last
     flapping notice: it covers this episode unless the subject settled after it was sent."""
-    if len(hist) < 8 or hist[-1][1] < now - FLAP_WINDOW:
-        return None, False  # too few changes to reach 50 %, or nothing recent
+    if len(hist) < 8 or hist[-1][1] < now - FLAP_WINDOW or max(e[3] for e in hist) < policy.flap_high:
+        return None, False  # too few changes to reach flap_high, or nothing recent
     start = None
     for e in hist:
         if start is None and e[3] >= policy.flap_high:
             start = e
         elif start is not None and e[3] < policy.flap_low:
             start = None
-    if start is None or flap_percent(hist, now) < policy.flap_low:
+    if start is None:
+        return None, False
+    # the percent at ``now`` equals the one stored at the last change unless changes aged out
+    pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)
+    if pct < policy.flap_low:
         return None, False
     notified = sent is not None and not any(e[1] > sent[1] and e[3] < policy.flap_low for e in hist)
     return start, notified

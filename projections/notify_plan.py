@@ -30,6 +30,7 @@ from projections.notify import SEV_RANK, Policy, flap_state
 log = logging.getLogger("fleetwatch.notify")
 
 INF = float("inf")
+EPS = 0.001  # event times are stored to the millisecond (rounded): never wait on the rounding
 MAX_LINES = 40
 # body order and title labels: RECLAMA > DICE_TERMINADO > ESTANCADO > MAL_LANZADO > the rest
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
@@ -140,7 +141,7 @@ class Item(msgspec.Struct, kw_only=True):
 
 # ---- stages --------------------------------------------------------------------------------
 def route(c: dict, policy: Policy) -> RouteReason:
-    if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):
+    if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):  # noqa: SIM103
         return RouteReason.BELOW_MIN_SEVERITY
     return RouteReason.ROUTED
 
@@ -155,6 +156,8 @@ def inhibit(c: dict) -> InhibitReason:
 
 def matching_silence(c: dict, silences: dict, now: float) -> str | None:
     """The id of an active silence matching the condition (subject glob and/or class)."""
+    if not silences:
+        return None
     for sid in sorted(silences):
         s = silences[sid]
         if s["until"] <= now:
@@ -237,11 +240,11 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
         flush = min(r[0] for r in ready.values())
         if now < flush:
             wakes.append(flush)
-            decisions += [Decision(it.cid, "group", ready[it.cid][1].value) for it in its]
+            decisions += [Decision(it.cid, "group", ready[it.cid][1]) for it in its]
             continue
         batches.append(its)
-        decisions += [Decision(it.cid, "group", (GroupReason.SEND if ready[it.cid][0] <= now
-                                                 else GroupReason.RIDE_ALONG).value) for it in its]
+        decisions += [Decision(it.cid, "group", GroupReason.SEND if ready[it.cid][0] <= now
+                               else GroupReason.RIDE_ALONG) for it in its]
     return batches, wakes, decisions
 
 
@@ -271,12 +274,13 @@ def notice_id(items: list[Item]) -> str:
 
 def message(items: list[Item], now: float, policy: Policy) -> Message:
     """One message: title counts per bucket, body lines grouped in bucket order."""
-    keyed = sorted(items, key=lambda it: (_bucket(it.c["cls"])[0], -SEV_RANK.get(it.c["sev"], 0),
-                                          _bucket(it.c["cls"])[1], it.c["since"], it.c["name"]))
+    buckets = {cls: _bucket(cls) for cls in {it.c["cls"] for it in items}}
+    keyed = sorted(items, key=lambda it: (buckets[it.c["cls"]][0], -SEV_RANK.get(it.c["sev"], 0),
+                                          buckets[it.c["cls"]][1], it.c["since"], it.c["name"]))
     counts: dict[str, int] = {}
     lines: list[str] = []
     for it in keyed:
-        label = _bucket(it.c["cls"])[1]
+        label = buckets[it.c["cls"]][1]
         counts[label] = counts.get(label, 0) + 1
         c = it.c
         text = f" · {c['text']}" if c["text"] else ""
@@ -318,6 +322,7 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     """The whole decision for ``now``: messages to send, events to record, when to call again.
 
     ``inflight``: condition ids of notices handed to the deliverer and not yet folded back."""
+    now += EPS
     decisions: list[Decision] = []
     record: list[Any] = []
     wakes: list[float] = []
@@ -328,15 +333,15 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     for cid, c in conds:
         r = route(c, policy)
         if r is not RouteReason.ROUTED:
-            decisions.append(Decision(cid, "route", r.value))
+            decisions.append(Decision(cid, "route", r))
             continue
         i = inhibit(c)
         if i is not InhibitReason.PASS:
-            decisions.append(Decision(cid, "inhibit", i.value))
+            decisions.append(Decision(cid, "inhibit", i))
             continue
         s, sid = silence(c, silences, now)
         if s is not SilenceReason.PASS:
-            decisions.append(Decision(cid, "silence", s.value))
+            decisions.append(Decision(cid, "silence", s))
             wakes.append(silences[sid]["until"])
             if s is SilenceReason.SILENCED and cid not in flaps:
                 it = Item(cid=cid, c=c, due=now)
@@ -345,10 +350,10 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
             continue
         f = flap_hold(c, flapping)
         if f is not FlapReason.PASS:
-            decisions.append(Decision(cid, "flap", f.value))
+            decisions.append(Decision(cid, "flap", f))
             continue
         d, due, attempt = dedupe(cid, c, now, policy, inflight, state["retry"])
-        decisions.append(Decision(cid, "dedupe", d.value))
+        decisions.append(Decision(cid, "dedupe", d))
         if d in (DedupeReason.NEW, DedupeReason.RETRY_DUE, DedupeReason.UPDATE_DUE, DedupeReason.REPEAT_DUE):
             items.append(Item(cid=cid, c=c, due=due, attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
         elif due is not None:
@@ -358,8 +363,9 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     if flapping:  # a quiet flapping subject settles by time: look again when changes age out
         wakes.append(now + 60.0)
     send = [message(b, now, policy) for b in batches]
-    for d in decisions:
-        log.debug("notify %s %s: %s", d.stage, d.key, d.reason)
+    if log.isEnabledFor(logging.DEBUG):
+        for d in decisions:
+            log.debug("notify %s %s: %s", d.stage, d.key, str.__str__(d.reason))
     future = [w for w in wakes + gwakes if w > now]
     return Plan(send=send, record=record, next_wake=min(future) if future else None, decisions=decisions)
 
