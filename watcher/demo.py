@@ -154,6 +154,8 @@ def child_env() -> dict[str, str]:
     drop = ("FLEETWATCH_DB", "FLEETWATCH_CONFIG", "NOTIFY_SOCKET", "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONUNBUFFERED"] = "1"
+    for k in ("no_proxy", "NO_PROXY"):  # the phone is on loopback: never through a proxy
+        env[k] = ",".join(filter(None, [env.get(k, ""), "127.0.0.1", "localhost"]))
     return env
 
 
@@ -196,7 +198,8 @@ class Tour:
 
     def show_event(self, rec: Any) -> None:
         text, style = describe(rec, self.arrow)
-        line = Text(f"  {time.strftime('%H:%M:%S')} #{rec.seq:<3} ", style="dim")
+        line = Text()
+        line.append(f"  {time.strftime('%H:%M:%S')} #{rec.seq:<3} ", style="dim")
         line.append(text, style=style)
         self.say(line, wrap=False)
 
