@@ -303,3 +303,15 @@ def test_silence_needs_subject_or_class(tmp_path):
     assert r.exit_code == 0 and json.loads(r.output)["class"] == "ESTANCADO"
     assert CliRunner().invoke(app, ["silence", "a1", "--for", "soon", "--config", str(cfgfile)]).exit_code == 2
     assert os.path.exists(tmp_path / "e.db")
+
+
+def test_close_finishes_queued_and_step_only_records(tmp_path, rx):
+    d = Driver(config(tmp_path, rx.url()), tmp_path / "e.db")
+    d.append([reclama("a1")], T0)
+    d.tick(T0 + 10, settle=False)                  # handed to the worker
+    d.n.close(5)
+    d.append([reclama("a2")], T0 + 11)
+    d.append(d.n.step(d.proj.states, T0 + 30), T0 + 30)   # records a1's push, plans nothing new
+    assert len(rx.posts) == 1 and d.types().count("notice.sent") == 1
+    assert d.n.step(d.proj.states, T0 + 60) == [] and len(rx.posts) == 1
+    d.log.close()

@@ -183,6 +183,7 @@ class Notifier:
         self._busy = 0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._closed = False
         if not self.enabled:
             log.info("notify: no [notify] urls or config: notifications are off")
 
@@ -191,6 +192,8 @@ class Notifier:
         st = states["notify"]
         out = self._harvest(now)
         self._release(st)
+        if self._closed:  # after close(): only record what finished, start nothing new
+            return out
         if self.enabled:
             p = plan(st, now, self.policy, inflight=self._inflight_keys())
             out += p.record
@@ -230,7 +233,10 @@ class Notifier:
         return not self.pending()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the worker; undelivered notices are simply re-planned by the next run."""
+        """Finish queued jobs (up to ``timeout``) and stop the worker. Afterwards ``step`` only
+        harvests, so the caller can record the last outcomes; anything undelivered is simply
+        re-planned by the next run."""
+        self._closed = True
         if self._thread is not None and self._thread.is_alive():
             self._todo.put(None)
             self._thread.join(timeout)
