@@ -14,14 +14,10 @@ from watcher.cli import ConfigOpt, DbOpt, errors
 log = logging.getLogger("fleetwatch.watcher")
 
 
-def _notifier(cfg):
-    try:
-        from watcher.notifier import Notifier
-    except ModuleNotFoundError as e:
-        if e.name != "watcher.notifier":
-            raise
-        return None
-    return Notifier(cfg)
+def _notifier(cfg, wake):
+    from watcher.notifier import Notifier
+
+    return Notifier(cfg, wake=wake)
 
 
 def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db_arg: str | None = None) -> int:
@@ -37,9 +33,11 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     sd = SystemdNotifier.from_env()
     stop = threading.Event()
     reload_req = threading.Event()
-    w = Watcher(cfg, elog, notifier=None if once else _notifier(cfg))
+    w = Watcher(cfg, elog)
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                   cfg.dur("watch.debounce"))
+    if not once:
+        w.notifier = _notifier(cfg, waker.event.set)
 
     def on_stop(signum, frame):
         stop.set()
@@ -92,10 +90,10 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     from watcher.sources import build_sources
 
                     w.sources = build_sources(cfg)
-                    w.notifier = _notifier(cfg)
                     waker.close()
                     waker = Waker([r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                                   cfg.dur("watch.debounce"))
+                    w.notifier = _notifier(cfg, waker.event.set)
                     log.info("config reloaded: %d sources", len(w.sources))
                 sd.ready_after_reload()
             mono = time.monotonic()
