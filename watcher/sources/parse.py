@@ -45,7 +45,10 @@ def parse_time(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        f = float(v)
+        try:
+            f = float(v)
+        except OverflowError:  # a JSON integer beyond float range (found by tests/drills/test_fuzz.py)
+            return None
         return f if math.isfinite(f) and 0 <= f < 1e11 else None
     if isinstance(v, str) and v:
         try:
