@@ -112,3 +112,22 @@ def test_describe_one_line_per_event(log, event, expected):
     log.append([event], 1_700_000_000.0)
     rec = log.last(1)[0]
     assert describe(rec, "->")[0] == expected
+
+
+def test_demo_missions_match_the_fixture(tmp_path):
+    """The demo carries its own copy of fixtures/missions.sql: same rows."""
+    import sqlite3
+
+    from watcher.demo_world import MISSIONS_SQL
+
+    fixture = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "missions.sql")
+    if not os.path.exists(fixture):
+        pytest.skip("shared fixtures not present")
+    rows = []
+    for i, sql in enumerate((MISSIONS_SQL, open(fixture, encoding="utf-8").read())):
+        db = sqlite3.connect(tmp_path / f"m{i}.db")
+        db.executescript(sql)
+        rows.append([db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                     for t in ("missions", "work_packages", "circuits")])
+        db.close()
+    assert rows[0] == rows[1]

@@ -270,9 +270,10 @@ class Tour:
             ("folder: ", "dim"), self.root), expand=False, width=80))
         self.act(1, "The fleet at work", "Seven agents are busy; a run and two missions are in flight. "
                  "The watcher (`fleetwatch run`, started now) classifies each agent on first sight.")
-        self.proc = subprocess.Popen(fleetwatch_argv("run", "--config", self.cfg, "--db", self.db, "--log-level", "warning"),
-                                     env=child_env(), stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(self.root, "watcher.log"), "wb"))
+        with open(os.path.join(self.root, "watcher.log"), "wb") as wlog:
+            self.proc = subprocess.Popen(fleetwatch_argv("run", "--config", self.cfg, "--db", self.db,
+                                                         "--log-level", "warning"),
+                                         env=child_env(), stdout=subprocess.DEVNULL, stderr=wlog)
         self.tail = Tail(self.db, self.show_event)
         started = self.tail.wait(of_type("watcher.started"), 20)
         if started is None:

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-CLASSES = ("TRABAJANDO", "RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "CERRADO")
 RUN = "T2-heart-0007"
 
 
