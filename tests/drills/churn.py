@@ -53,8 +53,10 @@ class Churn:
     """``step()`` applies one random change; ``steps(n)``; ``expected(now)`` the final truth."""
 
     def __init__(self, root: Path, seed: int, *, agents: int = 20, runs: int = 3, t0: float = 1_800_000_000.0,
-                 steps_root: Path | None = None):
+                 steps_root: Path | None = None, p_appear: float = 0.10, p_leave: float = 0.07,
+                 p_corrupt: float = 0.13):
         self.root = Path(root)
+        self.p = (p_appear, p_leave, p_corrupt)   # chances per step (the rest: a state/phase change)
         self.steps_root = Path(steps_root) if steps_root else None
         self.rng = random.Random(seed)
         self.t = t0
@@ -88,17 +90,22 @@ class Churn:
         self.t += rng.uniform(1, 30)
         r = rng.random()
         live = sorted(self.live)
-        if self.steps_root is not None and r < 0.15:
-            what = self._advance_run()
-        elif r < 0.25 or not live:
+        pa, pl, pc = self.p
+        if self.steps_root is not None:
+            if r < 0.15:
+                what = self._advance_run()
+                self._count(what)
+                return what
+            r = (r - 0.15) / 0.85
+        if r < pa or not live:
             self._add()
             what = "appear"
-        elif r < 0.32 and len(live) > 3:
+        elif r < pa + pl and len(live) > 3:
             a = rng.choice(live)
             shutil.rmtree(self.root / a)
             self.live.discard(a)
             what = "leave"
-        elif r < 0.45:
+        elif r < pa + pl + pc:
             a = rng.choice(live)
             bad = rng.choice(CORRUPTIONS).replace(b'"X"', json.dumps(a).encode())
             with open(self.path(a), "wb") as f:  # in place, not atomic
@@ -179,3 +186,13 @@ class Churn:
             for name, s in doc["steps"].items():
                 out[(run, name)] = s["status"]
         return out
+
+
+def keep(churn: Churn, n: int) -> None:
+    """Hold the live fleet at ``n`` agents: leavers are replaced by newcomers (new ids)."""
+    while len(churn.live) < n:
+        churn._add()
+    while len(churn.live) > n:
+        a = churn.rng.choice(sorted(churn.live))
+        shutil.rmtree(churn.root / a)
+        churn.live.discard(a)
