@@ -131,3 +131,26 @@ def test_demo_missions_match_the_fixture(tmp_path):
                      for t in ("missions", "work_packages", "circuits")])
         db.close()
     assert rows[0] == rows[1]
+
+
+def test_demo_says_why_when_the_watcher_cannot_start(tmp_path, monkeypatch, capsys):
+    """A watcher that exits at once (here: a bad config) ends the demo with exit 1, its output
+    shown, and the folder removed."""
+    import tempfile
+
+    import watcher.demo as demo
+
+    build = demo.Fleet.build
+
+    def bad_build(self, port, pace):
+        cfg = build(self, port, pace)
+        with open(cfg, "a", encoding="utf-8") as f:
+            f.write("\nbogus = 1\n")
+        return cfg
+
+    monkeypatch.setattr(demo.Fleet, "build", bad_build)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert demo.run(fast=True) == 1
+    out = capsys.readouterr().out
+    assert "the watcher did not start" in out and "bogus" in out
+    assert not [d for d in os.listdir(tmp_path) if d.startswith("fleetwatch-demo-")]

@@ -171,7 +171,6 @@ class Tour:
     keep: bool = False
     console: Console = field(default_factory=lambda: _Console(highlight=False))
     skipped: list[str] = field(default_factory=list)
-    seen: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- output ---------------------------------------------------------------------------
@@ -208,11 +207,11 @@ class Tour:
                        subtitle="what the phone shows", expand=False, border_style="magenta", width=76))
 
     def expect(self, what: str, pred: Callable[[Any], bool], timeout: float | None = None, since: int = 0) -> Any:
-        rec = self.tail.wait(pred, self.pace.timeout if timeout is None else timeout, since)
+        t = self.pace.timeout if timeout is None else timeout
+        rec = self.tail.wait(pred, t, since)
         if rec is None:
             self.skipped.append(what)
-            self.say(Text(f"  (not seen within {self.pace.timeout if timeout is None else timeout:.0f}s: "
-                          f"{what}; going on)", style="yellow"))
+            self.say(Text(f"  (not seen within {t:.0f}s: {what}; going on)", style="yellow"))
         return rec
 
     def beat(self, scale: float = 1.0) -> None:
@@ -275,9 +274,10 @@ class Tour:
                                                          "--log-level", "warning"),
                                          env=child_env(), stdout=subprocess.DEVNULL, stderr=wlog)
         self.tail = Tail(self.db, self.show_event)
-        started = self.tail.wait(of_type("watcher.started"), 20)
-        if started is None:
-            return self._watcher_failed()
+        end = time.monotonic() + 20
+        while self.tail.wait(of_type("watcher.started"), 0.2) is None:
+            if self.proc.poll() is not None or time.monotonic() > end:
+                return self._watcher_failed()
         for a in AGENTS:
             self.expect(f"{a} TRABAJANDO", classified(a, "TRABAJANDO"))
         self.expect("wp m2-wp1 seen", of_type("wp.changed", wp="m2-wp1"))
