@@ -20,6 +20,14 @@ def _notifier(cfg, wake):
     return Notifier(cfg, wake=wake)
 
 
+def _record_last(w) -> None:
+    """After ``notifier.close``: step() only harvests outcomes; commit them."""
+    try:
+        w.commit(w.notifier.step(w.proj.states, time.time()), time.time())
+    except Exception:
+        log.exception("could not record the last deliveries")
+
+
 def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db_arg: str | None = None) -> int:
     """Hold the writer lock and run ticks until SIGTERM/SIGINT (or one tick with ``once``)."""
     from events.lock import WriterLock
@@ -84,6 +92,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                 else:
                     if w.notifier is not None:
                         w.notifier.close(2.0)
+                        _record_last(w)  # a delivery that just finished is recorded, not re-sent
                     w.close()
                     cfg = new
                     w.cfg = cfg
@@ -108,15 +117,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         for s, h in old.items():
             signal.signal(s, h)
         if w.notifier is not None:
-            try:
-                w.commit(w.notifier.step(w.proj.states, time.time()), time.time())
-            except Exception:
-                pass
             w.notifier.close(5.0)
-            try:
-                w.commit(w.notifier.step(w.proj.states, time.time()), time.time())
-            except Exception:
-                log.exception("could not record the last deliveries")
+            _record_last(w)
         w.stopped(time.time(), reason)
         waker.close()
         w.close()

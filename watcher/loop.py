@@ -68,21 +68,26 @@ class Watcher:
         return merge(self.sources, results)
 
     def detect(self, snap, now: float) -> list[Any]:
+        """Every projection's pure detector on this tick's snapshot. A detector that raises is
+        a bug: it is logged and skipped for this tick, the others (and the loop) go on."""
         c = self.cfg
-        mods = self.proj.mods
         evs, self.absent = fleet.diff(self.proj["fleet"], snap, now, stall_after=c.dur("classify.stall_after"),
                                       absent=self.absent)
-        if "dod" in mods:
-            evs += mods["dod"].detect(self.proj["dod"], snap, now,
-                                      claim_unverified_after=c.dur("classify.claim_unverified_after"))
-        if "runs" in mods:
-            evs += mods["runs"].detect(self.proj["runs"], snap, now, default_deadline=c.dur("steps.deadline"),
-                                       deadlines={k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines})
-        if "missions" in mods:
-            evs += mods["missions"].detect(self.proj["missions"], snap, now)
-        if "swarms" in mods:
-            evs += mods["swarms"].detect(self.proj["swarms"], snap, now, max_concurrent=c.swarm.max_concurrent,
-                                         max_children=c.swarm.max_children)
+        policy = {
+            "dod": {"claim_unverified_after": c.dur("classify.claim_unverified_after")},
+            "runs": {"default_deadline": c.dur("steps.deadline"),
+                     "deadlines": {k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines}},
+            "missions": {},
+            "swarms": {"max_concurrent": c.swarm.max_concurrent, "max_children": c.swarm.max_children},
+        }
+        for name, kw in policy.items():
+            mod = self.proj.mods.get(name)
+            if mod is None:
+                continue
+            try:
+                evs += mod.detect(self.proj[name], snap, now, **kw)
+            except Exception:
+                log.exception("detector %s failed on this tick's snapshot; skipped", name)
         return evs
 
     # ---- the edge: commit -----------------------------------------------------------------
