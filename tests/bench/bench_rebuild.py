@@ -175,7 +175,7 @@ def rebuild_and_snapshot(path: str) -> tuple[int, int, float]:
     return p.seq, len(p.mods), dt
 
 
-def run(quick: bool = False, budget_s: float = 600.0) -> list[dict]:
+def run(quick: bool = False, budget_s: float = 300.0) -> list[dict]:
     n = 100_000 if quick else 1_000_000
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
