@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from events.log import Recorded, iso
-from events.types import SwarmChanged, encode_data, tag_of
+from events.types import encode_data, tag_of
 from projections import swarms
 from projections.base import encode_state
 from projections.observations import RowObs, Snapshot, SourceResult

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import msgspec
 import typer
