@@ -48,6 +48,7 @@ class SqliteSource:
         self.last: SourceResult | None = None
 
     def _fail(self, error: str) -> SourceResult:
+        log.debug("source %s: %s", self.name, error)
         return SourceResult(name=self.name, kind=self.kind, ok=False, error=error)
 
     def poll(self, now: float, full: bool = True) -> SourceResult:
