@@ -1,7 +1,8 @@
 """The projection framework.
 
 A projection is a module with ``NAME``, ``initial() -> state`` and ``fold(state, rec) -> state``
-where ``rec`` is an ``events.log.Recorded``. Folds are pure (no I/O, no clock: time comes from
+where ``rec`` is an ``events.log.Recorded``. A module may declare ``TYPES`` (a frozenset of event
+types): its fold is then only called for those (it must be a no-op for every other type). Folds are pure (no I/O, no clock: time comes from
 ``rec.time``) and may mutate and return the state they were given (the caller owns it).
 State is JSON-encodable with msgspec (dicts, lists, scalars, Structs) so it can be snapshotted;
 ``STATE_TYPE`` (optional) is the type to decode a snapshot into (default: plain JSON).

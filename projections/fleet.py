@@ -16,6 +16,7 @@ from events.types import AgentClassified, SourceFailed, SourceRecovered
 from projections.observations import AgentObs, Snapshot
 
 NAME = "fleet"
+TYPES = frozenset(("agent.classified", "source.failed", "source.recovered"))  # fold reads only these
 
 STATES = ("busy", "idle", "waiting")
 PHASES = {"working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",

@@ -36,6 +36,7 @@ RUN_FIELDS = ("branch", "kind", "failures", "last_failure_at", "work_complete", 
 MAX_FAILURES = 3
 DEFAULT_DEADLINE = 45 * 60.0
 _TYPES = frozenset(("run.changed", "step.changed", "rule.violated", "step.overdue", "run.abandoned"))
+TYPES = _TYPES  # the event types fold reads (others: no-op)
 
 
 class Reason(str, Enum):

@@ -18,13 +18,24 @@ class Projections:
         self.mods = mods or registry()
         self.states: dict[str, Any] = {n: m.initial() for n, m in self.mods.items()}
         self.seq = 0
+        self._by_type: dict[str, list[tuple[str, Any]]] = {}
 
     def __getitem__(self, name: str) -> Any:
         return self.states[name]
 
+    def _folders(self, type_: str) -> list[tuple[str, Any]]:
+        """The folds that read ``type_``, in registry order (cached per type)."""
+        fs = self._by_type.get(type_)
+        if fs is None:
+            fs = [(n, m.fold) for n, m in self.mods.items()
+                  if getattr(m, "TYPES", None) is None or type_ in m.TYPES]
+            self._by_type[type_] = fs
+        return fs
+
     def fold(self, rec) -> None:
-        for n, m in self.mods.items():
-            self.states[n] = m.fold(self.states[n], rec)
+        st = self.states
+        for n, f in self._folders(rec.type):
+            st[n] = f(st[n], rec)
         self.seq = rec.seq
 
     def encoded(self) -> dict[str, bytes]:
