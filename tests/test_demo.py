@@ -120,7 +120,7 @@ def test_demo_missions_match_the_fixture(tmp_path):
 
     from watcher.demo_world import MISSIONS_SQL
 
-    fixture = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "missions.sql")
+    fixture = os.path.join(os.path.dirname(__file__), "fixtures", "missions.sql")
     if not os.path.exists(fixture):
         pytest.skip("shared fixtures not present")
     rows = []

@@ -18,7 +18,7 @@ from watcher.hook import Decision, HookError, Reason, apply, decide, iso_utc, ru
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 FLEETWATCH = str(VENV_BIN / "fleetwatch")
-FIXTURE = Path("/work/shared/fixtures/goals/a01/goal.json")
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "goals" / "a01" / "goal.json"
 NOW = 1796068800.0  # 2026-11-30T20:00:00Z, virtual clock
 BASE = {
     "session_id": "0b4e8f5c-7d1a-4c3e-9a61-2f5d8e1c3b7a",

@@ -18,9 +18,7 @@ from projections.observations import RowObs, Snapshot, SourceResult
 from watcher.config import Source
 from watcher.sources.sqlite import SqliteSource
 
-FIXTURE = "/work/shared/fixtures/missions.sql"
-if not os.path.exists(FIXTURE):  # pragma: no cover - the repo copy
-    FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "missions.sql")
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "missions.sql")
 WP_QUERY = ("SELECT mission_id AS mission, id AS wp, state, deps, attempts, last_error_sig, same_sig_count "
             "FROM work_packages")
 T0 = 1_800_000_000.0

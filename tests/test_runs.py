@@ -19,7 +19,7 @@ from projections import runs
 from projections.base import encode_state
 from projections.observations import RunObs, Snapshot
 
-FIXTURES = pathlib.Path("/work/shared/fixtures/runs")
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "runs"
 T0 = parse_iso("2026-11-29T10:00:00Z")
 MIN = 60.0
 

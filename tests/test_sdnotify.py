@@ -18,9 +18,9 @@ import pytest
 
 from watcher.sdnotify import SystemdNotifier, status_line
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if not FIXTURES.exists():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+    FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 class FakeManager:

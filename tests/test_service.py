@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from watcher.cli import app
 from watcher import cli_service as svc
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if not FIXTURES.exists():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+    FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ from watcher.config import parse
 from watcher.sources import build_sources, merge
 from watcher.sources.parse import parse_goal, parse_time
 
-FIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures")
+FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 NOW = time.time()
 
 

@@ -25,7 +25,7 @@ from watcher.state import Projections
 
 runner = CliRunner()
 T0 = 1_800_000_000.0
-FIXTURES = "/work/shared/fixtures"
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
 
 def write(elog: EventLog, proj: Projections, events, now: float) -> None:

@@ -14,7 +14,7 @@ from projections.base import encode_state
 from projections.observations import RowObs, Snapshot, SourceResult
 from watcher.config import Source
 
-FIXTURE = "/work/shared/fixtures/swarm-groups.json"
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "swarm-groups.json")
 T0 = 1_800_000_000.0
 
 
