@@ -78,7 +78,7 @@ def ts(v: Any) -> float | None:
             _TS.clear()
         _TS[v] = r
         return r
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 1e11:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too
         return float(v)  # epochs outside year 1970..5138 are not times
     return None
 

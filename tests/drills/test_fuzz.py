@@ -106,10 +106,7 @@ def test_steps_json_and_detect_never_raise(raw, raw2):
 @pytest.mark.drill
 @pytest.mark.parametrize("raw", [
     b'{"run": "r1", "last_failure_at": 67767976233532796}',          # gmtime: year beyond range (fixed 0eecfbb)
-    pytest.param(b'{"run": "r1", "steps": {"facts": {"status": "done", "at": 1' + b"0" * 400 + b'}}}',
-                 marks=pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-                     "BUG (reported): projections/runs.py ts(): math.isfinite() of a JSON integer beyond float "
-                     "range raises OverflowError; the runs detector is then skipped on every tick"))),
+    b'{"run": "r1", "steps": {"facts": {"status": "done", "at": 1' + b"0" * 400 + b'}}}',  # int beyond float (fixed)
 ], ids=["epoch-beyond-gmtime", "int-beyond-float"])
 def test_steps_huge_epoch_regression(raw):
     detect_twice(b"", raw)
