@@ -200,6 +200,7 @@ class EventLog:
             raise StoreError(f"cannot open the event log: {type(e).__name__}: {e}", op="open", path=self.path,
                              hint="is it a fleetwatch events.db?") from e
         self._versions: dict[str, int] = {}
+        self._complete = False  # True: _versions has every subject of the log
         self._known_head = -1
 
     def _close_quietly(self) -> None:
@@ -263,6 +264,8 @@ class EventLog:
 
     def _version(self, subject: str) -> int:
         v = self._versions.get(subject)
+        if v is None and self._complete:
+            return 0  # the cache holds every subject: a miss is a new subject
         if v is None:
             r = self.db.execute("SELECT max(version) FROM events WHERE subject=?", (subject,)).fetchall()
             v = r[0][0] or 0
@@ -275,6 +278,7 @@ class EventLog:
             return
         if self._known_head < 0 or head - self._known_head > 10_000:
             self._versions.clear()
+            self._complete = head == 0  # an empty log: every subject is new
         else:
             for subj, ver in self.db.execute(
                     "SELECT subject, max(version) FROM events WHERE seq > ? GROUP BY subject",
@@ -313,6 +317,9 @@ class EventLog:
         try:
             seq, prev = self.head()
             self._sync_versions(seq)
+            if len(items) >= 1000 and not self._complete:  # one index scan beats a query per subject
+                self._versions = dict(db.execute("SELECT subject, max(version) FROM events GROUP BY subject"))
+                self._complete = True
             known = self._known_ids(items)
             ids = _new_ids(len(items))
             out: list[int] = []
@@ -372,6 +379,7 @@ class EventLog:
             except apsw.Error:
                 pass
             self._versions.clear()
+            self._complete = False
             self._known_head = -1
             if isinstance(e, apsw.Error):
                 raise AppendFailed(f"append failed, nothing written: {type(e).__name__}: {e}",

@@ -73,7 +73,7 @@ class GlobSource:
             return self.error_obs(folder_id, path, f"too large ({st.st_size} bytes > {self.max_bytes})")
         try:
             with open(path, "rb") as f:
-                raw = f.read(self.max_bytes + 1)
+                raw = f.read(min(st.st_size + 65536, self.max_bytes + 1))  # no 1 MB buffer per file
         except OSError as e:
             return self.error_obs(folder_id, path, f"unreadable: {e.strerror or type(e).__name__}")
         if len(raw) > self.max_bytes:
