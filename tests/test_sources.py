@@ -167,9 +167,9 @@ def test_tmux_enriches_activity_and_reports_dead_panes(tmp_path):
         subprocess.run(["tmux", "-L", sock, "set-option", "-g", "remain-on-exit", "on"], check=True)
         subprocess.run(["tmux", "-L", sock, "new-window", "-t", "fleet", "-n", "a2", "exit 7"], check=True)
         for _ in range(50):  # wait until tmux reports the dead pane
-            out = subprocess.run(["tmux", "-L", sock, "list-windows", "-a", "-F", "#{pane_dead}"],
+            out = subprocess.run(["tmux", "-L", sock, "list-windows", "-a", "-F", "#{pane_dead}:#{pane_dead_status}"],
                                  capture_output=True, text=True).stdout
-            if "1" in out:
+            if "1:7" in out:  # tmux may flag the pane dead a moment before it has the status
                 break
             time.sleep(0.1)
         cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/*/goal.json"\n'
