@@ -213,9 +213,10 @@ def _tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]
                     "yes" if g["settled"] else "no", ",".join(g["flags"]) or "-"] for gid, g in gs.items()]))
     runs = doc.get("runs") or []
     if isinstance(runs, list) and runs:
-        t.append(("Runs", ["run", "branch", "progress", "at", "failures", "violations"],
+        t.append(("Runs", ["run", "branch", "progress", "at", "failures", "next retry", "violations"],
                   [[str(r.get("run")), str(r.get("branch") or "-"), str(r.get("progress") or "-"),
                     str(r.get("current") or "-"), str(r.get("failures", 0)),
+                    ("abandoned" if r.get("abandoned") else str(r.get("next_retry") or "-")),
                     ",".join(r.get("violations") or []) or "-"]
                    for r in runs if isinstance(r, dict) and not r.get("gone")]))
     if doc["sources"]:

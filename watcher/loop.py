@@ -121,6 +121,9 @@ class Watcher:
             self.pending = [e for e in batch if _keep(e)]
             raise
         self.pending = []
+        if log.isEnabledFor(logging.INFO):
+            for e in batch:
+                log.info("%s", describe(e))
         if snapped[0] is not None:
             self.snap_seq, self.snap_mono = snapped[0], time.monotonic()
         return len(batch)
@@ -174,6 +177,22 @@ class Watcher:
                 s.close()
             except Exception:
                 pass
+
+
+def describe(ev: Any) -> str:
+    """One log line per transition: ids, classes and short reasons, never content."""
+    from events.log import Pending
+
+    e = ev.event if isinstance(ev, Pending) else ev
+    tag = type(e).__struct_config__.tag
+    if tag == "agent.classified":
+        return f"agent {e.agent}: {e.from_ or '-'} -> {e.to} ({e.reason})"
+    if tag in ("step.changed", "wp.changed", "swarm.changed", "circuit.changed"):
+        return f"{tag} {e.subject}: {getattr(e, 'step', '') or getattr(e, 'wp', '') or getattr(e, 'child', '')} " \
+               f"{e.from_ or '-'} -> {e.to or '-'}"
+    if tag == "rule.violated":
+        return f"rule.violated {e.run}: {e.rule}"
+    return f"{tag} {e.subject}"
 
 
 def _keep(ev: Any) -> bool:
