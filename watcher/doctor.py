@@ -1,0 +1,231 @@
+"""`fleetwatch doctor`: a checklist (✓ ok, ! warning, ✗ failure + hint); exit 1 on any ✗.
+
+Checks the config, each source (agents found), the log (writable, `verify` head), notify URLs
+(parsed by apprise, never printed: only their count and schemes) and the systemd unit (installed
+and pointing at this install).
+"""
+
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+
+import typer
+
+from events.errors import FleetwatchError
+from watcher.cli_service import UNITS, fleetwatch_bin, is_pristine, units_dir
+
+# ---- doctor ---------------------------------------------------------------------------------
+class Checklist:
+    """Collects ✓ / ! / ✗ lines; ``failed`` is True after any ✗."""
+
+    def __init__(self, echo=typer.echo):
+        self.echo = echo
+        self.failed = False
+
+    def line(self, mark: str, what: str, hint: str = "") -> None:
+        self.failed |= mark == "✗"
+        self.echo(f"{mark} {what}" + (f"\n    hint: {hint}" if hint else ""))
+
+    def ok(self, what: str) -> None:
+        self.line("✓", what)
+
+    def warn(self, what: str, hint: str = "") -> None:
+        self.line("!", what, hint)
+
+    def bad(self, what: str, hint: str = "") -> None:
+        self.line("✗", what, hint)
+
+
+def _scheme(url: str) -> str:
+    m = re.match(r"\s*([a-zA-Z][a-zA-Z0-9+.\-]*)://", url)
+    return m.group(1).lower() if m else "?"
+
+
+def _quiet_apprise():
+    """Apprise logs rejected URLs in full: silence it while we test them."""
+    lg = logging.getLogger("apprise")
+    prev = lg.disabled
+    lg.disabled = True
+    return lambda: setattr(lg, "disabled", prev)
+
+
+def check_config(ck: Checklist, config: str | None):
+    from events.errors import ConfigError
+    from watcher.config import config_path, load
+
+    path = config_path(config)
+    if not os.path.exists(path):
+        ck.bad(f"config: {path} not found", "create one with `fleetwatch init`")
+        return None
+    try:
+        cfg = load(config, required=True, check_paths=True)
+    except ConfigError as e:
+        ck.bad(f"config: {e}", e.hint or f"fix key {e.key!r} in {path}" if e.key else e.hint)
+        try:  # keep checking what does not depend on the failing paths
+            return load(config, required=True, check_paths=False)
+        except ConfigError:
+            return None
+    ck.ok(f"config: {path} parses ({len(cfg.sources)} source{'s' * (len(cfg.sources) != 1)})")
+    return cfg
+
+
+def check_sources(ck: Checklist, cfg, now: float) -> None:
+    if not cfg.sources:
+        ck.warn("sources: none configured, nothing to watch", "add a [[sources]] entry (see `fleetwatch init`)")
+        return
+    from watcher.sources import make
+
+    for spec in cfg.sources:
+        label = f"source {spec.name} ({spec.kind})"
+        try:
+            src = make(spec)
+            try:
+                res = src.poll(now)
+                if any(e.fails == 1 for e in getattr(src, "cache", {}).values()):
+                    time.sleep(min(0.5, cfg.dur("watch.debounce")))  # the two-read rule: read again
+                    res = src.poll(now)
+            finally:
+                getattr(src, "close", lambda: None)()
+        except Exception as e:  # doctor reports, never crashes
+            ck.bad(f"{label}: {type(e).__name__}: {e}", "check this source's settings")
+            continue
+        if not res.ok:
+            ck.bad(f"{label}: {res.error or 'failed'}", "check the path, command or query of this source")
+            continue
+        n = len(res.agents) + len(res.runs) + len(res.rows)
+        what = "agents" if res.agents or spec.kind in ("goals", "tmux") or spec.entity == "agent" else \
+            "runs" if spec.kind == "steps" else "rows"
+        bad = sum(1 for a in res.agents if a.error) + sum(1 for r in res.runs if r.error)
+        extra = f" ({bad} unreadable: MAL_LANZADO)" if bad else ""
+        if n == 0:
+            ck.warn(f"{label}: readable, 0 {what} found", "is the glob/command right? (fine if none run yet)")
+        else:
+            ck.ok(f"{label}: {n} {what}{extra}")
+
+
+def check_log(ck: Checklist, cfg, db: str | None) -> None:
+    from events.errors import FleetwatchError as FE
+    from events.log import EventLog
+    from watcher.config import db_path
+
+    path = db_path(cfg, db)
+    if not os.path.exists(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        probe = parent
+        while not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        if os.path.isdir(probe) and os.access(probe, os.W_OK | os.X_OK):
+            ck.ok(f"log: {path} not created yet (the first `fleetwatch run` creates it)")
+        else:
+            ck.bad(f"log: cannot create {path} ({probe} is not writable)", "set [store] path or --db to a writable place")
+        return
+    try:
+        with EventLog(path, durability=cfg.store.durability, create=False) as elog:
+            res = elog.verify()
+    except FE as e:
+        ck.bad(f"log: {e}", e.hint or "check [store] path / --db")
+        return
+    if not res.ok:
+        ck.bad(f"log: {path} chain broken at seq {res.bad_seq}: {res.problem}", "run `fleetwatch verify`; "
+               "keep the file for inspection and start a new log with --db")
+        return
+    ck.ok(f"log: {path} writable, verify intact ({res.count} events, head seq {res.head_seq})")
+
+
+def check_notify(ck: Checklist, cfg) -> None:
+    urls, conf = list(cfg.notify.urls), cfg.notify.config
+    if not urls and not conf:
+        ck.warn("notify: no URLs configured: nothing will be pushed", "add [notify] urls (apprise URLs)")
+        return
+    import apprise
+
+    restore = _quiet_apprise()
+    try:
+        bad = [i for i, u in enumerate(urls, 1) if not apprise.Apprise().add(u)]
+        conf_ok = True
+        if conf:
+            from watcher.config import expand
+
+            ac = apprise.AppriseConfig()
+            conf_ok = os.path.isfile(expand(conf)) and bool(ac.add(expand(conf)))
+    finally:
+        restore()
+    schemes = ", ".join(sorted({_scheme(u) for u in urls})) or "-"
+    if bad:
+        ck.bad(f"notify: {len(bad)} of {len(urls)} URLs do not parse (#{', #'.join(map(str, bad))}; "
+               f"schemes: {', '.join(_scheme(urls[i - 1]) for i in bad)})",
+               "see https://github.com/caronc/apprise/wiki for the URL format; then `fleetwatch notify-test`")
+    elif urls:
+        ck.ok(f"notify: {len(urls)} URL{'s' * (len(urls) != 1)} parse ({schemes})")
+    if conf and not conf_ok:
+        ck.bad("notify: the apprise config file [notify] config cannot be read", "check the path and its format")
+    elif conf:
+        ck.ok("notify: apprise config file readable")
+
+
+def check_unit(ck: Checklist) -> None:
+    d = units_dir()
+    p = d / UNITS[0]
+    if not p.exists():
+        ck.bad(f"service: {p} not installed", "run `fleetwatch install-service`")
+        return
+    try:
+        text = p.read_text()
+        binary = fleetwatch_bin()
+    except (OSError, FleetwatchError) as e:
+        ck.bad(f"service: {e}", "rerun `fleetwatch install-service`")
+        return
+    exe = _unit_exec(text)
+    if exe != binary:
+        ck.bad(f"service: {p.name} runs {exe}, not this install ({binary})",
+               "rerun `fleetwatch install-service` from the install you want (--force if edited by hand)")
+        return
+    timer = "" if (d / UNITS[2]).exists() else " (no verify timer)"
+    note = "" if is_pristine(text) else " (edited by hand)"
+    ck.ok(f"service: {p.name} runs this install{note}{timer}")
+    state = _unit_state(UNITS[0])
+    if state is not None and state not in ("active", "reloading", "activating"):
+        ck.warn(f"service: {p.name} is {state}", "systemctl --user enable --now fleetwatch.service; "
+                "then journalctl --user -u fleetwatch -e")
+
+
+def _unit_state(unit: str) -> str | None:
+    """`systemctl --user is-active` when a user manager answers, else None."""
+    sc = shutil.which("systemctl")
+    if sc is None:
+        return None
+    try:
+        r = subprocess.run([sc, "--user", "is-active", unit], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = r.stdout.strip()
+    return out if out in ("active", "inactive", "failed", "activating", "deactivating", "reloading") else None
+
+
+def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
+    ck = Checklist(echo)
+    cfg = check_config(ck, config)
+    if cfg is not None:
+        check_sources(ck, cfg, time.time())
+        check_log(ck, cfg, db)
+        check_notify(ck, cfg)
+    else:
+        ck.warn("sources, log, notify: not checked (the config does not parse)")
+    check_unit(ck)
+    echo("unhealthy: fix the ✗ lines above" if ck.failed else "healthy")
+    return 1 if ck.failed else 0
+
+
+def _unit_exec(text: str) -> str | None:
+    m = re.search(r"^ExecStart=(.*)$", text, re.M)
+    if not m:
+        return None
+    try:
+        words = shlex.split(m.group(1).replace("%%", "%").replace("$$", "$"))
+    except ValueError:
+        return None
+    return words[0] if words else None
