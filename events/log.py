@@ -4,87 +4,41 @@ Invariants
 - ``seq`` is contiguous from 1; every append is one ``BEGIN IMMEDIATE`` transaction (one fsync
   with ``durability = "full"``), all or nothing.
 - ``id`` is unique: re-appending an event whose id exists is a no-op returning the existing seq.
+  Generated ids are ``<16 hex per connection><seq as 16 hex>`` (unique by construction, so they
+  need no index entry); every other id is in the UNIQUE partial index (events/schema.py).
 - ``version`` counts events per subject from 1; UNIQUE(subject, version). An append stating an
   expected version that differs raises :class:`VersionConflict`.
-- ``hash`` = sha256(previous hash || canonical bytes of this row); the genesis hash is 32 zero bytes.
+- ``hash`` = sha256(previous hash || canonical bytes of this row) (events/chain.py).
 - Triggers refuse UPDATE and DELETE on ``events``. Projection snapshots live in ``snapshots``
   (mutable, derived) and are written in the same transaction as the events they cover.
 - Readers never hold a read transaction between calls (WAL checkpoints must not stall).
+- WAL: SQLite's automatic checkpoint runs every WAL_AUTOCHECKPOINT pages (a passive checkpoint
+  by the committing connection); ``checkpoint()`` runs one on demand (the watcher, when idle).
+  The WAL is truncated back to JOURNAL_SIZE_LIMIT after a checkpoint, so it stays bounded.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import apsw
 import msgspec
 
+from events import schema
+from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, _canon, iso, parse_iso, row_hash
+from events.chain import verify as _verify
 from events.errors import AppendFailed, ChainBroken, SchemaError, StoreError, VersionConflict
-from events.types import Unknown, _E, _decoders, data_dict, decode_data, encode_data, tag_of
+from events.schema import APPLICATION_ID, SCHEMA_VERSION  # noqa: F401  (re-exported)
+from events.types import Unknown, _E, _decoders, data_dict, decode_data, encode_data, tag_of  # noqa: F401
 
-APPLICATION_ID = 0x46574C47  # "FWLG"
-SCHEMA_VERSION = 1
-GENESIS = b"\x00" * 32
 BUSY_TIMEOUT_MS = 5000
-
-_SCHEMA_V1 = """
-CREATE TABLE events (
-  seq     INTEGER PRIMARY KEY,
-  id      TEXT    NOT NULL UNIQUE,
-  time    TEXT    NOT NULL,
-  type    TEXT    NOT NULL,
-  subject TEXT    NOT NULL,
-  version INTEGER NOT NULL,
-  data    BLOB    NOT NULL,
-  hash    BLOB    NOT NULL,
-  UNIQUE (subject, version)
-);
-CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; UPDATE is refused'); END;
-CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; DELETE is refused'); END;
-CREATE TABLE snapshots (
-  name TEXT PRIMARY KEY,
-  seq  INTEGER NOT NULL,
-  data BLOB NOT NULL
-);
-"""
-# Migrations from version N to N+1, applied in one transaction. Index = from-version.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
-
-_canon = msgspec.json.Encoder()
-
-
-def iso(ts: float | datetime) -> str:
-    """UTC ISO-8601 with milliseconds and ``Z``."""
-    if isinstance(ts, datetime):
-        ts = ts.timestamp()
-    ms = int(round(ts * 1000))
-    s, ms = divmod(ms, 1000)
-    return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(s)) + f".{ms:03d}Z"
-
-
-def parse_iso(s: str) -> float:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(timezone.utc).timestamp()
-
-
-def row_hash(prev: bytes, seq: int, id_: str, time_: str, type_: str, subject: str, version: int,
-             data: bytes) -> bytes:
-    head = _canon.encode((seq, id_, time_, type_, subject, version))
-    return hashlib.sha256(prev + head + b"\n" + data).digest()
-
-
-def _new_ids(n: int) -> list[str]:
-    """``n`` fresh ids (32 hex chars, as uuid4().hex): wall-clock ms + 52 random bits per batch +
-    the index in the batch. Unique, and increasing within a batch, so the UNIQUE(id) index is
-    appended to rather than written at random places."""
-    pre = f"{int(_time.time() * 1000) & 0xFFFFFFFFFFF:011x}{os.urandom(7).hex()[:13]}"
-    return [f"{pre}{i:08x}" for i in range(n)]
+WAL_AUTOCHECKPOINT = 1000  # pages (SQLite's default)
+JOURNAL_SIZE_LIMIT = 64 << 20  # bytes the WAL keeps after a checkpoint
+READ_CHUNK = 2000  # rows per read query: big enough to amortise the query, small enough for the cache
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -113,63 +67,6 @@ class Recorded(msgspec.Struct, frozen=True):
                 "subject": self.subject, "version": self.version, "data": data_dict(self.data)}
 
 
-class VerifyResult(msgspec.Struct, frozen=True):
-    ok: bool
-    head_seq: int
-    head_hash: str
-    count: int
-    bad_seq: int | None = None
-    problem: str = ""
-
-
-def _check_path(path: str, create: bool) -> None:
-    if os.path.isdir(path):
-        raise StoreError("the event log path is a directory", op="open", path=path,
-                         hint="point --db / [store] path at a file, e.g. events.db")
-    if os.path.exists(path):
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            raise StoreError(f"cannot stat the event log: {e.strerror}", op="open", path=path) from e
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreError("the event log path is not a regular file", op="open", path=path)
-        if st.st_size:
-            try:
-                with open(path, "rb") as f:
-                    magic = f.read(16)
-            except OSError as e:
-                raise StoreError(f"cannot read the event log: {e.strerror}", op="open", path=path,
-                                 hint="check the file's owner and mode (fleetwatch makes it 0600)") from e
-            if magic != b"SQLite format 3\x00":
-                raise StoreError("not an SQLite database", op="open", path=path,
-                                 hint="--db must name a fleetwatch event log or a new file")
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise StoreError("the event log is not readable and writable by this user", op="open",
-                             path=path, hint="check the file's owner and mode")
-        return
-    anc = os.path.dirname(path)
-    while not os.path.exists(anc):
-        anc = os.path.dirname(anc)
-    if not os.path.isdir(anc):
-        raise StoreError(f"the event log path is unusable: {anc} is not a directory", op="open", path=path,
-                         hint="point --db / [store] path at a file in a folder")
-    if not create:
-        raise StoreError("no event log here yet", op="open", path=path,
-                         hint="start the watcher (`fleetwatch run`) or pass --db")
-    parent = os.path.dirname(os.path.abspath(path))
-    try:
-        if not os.path.isdir(parent):
-            os.makedirs(parent, mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
-    except FileExistsError:
-        if not os.path.isfile(path):
-            raise StoreError("cannot create the event log: a parent is not a directory", op="create",
-                             path=path, hint="choose a writable path with --db or [store] path") from None
-    except OSError as e:
-        raise StoreError(f"cannot create the event log: {e.strerror or e}", op="create", path=path,
-                         hint="choose a writable path with --db or [store] path") from e
-
 
 class EventLog:
     """One connection to the log. Not thread-safe: use one EventLog per thread."""
@@ -177,21 +74,23 @@ class EventLog:
     def __init__(self, path: str, *, durability: str = "full", create: bool = True):
         self.path = os.path.abspath(os.path.expanduser(path))
         existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
-        _check_path(self.path, create)
+        schema.check_path(self.path, create)
         self.db: apsw.Connection | None = None
         try:
             if existed:  # refuse foreign / newer files through a read-only connection: nothing touched
                 probe = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
                 try:
                     probe.setbusytimeout(BUSY_TIMEOUT_MS)
-                    self._classify(probe)
+                    schema.classify(probe, self.path)
                 finally:
                     probe.close()
             self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READWRITE)
             self.db.setbusytimeout(BUSY_TIMEOUT_MS)
-            self._migrate()
+            schema.migrate(self.db, self.path)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
+            self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         except (SchemaError, StoreError):
             self._close_quietly()
             raise
@@ -199,6 +98,7 @@ class EventLog:
             self._close_quietly()
             raise StoreError(f"cannot open the event log: {type(e).__name__}: {e}", op="open", path=self.path,
                              hint="is it a fleetwatch events.db?") from e
+        self._id_prefix = os.urandom(8).hex()
         self._versions: dict[str, int] = {}
         self._complete = False  # True: _versions has every subject of the log
         self._known_head = -1
@@ -210,44 +110,6 @@ class EventLog:
             except apsw.Error:
                 pass
 
-    # ---- schema ---------------------------------------------------------------------------
-    def _classify(self, conn: apsw.Connection) -> int:
-        """The schema version of the file behind ``conn`` (0 = empty, to be created); raises
-        SchemaError for another application's database or a newer fleetwatch schema."""
-        app = conn.execute("PRAGMA application_id").fetchall()[0][0]
-        ver = conn.execute("PRAGMA user_version").fetchall()[0][0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
-        if app == 0 and tables == 0:
-            return 0
-        if app != APPLICATION_ID:
-            raise SchemaError("not a fleetwatch event log (another application's SQLite database)",
-                              op="open", path=self.path, hint="pass --db with a new file name; this file was not touched")
-        if ver > SCHEMA_VERSION:
-            raise SchemaError(f"the log has schema version {ver}, newer than this fleetwatch ({SCHEMA_VERSION})",
-                              op="open", path=self.path, hint="upgrade fleetwatch; the file was not touched")
-        return ver
-
-    def _migrate(self) -> None:
-        """Bring an older schema up to SCHEMA_VERSION in one transaction (re-checked under the
-        write lock, so two processes opening a new file at once do not both create it)."""
-        db = self.db
-        if self._classify(db) >= SCHEMA_VERSION:
-            return
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            ver = self._classify(db)
-            for v in range(ver, SCHEMA_VERSION):
-                db.execute(_MIGRATIONS[v])
-            db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            db.execute("COMMIT")
-        except BaseException as e:
-            db.execute("ROLLBACK")
-            if isinstance(e, apsw.Error):
-                raise SchemaError(f"schema migration failed, nothing changed: {type(e).__name__}: {e}",
-                                  op="migrate", path=self.path, hint="report this; the file was not touched") from e
-            raise
-
     def close(self) -> None:
         self.db.close()
 
@@ -256,6 +118,14 @@ class EventLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def checkpoint(self) -> None:
+        """A passive WAL checkpoint now (never waits for readers; what a reader pins stays for
+        the next one). Cheap when the WAL is already checkpointed."""
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except apsw.Error:
+            pass  # busy or I/O: SQLite's automatic checkpoint stays in charge
 
     # ---- append ---------------------------------------------------------------------------
     def head(self) -> tuple[int, bytes]:
@@ -281,19 +151,33 @@ class EventLog:
             self._complete = head == 0  # an empty log: every subject is new
         else:
             for subj, ver in self.db.execute(
-                    "SELECT subject, max(version) FROM events WHERE seq > ? GROUP BY subject",
+                    "SELECT subject, max(version) FROM events NOT INDEXED WHERE seq > ? GROUP BY subject",
                     (self._known_head,)):
                 self._versions[subj] = ver
         self._known_head = head
 
     def _known_ids(self, items: list[Any]) -> dict[str, int]:
-        """{id: seq} for the batch's explicit ids that are already stored."""
+        """{id: seq} for the batch's explicit ids that are already stored: through the partial
+        index (ids not of the generated form) and, for an id of the generated form, the row at
+        the seq it names."""
         ids = [p.id for p in items if type(p) is Pending and p.id is not None]
         found: dict[str, int] = {}
+        if not ids:
+            return found
         for i in range(0, len(ids), 500):
             part = ids[i:i + 500]
             found.update(self.db.execute(
-                f"SELECT id, seq FROM events WHERE id IN ({','.join('?' * len(part))})", part))
+                f"SELECT id, seq FROM events WHERE id IN ({','.join('?' * len(part))}) AND {schema.GIVEN_ID}",
+                part))
+        for id_ in ids:
+            if id_ not in found and len(id_) == 32:
+                try:
+                    seq = int(id_[16:], 16)
+                except ValueError:
+                    continue
+                if seq < 1 << 63 and self.db.execute("SELECT 1 FROM events WHERE seq=? AND id=?",
+                                                     (seq, id_)).fetchall():
+                    found[id_] = seq
         return found
 
     def append(self, events: Iterable[Any], now: float | datetime,
@@ -321,14 +205,14 @@ class EventLog:
                 self._versions = dict(db.execute("SELECT subject, max(version) FROM events GROUP BY subject"))
                 self._complete = True
             known = self._known_ids(items)
-            ids = _new_ids(len(items))
             out: list[int] = []
             rows: list[tuple] = []
             evs: list[Any] = []
             local: dict[str, int] = {}
             versions = self._versions
+            pre = self._id_prefix
             canon, sha, enc = _canon.encode, hashlib.sha256, encode_data
-            for i, p in enumerate(items):
+            for p in items:
                 if type(p) is Pending:
                     ev, pid, expected = p.event, p.id, p.expected_version
                     if pid is not None:
@@ -352,7 +236,7 @@ class EventLog:
                 version = cur + 1
                 local[subject] = version
                 seq += 1
-                id_ = ids[i] if pid is None else pid
+                id_ = f"{pre}{seq:016x}" if pid is None else pid
                 type_ = ev.__struct_config__.tag
                 data = enc(ev)
                 # == row_hash(prev, seq, id_, when, type_, subject, version, data), inlined
@@ -404,7 +288,7 @@ class EventLog:
 
     # ---- read -----------------------------------------------------------------------------
     def read(self, since: int = 0, *, types: Sequence[str] | None = None,
-             subject: str | None = None, limit: int | None = None, chunk: int = 5000,
+             subject: str | None = None, limit: int | None = None, chunk: int = READ_CHUNK,
              decode: bool = True, verify: bool = False) -> Iterator[Recorded]:
         """Events with seq > ``since`` in order; ``subject`` is a prefix. Reads in chunks, so no
         read transaction stays open while the caller works.
@@ -423,8 +307,8 @@ class EventLog:
             if n <= 0:
                 return
             rows = self.db.execute(
-                f"SELECT seq, id, time, type, subject, version, data, hash FROM events "
-                f"WHERE seq > ?{where} ORDER BY seq LIMIT ?", (since, *args, n)).fetchall()
+                f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ?{where} ORDER BY seq LIMIT ?",
+                (since, *args, n)).fetchall()
             for seq, id_, t, ty, su, ve, da, h in rows:
                 if decode:
                     d = decs.get(ty)
@@ -447,36 +331,47 @@ class EventLog:
             if not r:
                 raise ChainBroken(f"seq {since} is missing", seq=since, op="read", path=self.path)
             prev = r[0][0]
-        want = set(types) if types else None
+        want = frozenset(types) if types else None
         left = limit
+        plain = want is None and not subject and left is None and decode  # the replay fast path
         canon, sha, Rec = _canon.encode, hashlib.sha256, Recorded
         decs, slow = _decoders, decode_data
         expect = since + 1
-        while left is None or left > 0:
-            rows = self.db.execute(
-                "SELECT seq, id, time, type, subject, version, data, hash FROM events "
-                "WHERE seq > ? ORDER BY seq LIMIT ?", (since, chunk)).fetchall()
+        q = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+        while True:
+            rows = self.db.execute(q, (since, chunk)).fetchall()
             seq = expect
             try:
-                for seq, id_, t, ty, su, ve, da, h in rows:
-                    if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
-                        break
-                    prev = h
-                    expect += 1
-                    if want is not None and ty not in want or subject and not su.startswith(subject):
-                        continue
-                    if decode:
+                if plain:
+                    for seq, id_, t, ty, su, ve, da, h in rows:
+                        if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
+                            break
+                        prev = h
+                        expect += 1
                         d = decs.get(ty)
-                        ev = d.decode(da) if d is not None else slow(ty, da)
+                        yield Rec(seq, id_, t, ty, su, ve, d.decode(da) if d is not None else slow(ty, da), da, h)
                     else:
-                        ev = None
-                    yield Rec(seq, id_, t, ty, su, ve, ev, da, h)
-                    if left is not None:
-                        left -= 1
-                        if left <= 0:
-                            return
+                        seq = None
                 else:
-                    seq = None
+                    for seq, id_, t, ty, su, ve, da, h in rows:
+                        if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
+                            break
+                        prev = h
+                        expect += 1
+                        if want is not None and ty not in want or subject and not su.startswith(subject):
+                            continue
+                        if decode:
+                            d = decs.get(ty)
+                            ev = d.decode(da) if d is not None else slow(ty, da)
+                        else:
+                            ev = None
+                        yield Rec(seq, id_, t, ty, su, ve, ev, da, h)
+                        if left is not None:
+                            left -= 1
+                            if left <= 0:
+                                return
+                    else:
+                        seq = None
             except TypeError:  # a column of the wrong type (e.g. data stored as text): altered
                 pass
             if seq is not None:
@@ -541,38 +436,9 @@ class EventLog:
 
     # ---- verify ---------------------------------------------------------------------------
     def verify(self, expect_head: tuple[int, str] | None = None, chunk: int = 20000) -> VerifyResult:
-        """Walk the chain: contiguity, hash links, decodable data. First problem wins."""
-        prev, expect, count, since = GENESIS, 1, 0, 0
-        while True:
-            rows = self.db.execute(
-                "SELECT seq, id, time, type, subject, version, data, hash FROM events "
-                "WHERE seq > ? ORDER BY seq LIMIT ?", (since, chunk)).fetchall()
-            for seq, id_, t, ty, su, ve, da, h in rows:
-                if seq != expect:
-                    return VerifyResult(False, expect - 1, prev.hex(), count, expect,
-                                        f"seq {expect} is missing (next row is {seq})")
-                if type(da) is not bytes:
-                    return VerifyResult(False, seq - 1, prev.hex(), count, seq,
-                                        f"seq {seq}: data is {type(da).__name__}, not a blob (row altered)")
-                if row_hash(prev, seq, id_, t, ty, su, ve, da) != h:
-                    return VerifyResult(False, seq - 1, prev.hex(), count, seq,
-                                        f"seq {seq}: hash mismatch (row altered or chain broken)")
-                prev, expect, count = h, expect + 1, count + 1
-            if len(rows) < chunk:
-                break
-            since = rows[-1][0]
-        head_seq = expect - 1
-        if expect_head is not None:
-            es, eh = expect_head
-            if head_seq < es:
-                return VerifyResult(False, head_seq, prev.hex(), count, head_seq + 1,
-                                    f"log ends at seq {head_seq}, expected head {es} (truncated tail)")
-            if head_seq >= es:
-                r = self.db.execute("SELECT hash FROM events WHERE seq=?", (es,)).fetchall()
-                if not r or not isinstance(r[0][0], bytes) or r[0][0].hex() != eh.lower():
-                    return VerifyResult(False, head_seq, prev.hex(), count, es,
-                                        f"seq {es}: hash differs from the expected head")
-        return VerifyResult(True, head_seq, prev.hex(), count)
+        """Walk the chain: contiguity, hash links, blob data. First problem wins (events/chain.py)."""
+        return _verify(self.db, expect_head, chunk)
 
 
-__all__ = ["EventLog", "Pending", "Recorded", "VerifyResult", "iso", "parse_iso", "Unknown", "_E"]
+__all__ = ["APPLICATION_ID", "BUSY_TIMEOUT_MS", "GENESIS", "SCHEMA_VERSION", "EventLog", "Pending", "Recorded",
+           "Unknown", "VerifyResult", "_E", "iso", "parse_iso", "row_hash"]

@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import events.log as evlog
+import events.schema as evschema
 from events.errors import AppendFailed, ChainBroken, SchemaError, StoreError, VersionConflict, WriterLocked
 from events.lock import WriterLock, holder_pid
 from events.log import GENESIS, EventLog, Pending, Recorded, row_hash
-from events.types import EVENT_TYPES, AgentClassified, Unknown, WatcherStarted, tag_of
+from events.types import EVENT_TYPES, AgentClassified, Unknown, WatcherStarted, encode_data, tag_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOW = 1_764_443_000.0  # virtual clock: 2025-11-29T19:03:20Z
@@ -337,10 +338,10 @@ def test_bad_paths(tmp_path):
 def test_migration_from_an_older_schema(db_path, monkeypatch):
     with EventLog(db_path) as lg:
         lg.append([ac()], NOW)
-    monkeypatch.setattr(evlog, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(evlog._MIGRATIONS, 1, "ALTER TABLE snapshots ADD COLUMN note TEXT;")
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(evschema.MIGRATIONS, 2, "ALTER TABLE snapshots ADD COLUMN note TEXT;")
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 2
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 3
         assert "note" in [r[1] for r in lg.db.execute("PRAGMA table_info(snapshots)")]
         assert lg.verify().ok and lg.head()[0] == 1
 
@@ -348,15 +349,85 @@ def test_migration_from_an_older_schema(db_path, monkeypatch):
 def test_failed_migration_changes_nothing(db_path, monkeypatch):
     with EventLog(db_path) as lg:
         lg.append([ac()], NOW)
-    monkeypatch.setattr(evlog, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(evlog._MIGRATIONS, 1, "ALTER TABLE snapshots ADD COLUMN note TEXT; SELECT * FROM nope;")
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(evschema.MIGRATIONS, 2, "ALTER TABLE snapshots ADD COLUMN note TEXT; SELECT * FROM nope;")
     with pytest.raises(SchemaError, match="migration failed"):
         EventLog(db_path)
-    monkeypatch.setattr(evlog, "SCHEMA_VERSION", 1)
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 2)
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 1
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 2
         assert "note" not in [r[1] for r in lg.db.execute("PRAGMA table_info(snapshots)")]
         assert lg.verify().ok
+
+
+def _v1_log(path: str) -> list[tuple]:
+    """A log written by schema v1 (UNIQUE(id), ids as v1 generated them, one caller-given id)."""
+    c = apsw.Connection(path)
+    c.execute(evschema.MIGRATIONS[0])
+    c.execute(f"PRAGMA application_id={evschema.APPLICATION_ID}; PRAGMA user_version=1")
+    prev, rows = GENESIS, []
+    for seq, id_, agent in [(1, "19ad0c1e6f8a3b1c2d4e5f6000000000", "a1"), (2, "start-1", "a2"),
+                            (3, "19ad0c1e6f8a3b1c2d4e5f6000000001", "a1")]:
+        ev = ac(agent)
+        args = (seq, id_, "2025-11-29T19:03:20.000Z", "agent.classified", ev.subject, 1 + (seq == 3),
+                encode_data(ev))
+        prev = row_hash(prev, *args)
+        rows.append((*args, prev))
+    c.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+    c.execute("INSERT INTO snapshots VALUES ('fleet', 3, x'7b7d')")
+    c.close()
+    return rows
+
+
+def test_migration_v1_to_v2_keeps_rows_chain_ids_and_idempotency(db_path):
+    rows = _v1_log(db_path)
+    with EventLog(db_path) as lg:
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 2
+        assert [tuple(r) for r in lg.db.execute("SELECT * FROM events ORDER BY seq")] == rows  # byte for byte
+        assert lg.verify().ok and lg.verify().head_hash == rows[-1][-1].hex()
+        assert lg.snapshots() == {"fleet": (3, b"{}")}
+        idx = {r[1] for r in lg.db.execute("SELECT * FROM sqlite_master WHERE type IN ('index', 'trigger')")}
+        assert {"events_given_id", "events_no_update", "events_no_delete"} <= idx
+        assert not any(t.startswith("events_v1") for t in idx)
+        # v1 ids (its generated ones included) stay idempotency keys
+        assert lg.append([Pending(ac("z"), id="start-1"), Pending(ac("z"), id=rows[2][1])], NOW) == [2, 3]
+        assert lg.append([ac("a1")], NOW) == [4] and [r.version for r in lg.read(3)] == [3]
+        with pytest.raises(apsw.ConstraintError, match="append-only"):
+            lg.db.execute("DELETE FROM events WHERE seq=1")
+        with pytest.raises(apsw.ConstraintError):                    # caller-given ids stay unique in SQL
+            lg.db.execute("INSERT INTO events SELECT 99, id, time, type, 'x', 1, data, hash FROM events WHERE seq=2")
+
+
+def test_failed_v1_to_v2_migration_leaves_v1(db_path, monkeypatch):
+    rows = _v1_log(db_path)
+    monkeypatch.setitem(evschema.MIGRATIONS, 1, evschema.MIGRATIONS[1] + "SELECT * FROM nope;")
+    with pytest.raises(SchemaError, match="migration failed"):
+        EventLog(db_path)
+    c = apsw.Connection(db_path)
+    assert c.execute("PRAGMA user_version").fetchall()[0][0] == 1
+    assert [tuple(r) for r in c.execute("SELECT * FROM events ORDER BY seq")] == rows
+    assert "events_v1" not in {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
+    c.close()
+
+
+def test_generated_ids_name_their_seq_and_count_as_idempotency_keys(log):
+    seqs = log.append([ac("a1"), ac("a2")], NOW)
+    recs = list(log.read())
+    assert [int(r.id[16:], 16) for r in recs] == seqs                # <16 hex><seq as 16 hex>
+    assert all(len(r.id) == 32 and int(r.id, 16) >= 0 for r in recs)
+    # a generated id given back (e.g. copied from `tail --json`) is found, not appended again
+    assert log.append([Pending(ac("a9"), id=recs[1].id), Pending(ac("a9"), id=recs[0].id[:16] + "f" * 16)],
+                      NOW) == [2, 3]
+    # an id of the generated form that names another row's seq is an ordinary caller-given id
+    forged = "0" * 16 + f"{1:016x}"
+    assert log.append([Pending(ac("a9"), id=forged)], NOW) == [4]
+    assert log.append([Pending(ac("a9"), id=forged)], NOW) == [4]
+    other = EventLog(log.path)                                       # another connection: another prefix
+    [s] = other.append([ac("a3")], NOW)
+    assert list(log.read(s - 1))[0].id[:16] != recs[0].id[:16] and other.append(
+        [Pending(ac("a3"), id=recs[0].id)], NOW) == [1]
+    other.close()
+    assert log.verify().ok
 
 
 def test_two_processes_creating_one_log(db_path):

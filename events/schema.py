@@ -1,0 +1,177 @@
+"""The event log's file: path checks, schema, versioning (``PRAGMA user_version``) and migrations.
+
+Invariants
+- A fleetwatch log has ``PRAGMA application_id = APPLICATION_ID``; another application's
+  database or a newer schema is refused through a read-only probe, nothing touched.
+- An older schema is brought to SCHEMA_VERSION in one ``BEGIN IMMEDIATE`` transaction
+  (re-checked under the write lock): all steps or none.
+
+Schema versions
+- v1: ``events.id`` carried ``UNIQUE`` (an index entry for every row).
+- v2: ``id`` uniqueness without an index entry for generated ids. A generated id is
+  ``<16 hex of the writer connection><seq as 16 hex>``, unique by construction (seq is the
+  primary key). ``events_given_id`` is a UNIQUE partial index over every other id (caller-given,
+  and every id written by v1). :data:`GIVEN_ID` is its predicate: a query that names it can
+  use the index. Rows are copied unchanged, so the hash chain is untouched.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+import apsw
+
+from events.errors import SchemaError, StoreError
+
+APPLICATION_ID = 0x46574C47  # "FWLG"
+SCHEMA_VERSION = 2
+
+# an id not of the generated form <16 hex><seq as 16 hex>: the rows events_given_id covers
+GIVEN_ID = "substr(id, 17) <> printf('%016x', seq)"
+
+_TRIGGERS = """
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; UPDATE is refused'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; DELETE is refused'); END;
+"""
+
+_EVENTS_V2 = f"""
+CREATE TABLE events (
+  seq     INTEGER PRIMARY KEY,
+  id      TEXT    NOT NULL,
+  time    TEXT    NOT NULL,
+  type    TEXT    NOT NULL,
+  subject TEXT    NOT NULL,
+  version INTEGER NOT NULL,
+  data    BLOB    NOT NULL,
+  hash    BLOB    NOT NULL,
+  UNIQUE (subject, version)
+);
+CREATE UNIQUE INDEX events_given_id ON events(id) WHERE {GIVEN_ID};
+{_TRIGGERS}"""
+
+_SCHEMA_V1 = """
+CREATE TABLE events (
+  seq     INTEGER PRIMARY KEY,
+  id      TEXT    NOT NULL UNIQUE,
+  time    TEXT    NOT NULL,
+  type    TEXT    NOT NULL,
+  subject TEXT    NOT NULL,
+  version INTEGER NOT NULL,
+  data    BLOB    NOT NULL,
+  hash    BLOB    NOT NULL,
+  UNIQUE (subject, version)
+);""" + _TRIGGERS + """
+CREATE TABLE snapshots (
+  name TEXT PRIMARY KEY,
+  seq  INTEGER NOT NULL,
+  data BLOB NOT NULL
+);
+"""
+
+# v1 -> v2: rebuild `events` without the UNIQUE on id (SQLite cannot drop a column constraint)
+_V1_TO_V2 = f"""
+DROP TRIGGER events_no_update;
+DROP TRIGGER events_no_delete;
+ALTER TABLE events RENAME TO events_v1;
+{_EVENTS_V2}
+INSERT INTO events SELECT seq, id, time, type, subject, version, data, hash FROM events_v1 ORDER BY seq;
+DROP TABLE events_v1;
+"""
+
+# Migrations from version N to N+1, applied in one transaction. Index = from-version.
+# A new file is created at v1 and migrated (one code path for every file).
+MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _V1_TO_V2}
+
+
+def check_path(path: str, create: bool) -> None:
+    """Refuse a directory, a non-regular, unreadable or non-SQLite file with a StoreError; create a
+    missing file with mode 0600 (parents 0700) when ``create``."""
+    if os.path.isdir(path):
+        raise StoreError("the event log path is a directory", op="open", path=path,
+                         hint="point --db / [store] path at a file, e.g. events.db")
+    if os.path.exists(path):
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise StoreError(f"cannot stat the event log: {e.strerror}", op="open", path=path) from e
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError("the event log path is not a regular file", op="open", path=path)
+        if st.st_size:
+            try:
+                with open(path, "rb") as f:
+                    magic = f.read(16)
+            except OSError as e:
+                raise StoreError(f"cannot read the event log: {e.strerror}", op="open", path=path,
+                                 hint="check the file's owner and mode (fleetwatch makes it 0600)") from e
+            if magic != b"SQLite format 3\x00":
+                raise StoreError("not an SQLite database", op="open", path=path,
+                                 hint="--db must name a fleetwatch event log or a new file")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise StoreError("the event log is not readable and writable by this user", op="open",
+                             path=path, hint="check the file's owner and mode")
+        return
+    anc = os.path.dirname(path)
+    while not os.path.exists(anc):
+        anc = os.path.dirname(anc)
+    if not os.path.isdir(anc):
+        raise StoreError(f"the event log path is unusable: {anc} is not a directory", op="open", path=path,
+                         hint="point --db / [store] path at a file in a folder")
+    if not create:
+        raise StoreError("no event log here yet", op="open", path=path,
+                         hint="start the watcher (`fleetwatch run`) or pass --db")
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        if not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        if not os.path.isfile(path):
+            raise StoreError("cannot create the event log: a parent is not a directory", op="create",
+                             path=path, hint="choose a writable path with --db or [store] path") from None
+    except OSError as e:
+        raise StoreError(f"cannot create the event log: {e.strerror or e}", op="create", path=path,
+                         hint="choose a writable path with --db or [store] path") from e
+
+
+def classify(conn: apsw.Connection, path: str) -> int:
+    """The schema version of the file behind ``conn`` (0 = empty, to be created); raises
+    SchemaError for another application's database or a newer fleetwatch schema."""
+    app = conn.execute("PRAGMA application_id").fetchall()[0][0]
+    ver = conn.execute("PRAGMA user_version").fetchall()[0][0]
+    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
+    if app == 0 and tables == 0:
+        return 0
+    if app != APPLICATION_ID:
+        raise SchemaError("not a fleetwatch event log (another application's SQLite database)",
+                          op="open", path=path, hint="pass --db with a new file name; this file was not touched")
+    if ver > SCHEMA_VERSION:
+        raise SchemaError(f"the log has schema version {ver}, newer than this fleetwatch ({SCHEMA_VERSION})",
+                          op="open", path=path, hint="upgrade fleetwatch; the file was not touched")
+    return ver
+
+
+def migrate(db: apsw.Connection, path: str) -> None:
+    """Bring an older schema up to SCHEMA_VERSION in one transaction (re-checked under the
+    write lock, so two processes opening a new file at once do not both create it)."""
+    if classify(db, path) >= SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        ver = classify(db, path)
+        for v in range(ver, SCHEMA_VERSION):
+            db.execute(MIGRATIONS[v])
+        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException as e:
+        db.execute("ROLLBACK")
+        if isinstance(e, apsw.Error):
+            raise SchemaError(f"schema migration failed, nothing changed: {type(e).__name__}: {e}",
+                              op="migrate", path=path, hint="report this; the file was not touched") from e
+        raise
+
+
+__all__ = ["APPLICATION_ID", "GIVEN_ID", "MIGRATIONS", "SCHEMA_VERSION", "check_path", "classify", "migrate"]
