@@ -17,7 +17,9 @@ Invariants
 from __future__ import annotations
 
 import enum
-from typing import Any
+from itertools import compress, repeat
+from operator import eq, itemgetter, ne
+from typing import Any, NamedTuple
 
 from events.log import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
@@ -123,40 +125,121 @@ def detect(state: dict[str, Any], snap: Any, now: float, claim_unverified_after:
            **_policy: Any) -> list[Any]:
     """Contract changes, goal.json verdicts, self-approvals and unverified claims (edge-triggered).
     Agents of a source that failed this tick are skipped (their last state stands)."""
-    out: list[Any] = []
+    return detect_memo(state, snap, now, None, claim_unverified_after)[0]
+
+
+class Memo(NamedTuple):
+    """Carried from one tick to the next by ``detect_memo`` (a new one is returned each tick).
+
+    ``keys``: the snapshot's agent ids in order; aligned with them, ``vals`` the observations
+    (None: look again) and ``sigs`` every state field an agent's events depend on (contract
+    digests and count, self-approval and goal.json verdict keys). The same (equal) observation
+    against the same fields gives the same (no) events, so it is not looked at again. ``seq``:
+    the state's seq the sigs and ``claims`` (agents in a claim, not yet flagged) were read at
+    (the same seq is the same state: they are not read again). ``since``: parsed
+    ``claim_since`` strings (a claim is due at since + claim_unverified_after).
+    """
+
+    keys: list[str] = []
+    vals: list[Any] = []
+    sigs: list[Any] = []
+    seq: int | None = None
+    claims: list[str] = []
+    since: dict[str, float] = {}
+
+
+_SIG = itemgetter("contract_sha256", "contract_changes", "current_sha256", "self_key", "goal_key")
+_NO_AGENT = {"contract_sha256": None, "contract_changes": 0, "current_sha256": None, "self_key": None,
+             "goal_key": None}
+_CLASS = itemgetter("class")
+
+
+def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None,
+                claim_unverified_after: float = 1800.0, seq: int | None = None,
+                **_policy: Any) -> tuple[list[Any], Memo]:
+    """``detect`` with a memo (see :class:`Memo`): the same events, fewer looks. Pure. ``seq``
+    (optional) names the state's version: the same seq as the memo's means the same state."""
+    memo = memo or Memo()
     failed = getattr(snap, "failed", {}) or {}
     agents = state["agents"]
-    for aid in sorted(snap.agents):
-        obs = snap.agents[aid]
-        if obs.source in failed or obs.error:
-            continue
-        a = agents.get(aid)
-        cur = a["current_sha256"] if a else None
-        known = a is not None and (a["contract_sha256"] is not None or a["contract_changes"])
-        if known and obs.contract_sha256 != cur:
-            out.append(DodContractChanged(agent=aid, old_sha256=cur, new_sha256=obs.contract_sha256,
-                                          new_len=obs.contract_len))
-        status = (obs.dod_status or "").strip().lower() or None
-        verifier = (obs.dod_verifier or "").strip() or None
-        sk = _self_key(aid, status, verifier)
-        if sk is not None:
-            if a is None or a["self_key"] != sk:
-                out.append(DodFlagged(agent=aid, flag=Flag.SELF_APPROVED.value, detail=sk))
-        elif status in VERDICTS and verifier and verifier.lower() != aid.lower():
-            key = f"{status}|{verifier}"
-            if a is None or a["goal_key"] != key:
-                out.append(DodVerdict(agent=aid, verdict=status, verifier=verifier,
-                                      evidence="dod_status in goal.json", source="goal.json"))
-    for aid in sorted(agents):
+    cur = snap.agents
+    keys = list(cur)
+    vals = list(cur.values())
+    same_ids = keys == memo.keys
+    same_state = seq is not None and seq == memo.seq
+    if same_ids and same_state:
+        sigs = memo.sigs
+        todo = set() if vals == memo.vals else set(compress(keys, map(ne, vals, memo.vals)))
+    else:
+        sigs = list(map(_SIG, map(agents.get, keys, repeat(_NO_AGENT))))
+        if same_ids:
+            todo = set(compress(keys, map(ne, vals, memo.vals)))
+            todo.update(compress(keys, map(ne, sigs, memo.sigs)))
+        else:
+            m_obs, m_sig = dict(zip(memo.keys, memo.vals)), dict(zip(memo.keys, memo.sigs))
+            todo = set(compress(keys, map(ne, map(m_obs.get, keys), vals)))
+            todo.update(compress(keys, map(ne, map(m_sig.get, keys), sigs)))
+    per: list[tuple[str, list[Any]]] = []
+    if todo:
+        sigs = list(sigs)
+        index = dict(zip(keys, range(len(keys))))
+        for aid in todo:
+            i = index[aid]
+            obs = vals[i]
+            if failed and obs.source in failed:
+                vals[i] = None  # its last state stands; look again once the source is back
+                continue
+            a = agents.get(aid)
+            sigs[i] = _SIG(a) if a is not None else _SIG(_NO_AGENT)
+            evs = _agent_events(aid, obs, a)
+            if evs:
+                vals[i] = None  # look again next tick (once they are folded, or not)
+                per.append((aid, evs))
+        per.sort(key=lambda p: p[0])
+    out: list[Any] = [e for _, evs in per for e in evs]
+    if same_state:
+        claims = memo.claims
+    else:
+        claims = sorted(aid for aid in compress(agents, map(eq, map(_CLASS, agents.values()), repeat(CLAIM_CLASS)))
+                        if not agents[aid]["claim_flagged"] and agents[aid]["claim_since"])
+    since = {}
+    for aid in claims:
         a = agents[aid]
-        if a["class"] != CLAIM_CLASS or a["claim_flagged"] or not a["claim_since"]:
-            continue
         v = a["verdict"]
         if v is not None and v["seq"] >= a["claim_seq"]:
             continue
-        if now - parse_iso(a["claim_since"]) >= claim_unverified_after:
+        cs = a["claim_since"]
+        t = memo.since.get(cs)
+        if t is None:
+            t = parse_iso(cs)
+        since[cs] = t
+        if now - t >= claim_unverified_after:
             out.append(DodFlagged(agent=aid, flag=Flag.CLAIM_UNVERIFIED.value,
-                                  detail=f"no verdict {int(now - parse_iso(a['claim_since']))}s after the claim"))
+                                  detail=f"no verdict {int(now - t)}s after the claim"))
+    return out, Memo(keys=keys, vals=vals, sigs=sigs, seq=seq, claims=claims, since=since)
+
+
+def _agent_events(aid: str, obs: Any, a: dict[str, Any] | None) -> list[Any]:
+    """One agent's contract change, goal.json verdict or self-approval (the per-observation part)."""
+    if obs.error:
+        return []
+    out: list[Any] = []
+    cur = a["current_sha256"] if a else None
+    known = a is not None and (a["contract_sha256"] is not None or a["contract_changes"])
+    if known and obs.contract_sha256 != cur:
+        out.append(DodContractChanged(agent=aid, old_sha256=cur, new_sha256=obs.contract_sha256,
+                                      new_len=obs.contract_len))
+    status = (obs.dod_status or "").strip().lower() or None
+    verifier = (obs.dod_verifier or "").strip() or None
+    sk = _self_key(aid, status, verifier)
+    if sk is not None:
+        if a is None or a["self_key"] != sk:
+            out.append(DodFlagged(agent=aid, flag=Flag.SELF_APPROVED.value, detail=sk))
+    elif status in VERDICTS and verifier and verifier.lower() != aid.lower():
+        key = f"{status}|{verifier}"
+        if a is None or a["goal_key"] != key:
+            out.append(DodVerdict(agent=aid, verdict=status, verifier=verifier,
+                                  evidence="dod_status in goal.json", source="goal.json"))
     return out
 
 

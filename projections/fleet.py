@@ -9,8 +9,11 @@ State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "so
 """
 from __future__ import annotations
 
+import math
 from enum import Enum
-from typing import Any
+from itertools import compress
+from operator import ne
+from typing import Any, NamedTuple
 
 from events.types import AgentClassified, SourceFailed, SourceRecovered
 from projections.observations import AgentObs, Snapshot
@@ -98,6 +101,51 @@ def _age(s: float) -> str:
     return f"{s // 86400}d"
 
 
+class Memo(NamedTuple):
+    """What ``step`` carries from one tick to the next (pure: a new Memo is returned each tick).
+
+    ``absent``: consecutive misses per agent (see ``diff``). ``keys``: the snapshot's agent ids
+    in order; aligned with them, ``vals`` the observations (None: look again) and ``recs`` the
+    folded state records they were compared with. ``due``: per agent whose class can change by
+    time alone, the clock interval ``[lo, hi)`` in which it cannot; ``bounds`` a conservative
+    (max lo, min hi) over ``due``. An agent whose observation and record are the same (equal)
+    as in the memo and whose clock is inside its interval would give the same (no) event again,
+    so it is not classified again. ``n_state`` and ``missing``: how many agents the state had
+    and which of them the snapshot lacked. ``stall_after``: the policy all this was computed
+    with (another policy starts afresh).
+    """
+
+    absent: dict[str, int] = {}
+    keys: list[str] = []
+    vals: list[Any] = []
+    recs: list[Any] = []
+    due: dict[str, tuple[float, float]] = {}
+    bounds: tuple[float, float] = (float("-inf"), float("inf"))
+    n_state: int = -1
+    missing: list[str] = []
+    stall_after: float | None = None
+
+
+_INF = float("inf")
+
+
+def _window(obs: AgentObs, cls: Cls, stall_after: float) -> tuple[float, float]:
+    """The clock interval in which ``classify(obs, ·)`` keeps giving ``cls``: only an idle,
+    not-done agent with a known last activity changes class by time (at last_activity + stall)."""
+    la = obs.last_activity
+    if la is None or cls not in (Cls.TRABAJANDO, Cls.ESTANCADO) or obs.state != "idle":
+        return -_INF, _INF
+    # the bound is exact in classify's own arithmetic (now - la >= stall_after), rounding included
+    t = la + stall_after
+    if cls is Cls.TRABAJANDO:
+        while t - la >= stall_after:
+            t = math.nextafter(t, -_INF)
+        return -_INF, t
+    while t - la < stall_after:
+        t = math.nextafter(t, _INF)
+    return t, _INF
+
+
 def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
          absent: dict[str, int] | None = None) -> tuple[list[Any], dict[str, int]]:
     """Transitions from the folded state ``prev`` to this tick's ``snap``.
@@ -105,8 +153,22 @@ def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
     ``absent`` counts consecutive ticks an agent was not seen; an agent becomes CERRADO on its
     second miss (one resync of grace, so a file replaced by rename is not reported gone). Agents
     whose source failed this tick keep their class. Returns (events, new absent counts).
+    Every agent is classified (no memo); ``step`` is the same with the per-tick memo.
     """
-    absent = dict(absent or {})
+    out, memo = step(prev, snap, now, stall_after=stall_after, memo=Memo(absent=dict(absent or {})))
+    return out, memo.absent
+
+
+def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
+         memo: Memo | None = None) -> tuple[list[Any], Memo]:
+    """``diff`` with a memo (see :class:`Memo`): the same events as ``diff`` given the same
+    state, snapshot and clock, but agents whose observation and state record did not change
+    since the memo (and whose class cannot change by time yet) are not classified again."""
+    memo = memo or Memo()
+    if memo.stall_after != stall_after:
+        memo = Memo(absent=memo.absent)
+    cur = snap.agents
+    absent = {k: v for k, v in memo.absent.items() if k not in cur} if memo.absent else {}
     out: list[Any] = []
     # sources: edges only
     for res in snap.results:
@@ -117,21 +179,59 @@ def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
         elif res.ok and was_failed:
             out.append(SourceRecovered(source=res.name, error=known["error"] if known else ""))
     agents = prev["agents"]
-    for aid in sorted(snap.agents):
-        obs = snap.agents[aid]
-        absent.pop(aid, None)
+    get = agents.get
+    keys = list(cur)
+    vals = list(cur.values())
+    recs = list(map(get, keys))
+    same_ids = keys == memo.keys
+    if same_ids:  # aligned: what changed is found in C (identity first, then equality)
+        todo = set() if vals == memo.vals else set(compress(keys, map(ne, vals, memo.vals)))
+        if recs != memo.recs:
+            todo.update(compress(keys, map(ne, recs, memo.recs)))
+    else:
+        m_obs = dict(zip(memo.keys, memo.vals))
+        m_rec = dict(zip(memo.keys, memo.recs))
+        todo = set(compress(keys, map(ne, map(m_obs.get, keys), vals)))
+        todo.update(compress(keys, map(ne, map(m_rec.get, keys), recs)))
+    due = memo.due
+    lo_max, hi_min = memo.bounds
+    if not same_ids and due:
+        due = {k: v for k, v in due.items() if k in cur}
+    if not lo_max <= now < hi_min:  # some class may change by time alone: which ones
+        lo_max, hi_min = -_INF, _INF
+        for aid, (lo, hi) in due.items():
+            if lo <= now < hi:
+                lo_max, hi_min = max(lo_max, lo), min(hi_min, hi)
+            else:
+                todo.add(aid)
+    if todo:
+        due = dict(due)
+        index = dict(zip(keys, range(len(keys)))) if len(todo) > 4 and len(keys) > 64 else None
+    for aid in sorted(todo):
+        obs = cur[aid]
         cls, reason = classify(obs, now, stall_after)
-        old = agents.get(aid)
+        old = recs[index[aid] if index is not None else keys.index(aid)]
+        lo, hi = _window(obs, cls, stall_after)
         if old is None or old["class"] != cls.value:
+            vals[index[aid] if index is not None else keys.index(aid)] = None  # look again next tick
             out.append(AgentClassified(
                 agent=aid, from_=old["class"] if old else None, to=cls.value,
                 state=obs.state if isinstance(obs.state, str) else None,
                 phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
                 contract_len=obs.contract_len))
-    for aid in sorted(agents):
+        if lo == -_INF and hi == _INF:
+            due.pop(aid, None)
+        else:
+            due[aid] = (lo, hi)
+            lo_max, hi_min = max(lo_max, lo), min(hi_min, hi)
+    if same_ids and len(agents) == memo.n_state:
+        missing = memo.missing  # the state only grows: the same ids are missing
+    else:
+        missing = sorted(agents.keys() - cur.keys())
+    for aid in missing:
         old = agents[aid]
-        if aid in snap.agents or old["class"] == Cls.CERRADO.value:
+        if old["class"] == Cls.CERRADO.value:
             continue
         if old.get("source") in snap.failed:
             continue  # a broken source never closes its agents
@@ -142,7 +242,8 @@ def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
             out.append(AgentClassified(agent=aid, from_=old["class"], to=Cls.CERRADO.value,
                                        state=old.get("state"), phase=old.get("phase"),
                                        reason="no longer seen by any source", source=old.get("source") or ""))
-    return out, absent
+    return out, Memo(absent=absent, keys=keys, vals=vals, recs=recs, due=due, bounds=(lo_max, hi_min),
+                     n_state=len(agents), missing=missing, stall_after=stall_after)
 
 
 def status(state: dict[str, Any], now: float) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             full = mono - last_full >= interval or not woke
             if full:
                 last_full = mono  # after a suspend: one tick now, missed ticks skipped
-            w.tick(time.time(), full=full)
+            w.tick(time.time(), full=full, changed=waker.take())  # partial ticks look where inotify pointed
             sd.tick_completed(time.monotonic())
             sd.status(status_line(w.class_counts(), time.monotonic() - mono))
     finally:

@@ -46,7 +46,7 @@ class Watcher:
         self.log = elog
         self.sources = build_sources(cfg)
         self.proj = Projections.load(elog)
-        self.absent: dict[str, int] = {}
+        self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.pending: list[Any] = []
         self.notifier = notifier
         self.snap_seq = self.proj.seq
@@ -55,11 +55,21 @@ class Watcher:
         self.ticks = 0
 
     # ---- pure-ish stages ------------------------------------------------------------------
-    def observe(self, now: float, full: bool):
+    @property
+    def absent(self) -> dict[str, int]:
+        memo = self.memos.get("fleet")
+        return memo.absent if memo is not None else {}
+
+    def observe(self, now: float, full: bool, changed: set[str] | None = None):
+        """Poll every source. ``changed`` (a partial tick, ``full`` False): the paths inotify
+        reported; file sources re-stat only those and reuse the rest of their cache."""
         results = []
         for s in self.sources:
             try:
-                results.append(s.poll(now, full))
+                if not full and changed is not None and getattr(s, "partial", False):
+                    results.append(s.poll(now, False, changed=changed))
+                else:
+                    results.append(s.poll(now, full))
             except Exception as e:  # a source bug must not stop the loop
                 from projections.observations import SourceResult
 
@@ -71,8 +81,8 @@ class Watcher:
         """Every projection's pure detector on this tick's snapshot. A detector that raises is
         a bug: it is logged and skipped for this tick, the others (and the loop) go on."""
         c = self.cfg
-        evs, self.absent = fleet.diff(self.proj["fleet"], snap, now, stall_after=c.dur("classify.stall_after"),
-                                      absent=self.absent)
+        evs, self.memos["fleet"] = fleet.step(self.proj["fleet"], snap, now,
+                                              stall_after=c.dur("classify.stall_after"), memo=self.memos.get("fleet"))
         policy = {
             "dod": {"claim_unverified_after": c.dur("classify.claim_unverified_after")},
             "runs": {"default_deadline": c.dur("steps.deadline"),
@@ -85,7 +95,12 @@ class Watcher:
             if mod is None:
                 continue
             try:
-                evs += mod.detect(self.proj[name], snap, now, **kw)
+                if hasattr(mod, "detect_memo"):  # same events as detect; the memo skips what did not change
+                    found, self.memos[name] = mod.detect_memo(self.proj[name], snap, now, self.memos.get(name),
+                                                              seq=self.proj.seq, **kw)
+                    evs += found
+                else:
+                    evs += mod.detect(self.proj[name], snap, now, **kw)
             except Exception:
                 log.exception("detector %s failed on this tick's snapshot; skipped", name)
         return evs
@@ -128,10 +143,11 @@ class Watcher:
             self.snap_seq, self.snap_mono = snapped[0], time.monotonic()
         return len(batch)
 
-    def tick(self, now: float, full: bool = True) -> int:
-        """One tick. Returns how many events this tick appended."""
+    def tick(self, now: float, full: bool = True, changed: set[str] | None = None) -> int:
+        """One tick. Returns how many events this tick appended. ``full`` False with ``changed``
+        (the paths a :class:`Waker` collected) is a partial tick: file sources look only there."""
         self.proj.catch_up(self.log)
-        snap = self.observe(now, full)
+        snap = self.observe(now, full, changed)
         n = 0
         try:
             n += self.commit(self.detect(snap, now), now)
@@ -205,12 +221,20 @@ def _keep(ev: Any) -> bool:
 
 class Waker:
     """inotify wake-ups through watchdog, debounced. Only close-after-write, create, move and
-    delete events count, so the watcher's own reads never feed back."""
+    delete events count, so the watcher's own reads never feed back.
+
+    It also collects the paths it was told about (both ends of a move) for partial ticks:
+    ``take()`` hands them over and starts a new set; None means "look everywhere" (no inotify,
+    or more than ``MAX_PATHS`` paths since the last take)."""
+
+    MAX_PATHS = 4096
 
     def __init__(self, roots: list[str], debounce: float):
         self.event = threading.Event()
         self.debounce = debounce
         self.observer = None
+        self._lock = threading.Lock()
+        self._paths: set[str] | None = set()
         roots = sorted({r for r in roots if os.path.isdir(r)})
         if not roots:
             return
@@ -223,10 +247,12 @@ class Waker:
         wanted = (FileClosedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent,
                   DirCreatedEvent, DirDeletedEvent, DirMovedEvent)
         ev = self.event
+        note = self.note
 
         class H(FileSystemEventHandler):
             def on_any_event(self, e):  # noqa: N802
                 if isinstance(e, wanted):
+                    note(e.src_path, getattr(e, "dest_path", "") or None)
                     ev.set()
 
         try:
@@ -239,6 +265,23 @@ class Waker:
         except Exception as e:  # inotify limits: fall back to polling, say so once
             log.warning("inotify unavailable (%s); polling every interval", type(e).__name__)
             self.observer = None
+
+    def note(self, *paths: Any) -> None:
+        """Remember paths for the next partial tick (bytes paths are decoded as the OS does)."""
+        with self._lock:
+            if self._paths is None:
+                return
+            for p in paths:
+                if p:
+                    self._paths.add(os.fsdecode(p))
+            if len(self._paths) > self.MAX_PATHS:
+                self._paths = None
+
+    def take(self) -> set[str] | None:
+        """The paths noted since the last take (None: too many, or no inotify: look everywhere)."""
+        with self._lock:
+            paths, self._paths = self._paths, set()
+        return paths if self.observer is not None else None
 
     def wait(self, timeout: float) -> bool:
         """Sleep up to ``timeout`` s; True if a file event woke us (after the debounce)."""

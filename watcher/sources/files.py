@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import operator
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from watcher.config import Source, expand
 from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
+_KEY = operator.attrgetter("st_ino", "st_size", "st_mtime_ns")
 
 
 class _Entry:
@@ -37,6 +39,7 @@ class GlobSource:
     """Base for goals/steps: subclasses set ``parse(raw, path, folder_id, mtime)``."""
 
     kind = "files"
+    partial = True  # poll(now, False, changed=paths) looks only at those paths
 
     def __init__(self, spec: Source):
         self.name = spec.name
@@ -44,6 +47,13 @@ class GlobSource:
         self.pattern = expand(spec.glob or "")
         self.max_bytes = spec.max_bytes
         self.cache: dict[str, _Entry] = {}
+        self._names: list[str] | None = None   # ROOT's last listing (simple layout)
+        self._paths: list[str] = []            # its candidate paths
+        self._keys: list[Any] | None = None    # their last (inode, size, mtime_ns), aligned
+        self._items: list[Any] | None = None   # the last result's observations
+        self._obs_of: dict[str, Any] = {}      # path -> the observation it gave last
+        self._suspects: set[str] = set()       # files that failed their first read
+        self._names_new = False                # the listing changed since the last stat pass
         head, name = os.path.split(self.pattern)
         root, star = os.path.split(head)
         simple = star == "*" and not any(c in root + name for c in "*?[")
@@ -87,26 +97,10 @@ class GlobSource:
         """(path, stat or the error) for every match. ``ROOT/*/NAME`` (the usual layout) is one
         scandir plus one stat per agent; any other pattern goes through glob."""
         if self._simple is not None:
-            root, name = self._simple
-            try:
-                it = os.scandir(root)
-            except FileNotFoundError:
+            paths = self._listing()
+            if paths is None:
                 return
-            with it:
-                for d in it:
-                    try:
-                        if d.name.startswith(".") or not d.is_dir():
-                            continue
-                    except OSError:  # e.g. a symlink loop: not an agent folder
-                        continue
-                    path = os.path.join(d.path, name)
-                    try:
-                        yield path, os.stat(path)
-                    except FileNotFoundError:
-                        continue
-                    except OSError as e:
-                        if os.path.lexists(path):
-                            yield path, e
+            yield from self._stat_all(paths)
             return
         for path in glob.glob(self.pattern):
             try:
@@ -115,43 +109,195 @@ class GlobSource:
                 if os.path.lexists(path):  # else: vanished between glob and stat
                     yield path, e
 
-    def poll(self, now: float, full: bool = True) -> SourceResult:
-        seen: dict[str, _Entry] = {}
-        out = []
+    def _listing(self) -> list[str] | None:
+        """The candidate paths of the simple layout: ROOT/<folder>/NAME for every folder whose
+        name does not start with a dot (None: no ROOT). Rebuilt only when ROOT's listing changed."""
+        root, name = self._simple  # type: ignore[misc]
         try:
+            names = os.listdir(root)
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return None
+        if names != self._names:
+            prefix = os.path.join(root, "")
+            self._names = names
+            self._paths = [f"{prefix}{n}{os.sep}{name}" for n in names if not n.startswith(".")]
+            self._keys = None
+            self._names_new = True
+        return self._paths
+
+    @staticmethod
+    def _stat_all(paths: list[str]) -> list[tuple[str, os.stat_result | OSError]]:
+        """Stat every path: missing ones (or a folder that is no folder) are left out; any other
+        error (loop, permission) is kept when the path itself exists."""
+        out: list[tuple[str, os.stat_result | OSError]] = []
+        for path in paths:
+            try:
+                out.append((path, os.stat(path)))
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                if os.path.lexists(path):
+                    out.append((path, e))
+        return out
+
+    def _update(self, path: str, st: os.stat_result | OSError, ent: _Entry | None) -> _Entry | None:
+        """One file's entry after this stat (the two-read rule); None: not a file (a folder)."""
+        if ent is None:
+            ent = _Entry()
+        if isinstance(st, OSError):
+            obs = self.error_obs(os.path.basename(os.path.dirname(path)), path,
+                                 f"unreadable: {st.strerror or type(st).__name__}")
+            ent.key, ent.obs, ent.fails = None, obs, 2
+            return ent
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key != ent.key or ent.fails == 1:
+            obs = self._read(path, st)
+            if self.is_error(obs):
+                ent.fails += 1
+                if ent.fails >= 2:
+                    ent.obs = obs
+                else:
+                    ent.obs = ent.good  # first failure: keep the last good view (or nothing)
+            else:
+                ent.fails = 0
+                ent.obs = ent.good = obs
+            ent.key = key
+        return ent
+
+    def poll(self, now: float, full: bool = True, changed: set[str] | None = None) -> SourceResult:
+        """The full current set. ``changed`` (with ``full`` False): only those paths (inotify's
+        report) are looked at again, the rest comes from the cache; else everything is stat'ed."""
+        if not full and changed is not None and self._items is not None:
+            part = self._partial(changed)
+            if part is not None:
+                return part
+        try:
+            if self._simple is not None:
+                return self._poll_simple()
             stats = list(self._stats())
         except OSError as e:  # e.g. the root itself unreadable, a symlink loop in the pattern
-            return SourceResult(name=self.name, kind=self.spec.kind, ok=False,
-                                error=f"cannot list {self.pattern}: {e.strerror or type(e).__name__}")
+            return self._failed(e)
+        return self._rebuild(stats)
+
+    def _failed(self, e: OSError) -> SourceResult:
+        self._items = None
+        return SourceResult(name=self.name, kind=self.spec.kind, ok=False,
+                            error=f"cannot list {self.pattern}: {e.strerror or type(e).__name__}")
+
+    def _rebuild(self, stats: list[tuple[str, os.stat_result | OSError]]) -> SourceResult:
+        """A new cache from every (path, stat), in listing order."""
+        old = self.cache
+        seen: dict[str, _Entry] = {}
         for path, st in stats:
-            ent = self.cache.get(path) or _Entry()
-            if isinstance(st, OSError):
-                obs = self.error_obs(os.path.basename(os.path.dirname(path)), path,
-                                     f"unreadable: {st.strerror or type(st).__name__}")
-                ent.key, ent.obs, ent.fails = None, obs, 2
+            ent = self._update(path, st, old.get(path))
+            if ent is not None:
                 seen[path] = ent
-                out.append(obs)
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                continue
-            key = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if key != ent.key or (ent.fails == 1):
-                obs = self._read(path, st)
-                if self.is_error(obs):
-                    ent.fails += 1
-                    if ent.fails >= 2:
-                        ent.obs = obs
-                    else:
-                        ent.obs = ent.good  # first failure: keep the last good view (or nothing)
-                else:
-                    ent.fails = 0
-                    ent.obs = ent.good = obs
-                ent.key = key
-            seen[path] = ent
-            if ent.obs is not None:
-                out.append(ent.obs)
         self.cache = seen
-        return self.result(out)
+        return self._emit(changed=True)
+
+    def _poll_simple(self) -> SourceResult:
+        """The usual layout: one listdir, one stat per folder; when ROOT lists the same folders,
+        no (inode, size, mtime_ns) changed and no file awaits its second read, the last result
+        is returned as it is; else only the files whose key changed are read again."""
+        paths = self._listing()
+        if paths is None:
+            self._keys = None
+            return self._rebuild([])
+        relisted = self._names_new
+        self._names_new = False
+        try:
+            sts = list(map(os.stat, paths))
+        except OSError:  # something missing or unreadable: the careful way, path by path
+            self._keys = None
+            return self._rebuild(self._stat_all(paths))
+        keys = list(map(_KEY, sts))
+        cache = self.cache
+        if relisted or len(cache) != len(paths) or self._items is None:
+            self._keys = keys
+            return self._rebuild(list(zip(paths, sts)))
+        old = self._keys
+        if old is None:  # after a partial tick: the keys the cache holds
+            old = [e.key if (e := cache.get(p)) is not None else None for p in paths]
+        self._keys = keys
+        if keys == old and not self._suspects:
+            return self._emit(changed=False)
+        touched = {i for i, (k, o) in enumerate(zip(keys, old)) if k != o}
+        if self._suspects:
+            touched.update(i for i, p in enumerate(paths) if p in self._suspects)
+        for i in sorted(touched):
+            path = paths[i]
+            ent = self._update(path, sts[i], cache.get(path))
+            if ent is None:  # a folder where the file should be: drop it from the cache
+                cache.pop(path, None)
+            else:
+                cache[path] = ent
+        if len(cache) != len(paths):
+            self._keys = None  # folders named like the file: compare against the cache next time
+        return self._emit(changed=True)
+
+    def _partial(self, changed: set[str]) -> SourceResult | None:
+        """Re-stat only the files these paths can concern (a file itself, or a folder created,
+        deleted or moved: its NAME inside); None when that cannot be told (look everywhere)."""
+        if self._simple is None:
+            return None
+        root, name = self._simple
+        rootn = os.path.normpath(root)
+        cands: set[str] = set(self._suspects)
+        for p in changed:
+            p = os.path.normpath(p)
+            head, tail = os.path.split(p)
+            if head == rootn:
+                if tail.startswith("."):
+                    continue
+                cands.add(os.path.join(root, tail, name))
+            elif tail == name and os.path.dirname(head) == rootn:
+                if os.path.basename(head).startswith("."):
+                    continue
+                cands.add(os.path.join(root, os.path.basename(head), name))
+            elif p == rootn or rootn.startswith(p + os.sep) or p == os.sep:
+                return None  # the root itself (or above) moved: look everywhere
+        if not cands:
+            return self._emit(changed=False)
+        cache = self.cache
+        dirty = False
+        members = False
+        for path in sorted(cands):
+            try:
+                st: os.stat_result | OSError | None = os.stat(path)
+            except FileNotFoundError:
+                st = None
+            except OSError as e:
+                st = e if os.path.lexists(path) else None
+            old = cache.get(path)
+            ent = None if st is None else self._update(path, st, old)
+            if ent is None:
+                if old is not None:
+                    del cache[path]
+                    dirty = members = True
+                continue
+            if old is None:
+                cache[path] = ent
+                members = True
+            dirty = dirty or old is None or ent.obs is not self._obs_of.get(path)
+        if members:
+            self._names = None  # the next full poll lists ROOT again
+            self._keys = None
+        elif dirty:
+            self._keys = None
+        return self._emit(changed=dirty)
+
+    def _emit(self, changed: bool) -> SourceResult:
+        """The result from the cache (the previous one again when nothing changed)."""
+        if changed or self._items is None:
+            cache = self.cache
+            self._obs_of = {p: e.obs for p, e in cache.items()}
+            self._items = [o for o in self._obs_of.values() if o is not None]
+            self._suspects = {p for p, e in cache.items() if e.fails == 1}
+        return self.result(self._items)
 
     def result(self, items: list[Any]) -> SourceResult:
         raise NotImplementedError
