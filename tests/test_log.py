@@ -290,6 +290,8 @@ def test_file_modes_and_durability(tmp_path):
             lg.append([ac()], NOW)
             assert lg.db.execute("PRAGMA synchronous").fetchall()[0][0] == level
             assert lg.db.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
+            assert lg.db.execute("PRAGMA wal_autocheckpoint").fetchall()[0][0] == evlog.WAL_AUTOCHECKPOINT
+            assert lg.db.execute("PRAGMA journal_size_limit").fetchall()[0][0] == evlog.JOURNAL_SIZE_LIMIT
             for suffix in ("", "-wal", "-shm"):
                 assert os.stat(path + suffix).st_mode & 0o777 == 0o600, suffix
 
@@ -427,6 +429,19 @@ def test_generated_ids_name_their_seq_and_count_as_idempotency_keys(log):
     assert list(log.read(s - 1))[0].id[:16] != recs[0].id[:16] and other.append(
         [Pending(ac("a3"), id=recs[0].id)], NOW) == [1]
     other.close()
+    assert log.verify().ok
+
+
+def test_checkpoint_moves_the_wal_into_the_database(log, db_path):
+    log.append([ac(f"a{i}") for i in range(50)], NOW)
+    reader = EventLog(db_path, create=False)
+    assert len(list(reader.read())) == 50                            # a reader between calls pins nothing
+    log.checkpoint()
+    busy, frames, done = log.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+    assert (busy, frames) == (0, done) and frames > 0                # every frame already copied back
+    log.append([ac("b")], NOW)                                       # the WAL restarts from its start
+    assert log.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0][1] < frames
+    reader.close()
     assert log.verify().ok
 
 

@@ -3,13 +3,16 @@
 1. Append events/s for batches of 1, 100 and 10,000 with durability full and normal:
    - fleetwatch ``EventLog.append`` (Structs in: ids, versions, hash chain, 3 indexes, triggers);
    - raw apsw: the same events encoded with msgspec and inserted with ``executemany`` into a table
-     with the same columns, same pragmas (WAL + synchronous), no chain, no constraints, no index;
+     with the same columns, same pragmas (WAL, synchronous, and the log's ``wal_autocheckpoint``),
+     no chain, no constraints, no index;
    - the eventsourcing library's SQLite application recorder (``insert_events`` of StoredEvents,
-     WAL, same synchronous), if installed (a bench-only extra), else "skipped".
+     WAL, same synchronous, the library's other defaults), if installed (a bench-only extra),
+     else "skipped".
    Targets: append ≥ 0.6× raw apsw at every batch size and ≥ 1.5× the eventsourcing recorder.
 2. Replay: ``EventLog.read(verify=True)`` (read, decode every row to its Struct, check contiguity
    and the sha256 chain) against a raw fetch of the same rows + msgspec decode to Structs.
    Target ≥ 0.6× the raw decode.
+   The WAL's size at the end of the longest append run shows it stays bounded.
 3. Follow: latency from commit to a follower thread (``EventLog.follow``), target < 250 ms, and
    the CPU an idle follower burns (target < 2 % of a core).
 """
@@ -30,7 +33,7 @@ if str(ROOT) not in sys.path:
 
 import apsw  # noqa: E402
 
-from events.log import EventLog, iso  # noqa: E402
+from events.log import JOURNAL_SIZE_LIMIT, WAL_AUTOCHECKPOINT, EventLog, iso  # noqa: E402
 from events.types import (AgentClassified, DodVerdict, NoticeSent, StepChanged, WpChanged,  # noqa: E402
                           decode_data, encode_data, tag_of)
 
@@ -68,6 +71,7 @@ def raw_appender(path: str, durability: str):
     db = apsw.Connection(path)
     db.execute("PRAGMA journal_mode=WAL").fetchall()
     db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
     db.execute("CREATE TABLE events(seq INTEGER PRIMARY KEY, id TEXT, time TEXT, type TEXT, subject TEXT, "
                "version INTEGER, data BLOB)")
     versions: dict[str, int] = {}
@@ -121,9 +125,11 @@ def _es_available() -> bool:
     return True
 
 
-def measure_append(factories: dict, tmp: str, durability: str, batch: int, total: int, reps: int) -> dict[str, float]:
+def measure_append(factories: dict, tmp: str, durability: str, batch: int, total: int, reps: int,
+                   wal: dict | None = None) -> dict[str, float]:
     """Best events/s per contender over ``reps`` rounds; in each round every contender gets a
-    fresh file and ``total`` events in batches, one after the other, so load spikes hit all."""
+    fresh file and ``total`` events in batches, one after the other, so load spikes hit all.
+    ``wal`` collects the largest -wal file size seen at the end of a round, per contender."""
     best = {name: 0.0 for name in factories}
     evs = make_events(total)
     batches = [evs[i:i + batch] for i in range(0, total, batch)]
@@ -136,6 +142,8 @@ def measure_append(factories: dict, tmp: str, durability: str, batch: int, total
             for b in batches:
                 append(b)
             best[name] = max(best[name], total / (time.perf_counter() - t0))
+            if wal is not None and os.path.exists(path + "-wal"):
+                wal[name] = max(wal.get(name, 0), os.path.getsize(path + "-wal"))
             close()
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(path + suffix):
@@ -214,6 +222,7 @@ def run(quick: bool = False) -> list[dict]:
     # events per round: batch 1 is fsync-bound with durability full
     plan = {1: (40, 200) if quick else (150, 1000), 100: (1000, 2000) if quick else (3000, 10_000),
             10_000: (10_000, 10_000) if quick else (20_000, 20_000)}
+    wal: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="fw-bench-log-") as tmp:
         for durability in ("full", "normal"):
             for batch, (n_full, n_normal) in plan.items():
@@ -221,7 +230,7 @@ def run(quick: bool = False) -> list[dict]:
                 factories = {"fw": fw_appender, "raw": raw_appender}
                 if es:
                     factories["es"] = es_appender
-                best = measure_append(factories, tmp, durability, batch, total, reps)
+                best = measure_append(factories, tmp, durability, batch, total, reps, wal)
                 fw, raw = best["fw"], best["raw"]
                 r = fw / raw
                 rows.append(_row(f"append batch={batch} {durability} vs raw apsw",
@@ -234,6 +243,10 @@ def run(quick: bool = False) -> list[dict]:
                 else:
                     rows.append(_row(f"append batch={batch} {durability} vs eventsourcing",
                                      "skipped (pip install eventsourcing)", None, "≥ 1.5× eventsourcing", None))
+        bound = max(WAL_AUTOCHECKPOINT * 4096 + 2 * 10_000 * 4096 // 10, JOURNAL_SIZE_LIMIT)
+        rows.append(_row("WAL size at the end of an append run (max)", f"{wal.get('fw', 0) / 2**20:.1f} MiB "
+                         f"(autocheckpoint {WAL_AUTOCHECKPOINT} pages)", None, f"≤ {bound / 2**20:.0f} MiB",
+                         wal.get("fw", 0) <= bound))
         n = 50_000 if quick else 300_000
         fw, raw = measure_replay(tmp, n, reps)
         rows.append(_row(f"replay {n:,} ev, decode + chain vs raw fetch + decode",
