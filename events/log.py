@@ -13,8 +13,9 @@ Invariants
   (mutable, derived) and are written in the same transaction as the events they cover.
 - Readers never hold a read transaction between calls (WAL checkpoints must not stall).
 - WAL: SQLite's automatic checkpoint runs every WAL_AUTOCHECKPOINT pages (a passive checkpoint
-  by the committing connection); ``checkpoint()`` runs one on demand (the watcher, when idle).
-  The WAL is truncated back to JOURNAL_SIZE_LIMIT after a checkpoint, so it stays bounded.
+  by the committing connection; 4× SQLite's default, as every commit dirties the table and the
+  (subject, version) index); ``checkpoint()`` runs one on demand. The WAL file is cut back to
+  JOURNAL_SIZE_LIMIT after a checkpoint, so it stays bounded while no reader pins it.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, _canon, iso, parse_
 from events.chain import verify as _verify
 from events.errors import AppendFailed, ChainBroken, SchemaError, StoreError, VersionConflict
 from events.schema import APPLICATION_ID, SCHEMA_VERSION  # noqa: F401  (re-exported)
-from events.types import Unknown, _E, _decoders, data_dict, decode_data, encode_data, tag_of  # noqa: F401
+from events.types import Unknown, _E, _decoders, data_dict, decode_data, encode_data  # noqa: F401  (Unknown, _E re-exported)
 
 BUSY_TIMEOUT_MS = 5000
 WAL_AUTOCHECKPOINT = 4000  # pages (16 MiB of 4 KiB pages; SQLite's default is 1000)
