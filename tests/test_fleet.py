@@ -143,3 +143,113 @@ def test_fold_then_diff_is_quiet(tmp_path):
     evs, _ = diff(st, s, NOW + 1, stall_after=STALL)
     assert evs == []
     assert fleet.status(st, NOW)["counts"]["RECLAMA"] == 1
+
+
+# ---- step: diff with the per-tick memo -----------------------------------------------------
+def fold_classified(st, evs, when="t"):
+    """Fold agent.classified events as fleet.fold does (a new record per event)."""
+    for e in evs:
+        if type(e).__name__ == "AgentClassified":
+            st["agents"][e.agent] = {"class": e.to, "since": when, "state": e.state, "phase": e.phase,
+                                     "reason": e.reason, "source": e.source, "contract_sha256": e.contract_sha256,
+                                     "contract_len": e.contract_len, "target": None}
+    return st
+
+
+IDLE = obs(state="idle", last_activity=NOW)
+DONE = obs(state="idle", phase="hecho")
+STEP = [
+    # (tick 1: observation, clock; tick 2: observation (SAME: the very same object), clock; folded?,
+    #  expected transitions of tick 2) -- step with the memo must give what diff gives from scratch
+    (obs(), NOW, "SAME", NOW + 1, True, []),                                     # nothing changed: skipped
+    (IDLE, NOW, "SAME", NOW + STALL - 1, True, []),                              # idle, not yet stalled
+    (IDLE, NOW, "SAME", NOW + STALL, True, [("a1", "TRABAJANDO", "ESTANCADO")]),  # stalled by time alone, exact bound
+    (IDLE, NOW + STALL, "SAME", NOW + STALL - 1, True,
+     [("a1", "ESTANCADO", "TRABAJANDO")]),                                       # virtual clock goes back
+    (DONE, NOW, "SAME", NOW + 10 * STALL, True, []),                             # done never stalls
+    (obs(), NOW, obs(), NOW + 1, True, []),                                      # a new but equal object
+    (obs(), NOW, obs(state="waiting"), NOW + 1, True, [("a1", "TRABAJANDO", "RECLAMA")]),  # a real change
+    (obs(), NOW, "SAME", NOW + 1, False, [("a1", None, "TRABAJANDO")]),          # tick 1's event never folded: again
+]
+
+
+@pytest.mark.parametrize("o1,t1,o2,t2,folded,want", STEP)
+def test_step_memo_gives_what_diff_gives(o1, t1, o2, t2, folded, want):
+    o2 = o1 if o2 == "SAME" else o2
+    st = fleet.initial()
+    evs, memo = fleet.step(st, snap(o1), t1, stall_after=STALL)
+    if folded:
+        st = fold_classified(st, evs)
+    evs2, memo = fleet.step(st, snap(o2), t2, stall_after=STALL, memo=memo)
+    fresh, _ = diff(st, snap(o2), t2, stall_after=STALL)
+    assert classes(evs2) == classes(fresh) == want
+
+
+def test_step_skips_only_what_cannot_change():
+    """Records replaced by a foreign fold, a new stall_after and gone agents are looked at again."""
+    o1, o2 = obs(agent="a1"), obs(agent="a2", state="idle", last_activity=NOW)
+    st = fleet.initial()
+    evs, memo = fleet.step(st, snap(o1, o2), NOW, stall_after=STALL)
+    st = fold_classified(st, evs)
+    _, memo = fleet.step(st, snap(o1, o2), NOW + 1, stall_after=STALL, memo=memo)
+    # another writer's event replaced a1's record (say it was closed): the same observation now differs
+    st["agents"]["a1"] = dict(st["agents"]["a1"], **{"class": "CERRADO"})
+    evs, memo = fleet.step(st, snap(o1, o2), NOW + 2, stall_after=STALL, memo=memo)
+    assert classes(evs) == [("a1", "CERRADO", "TRABAJANDO")]
+    st = fold_classified(st, evs)
+    # a shorter stall_after (config reload) applies at once
+    evs, memo = fleet.step(st, snap(o1, o2), NOW + 3, stall_after=2.0, memo=memo)
+    assert classes(evs) == [("a2", "TRABAJANDO", "ESTANCADO")]
+    st = fold_classified(st, evs)
+    # a2 gone: one resync of grace, then CERRADO (as diff)
+    evs, memo = fleet.step(st, snap(o1), NOW + 4, stall_after=2.0, memo=memo)
+    assert classes(evs) == [] and memo.absent == {"a2": 1}
+    evs, memo = fleet.step(st, snap(o1), NOW + 5, stall_after=2.0, memo=memo)
+    assert classes(evs) == [("a2", "ESTANCADO", "CERRADO")]
+
+
+def test_step_is_pure():
+    """The memo given is never changed: stepping twice from it gives the same events."""
+    st = fold_classified(fleet.initial(), [fleet.AgentClassified(agent="a1", to="TRABAJANDO")])
+    o = obs(state="idle", last_activity=NOW)
+    _, memo = fleet.step(st, snap(o), NOW, stall_after=STALL)
+    before = (dict(memo.absent), list(memo.keys), list(memo.vals), dict(memo.due), memo.bounds)
+    a, _ = fleet.step(st, snap(o), NOW + STALL, stall_after=STALL, memo=memo)
+    b, _ = fleet.step(st, snap(o), NOW + STALL, stall_after=STALL, memo=memo)
+    assert classes(a) == classes(b) == [("a1", "TRABAJANDO", "ESTANCADO")]
+    assert before == (memo.absent, memo.keys, memo.vals, memo.due, memo.bounds)
+
+
+@pytest.mark.parametrize("la,stall", [(NOW, STALL), (0.1, 0.2), (1e9 + 0.3, 0.7), (NOW + 0.123456789, 899.99)])
+def test_window_bound_agrees_with_classify(la, stall):
+    """Inside the window the class is the one given; it ends within a few ulps of the real change
+    (conservative: at its end the agent is classified again), rounding included."""
+    import math
+
+    def near(t, direction, want):
+        return any(classify(o, t := math.nextafter(t, direction), stall)[0] is want for _ in range(4))
+
+    o = obs(state="idle", last_activity=la)
+    lo, hi = fleet._window(o, Cls.TRABAJANDO, stall)
+    assert lo == -math.inf and classify(o, math.nextafter(hi, 0), stall)[0] is Cls.TRABAJANDO
+    assert classify(o, hi, stall)[0] is Cls.ESTANCADO or near(hi, math.inf, Cls.ESTANCADO)
+    lo, hi = fleet._window(o, Cls.ESTANCADO, stall)
+    assert hi == math.inf and classify(o, lo, stall)[0] is Cls.ESTANCADO
+    assert near(lo, 0, Cls.TRABAJANDO)
+
+
+def test_step_many_agents_some_due():
+    """Many agents, a few changing and one stalling by time: the same events as diff, sorted."""
+    n = 300
+    os_ = [obs(agent=f"a{i:03d}") for i in range(n)]
+    os_[7] = obs(agent="a007", state="idle", last_activity=NOW)
+    st = fleet.initial()
+    evs, memo = fleet.step(st, snap(*os_), NOW, stall_after=STALL)
+    st = fold_classified(st, evs)
+    os2 = list(os_)
+    for i in (250, 3, 99):
+        os2[i] = obs(agent=f"a{i:03d}", state="waiting")
+    evs, memo = fleet.step(st, snap(*os2), NOW + STALL, stall_after=STALL, memo=memo)
+    fresh, _ = diff(st, snap(*os2), NOW + STALL, stall_after=STALL)
+    assert classes(evs) == classes(fresh)
+    assert [a for a, _, _ in classes(evs)] == ["a003", "a007", "a099", "a250"]

@@ -189,3 +189,86 @@ def test_tmux_without_server_is_not_a_failure():
     cfg = parse('[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "fw-no-such-server"\n')
     r = build_sources(cfg)[0].poll(NOW)
     assert r.ok or "not found" in (r.error or "")
+
+
+# ---- the stat cache's fast path and partial ticks (inotify's paths) -------------------------
+def view(res):
+    return sorted((o.agent, o.state, o.error) for o in res.agents)
+
+
+def test_cached_polls_match_a_fresh_source(tmp_path):
+    """Whatever happens to the folder, a source with its cache sees what a fresh one sees."""
+    src = goals_source(tmp_path)
+    g = lambda a, st="busy": json.dumps({**GOOD, "agent": a, "state": st})  # noqa: E731
+    steps = [
+        lambda: [write(tmp_path, f"a{i}", g(f"a{i}")) for i in range(5)],
+        lambda: write(tmp_path, "a1", g("a1", "idle")),                           # rewritten in place
+        lambda: shutil.rmtree(tmp_path / "a2"),                                   # folder gone
+        lambda: (tmp_path / "a3" / "goal.json").unlink(),                         # file gone, folder stays
+        lambda: os.rename(tmp_path / "a4", tmp_path / "b4"),                      # folder renamed
+        lambda: write(tmp_path, ".hidden", g("h")),                               # hidden folder: not an agent
+        lambda: (tmp_path / "loose.json").write_text("{}"),                       # a file in the root
+        lambda: (tmp_path / "a5" / "goal.json").mkdir(parents=True),              # a folder named like the file
+        lambda: write(tmp_path, "a3", g("a3", "waiting")),                        # back
+        lambda: None,                                                             # nothing
+    ]
+    for step in steps:
+        step()
+        got = src.poll(NOW)
+        assert view(got) == view(goals_source(tmp_path).poll(NOW))
+        assert view(src.poll(NOW)) == view(got)                                  # and again (fast path)
+
+
+def test_unchanged_files_keep_their_observation_object(tmp_path):
+    """The fleet and dod detectors skip agents whose observation is the same object."""
+    write(tmp_path, "a1", json.dumps({**GOOD, "agent": "a1"}))
+    write(tmp_path, "a2", json.dumps({**GOOD, "agent": "a2"}))
+    src = goals_source(tmp_path)
+    one = merge([src], [src.poll(NOW)]).agents
+    write(tmp_path, "a2", json.dumps({**GOOD, "agent": "a2", "state": "idle"}))
+    two = merge([src], [src.poll(NOW)]).agents
+    assert two["a1"] is one["a1"] and two["a2"] is not one["a2"]
+    part = merge([src], [src.poll(NOW, False, changed=set())]).agents
+    assert part["a1"] is one["a1"] and part["a2"] is two["a2"]
+
+
+def test_partial_polls_look_where_they_are_told(tmp_path):
+    g = lambda a, st="busy": json.dumps({**GOOD, "agent": a, "state": st})  # noqa: E731
+    for a in ("a1", "a2", "a3"):
+        write(tmp_path, a, g(a))
+    src = goals_source(tmp_path)
+    src.poll(NOW)
+    # a change inotify reported (tmp + rename: the destination path)
+    write(tmp_path, "a1", g("a1", "waiting"))
+    res = src.poll(NOW, False, changed={str(tmp_path / "a1" / "goal.json.tmp"), str(tmp_path / "a1" / "goal.json")})
+    assert ("a1", "waiting", None) in view(res)
+    # a deletion (the folder's path)
+    shutil.rmtree(tmp_path / "a2")
+    res = src.poll(NOW, False, changed={str(tmp_path / "a2")})
+    assert [a for a, _, _ in view(res)] == ["a1", "a3"]
+    # a rename into the root (a folder written elsewhere, then moved in)
+    outside = tmp_path.parent / f"{tmp_path.name}-staging"
+    outside.mkdir()
+    (outside / "goal.json").write_text(g("a9"))
+    os.rename(outside, tmp_path / "a9")
+    res = src.poll(NOW, False, changed={str(tmp_path / "a9")})
+    assert [a for a, _, _ in view(res)] == ["a1", "a3", "a9"]
+    # a change inotify did not report: a partial poll does not see it, the full resync does
+    write(tmp_path, "a3", g("a3", "idle"))
+    assert ("a3", "busy", None) in view(src.poll(NOW, False, changed=set()))
+    assert ("a3", "idle", None) in view(src.poll(NOW))
+    # paths that say nothing (another folder, a deeper file) change nothing; the root itself: look everywhere
+    write(tmp_path, "a4", g("a4"))
+    assert "a4" not in [a for a, _, _ in view(src.poll(NOW, False, changed={"/elsewhere/x", str(tmp_path / "a1" / "x" / "y")}))]
+    assert "a4" in [a for a, _, _ in view(src.poll(NOW, False, changed={str(tmp_path)}))]
+
+
+def test_partial_polls_keep_the_two_read_rule(tmp_path):
+    write(tmp_path, "a1", json.dumps({**GOOD, "agent": "a1"}))
+    src = goals_source(tmp_path)
+    src.poll(NOW)
+    p = write(tmp_path, "a1", '{"agent": "a1", "state": ')
+    res = src.poll(NOW, False, changed={str(p)})
+    assert view(res) == [("a1", "busy", None)]                    # first failed read: the last good view
+    res = src.poll(NOW, False, changed=set())                      # nobody said anything: read again anyway
+    assert res.agents[0].error and "not JSON" in res.agents[0].error

@@ -180,3 +180,70 @@ def test_kill9_mid_tick_loses_and_doubles_nothing(tmp_path):
         per.setdefault(rec.event.agent, []).append(rec.event.to)
     assert len(per) == n and all(v == ["TRABAJANDO"] for v in per.values())
     assert elog.verify().ok
+
+
+def _collect(waker, want: str, timeout: float = 10.0) -> set:
+    """Wait for inotify to report ``want``; returns every path noted meanwhile."""
+    got: set = set()
+    end = time.monotonic() + timeout
+    while want not in got and time.monotonic() < end:
+        waker.wait(0.2)
+        got |= waker.take() or set()
+    assert want in got, sorted(got)
+    return got
+
+
+def test_partial_ticks_from_inotify_and_the_full_resync(tmp_path):
+    """Partial ticks (the Waker's paths only) see a change, a deletion and a rename into the
+    root; a change inotify never reported waits for the periodic full resync."""
+    import shutil
+
+    from watcher.loop import Waker
+
+    fleet, cfg = make(tmp_path)
+    elog = EventLog(str(tmp_path / "e.db"))
+    for a in ("a1", "a2"):
+        goal(fleet, a)
+    w = Watcher(cfg, elog)
+    w.tick(T0)
+    waker = Waker([str(fleet)], 0.02)
+    assert waker.observer is not None
+    try:
+        goal(fleet, "a1", state="waiting")                                   # tmp + rename
+        w.tick(T0 + 1, full=False, changed=_collect(waker, str(fleet / "a1" / "goal.json")))
+        assert classes(elog, "a1") == ["TRABAJANDO", "RECLAMA"]
+        shutil.rmtree(fleet / "a2")                                           # deletion
+        w.tick(T0 + 2, full=False, changed=_collect(waker, str(fleet / "a2")))
+        w.tick(T0 + 3, full=False, changed=waker.take())
+        assert classes(elog, "a2") == ["TRABAJANDO", "CERRADO"]
+        staging = tmp_path / "staging" / "a9"                                 # rename into the root
+        goal(staging.parent, "a9")
+        os.rename(staging, fleet / "a9")
+        w.tick(T0 + 4, full=False, changed=_collect(waker, str(fleet / "a9")))
+        assert classes(elog, "a9") == ["TRABAJANDO"]
+    finally:
+        waker.close()
+    # inotify gone (say its queue overflowed): a partial tick sees nothing, the full resync does
+    goal(fleet, "a1", state="busy")
+    head = elog.head()
+    w.tick(T0 + 5, full=False, changed=set())
+    assert elog.head() == head
+    w.tick(T0 + 6, full=True)
+    assert classes(elog, "a1") == ["TRABAJANDO", "RECLAMA", "TRABAJANDO"]
+    assert Waker([], 0.1).take() is None                                      # no inotify: look everywhere
+    elog.close()
+
+
+def test_waker_too_many_paths_means_look_everywhere(tmp_path):
+    from watcher.loop import Waker
+
+    waker = Waker([str(tmp_path)], 0.01)
+    try:
+        waker.note(str(tmp_path / "a" / "goal.json"), None)
+        assert waker.take() == {str(tmp_path / "a" / "goal.json")}
+        for i in range(Waker.MAX_PATHS + 1):
+            waker.note(f"{tmp_path}/a{i}")
+        assert waker.take() is None                  # the next tick looks everywhere
+        assert waker.take() == set()                 # and then a fresh set
+    finally:
+        waker.close()

@@ -10,10 +10,13 @@
 from __future__ import annotations
 
 import glob
+from itertools import compress
+from operator import ne
 import logging
 import operator
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +26,36 @@ from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
 _KEY = operator.attrgetter("st_ino", "st_size", "st_mtime_ns")
+# A folder's listing is reused while its mtime is unchanged, but only when that mtime is older
+# than the listing by this margin (a change in the same clock tick as the listing would leave
+# the mtime as it was: the "racy" case git's index knows too).
+_RACY_NS = 2_000_000_000
+
+
+def _folder_id(path: str) -> str:
+    """The name of the folder holding ``path`` (os.path.basename(os.path.dirname(path)))."""
+    parts = path.rsplit(os.sep, 2)
+    return parts[-2] if len(parts) > 1 else ""
+
+
+def _read_capped(path: str, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``path`` with plain os calls (no buffered file object per file)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunk = os.read(fd, limit)
+        if len(chunk) < limit and chunk:
+            parts = [chunk]
+            n = len(chunk)
+            while n < limit:
+                more = os.read(fd, limit - n)
+                if not more:
+                    break
+                parts.append(more)
+                n += len(more)
+            chunk = b"".join(parts)
+        return chunk
+    finally:
+        os.close(fd)
 
 
 class _Entry:
@@ -54,6 +87,8 @@ class GlobSource:
         self._obs_of: dict[str, Any] = {}      # path -> the observation it gave last
         self._suspects: set[str] = set()       # files that failed their first read
         self._names_new = False                # the listing changed since the last stat pass
+        self._root_key: tuple[int, int, int] | None = None  # ROOT's (dev, inode, mtime_ns) at that listing
+        self._listed_ns = 0                    # when it was listed (wall clock, ns)
         head, name = os.path.split(self.pattern)
         root, star = os.path.split(head)
         simple = star == "*" and not any(c in root + name for c in "*?[")
@@ -77,13 +112,12 @@ class GlobSource:
         return obs.error is not None
 
     def _read(self, path: str, st: os.stat_result) -> Any:
-        folder_id = os.path.basename(os.path.dirname(path))
+        folder_id = _folder_id(path)
         mtime = st.st_mtime
         if st.st_size > self.max_bytes:
             return self.error_obs(folder_id, path, f"too large ({st.st_size} bytes > {self.max_bytes})")
         try:
-            with open(path, "rb") as f:
-                raw = f.read(min(st.st_size + 65536, self.max_bytes + 1))  # no 1 MB buffer per file
+            raw = _read_capped(path, min(st.st_size + 65536, self.max_bytes + 1))  # no 1 MB buffer per file
         except OSError as e:
             return self.error_obs(folder_id, path, f"unreadable: {e.strerror or type(e).__name__}")
         if len(raw) > self.max_bytes:
@@ -114,11 +148,18 @@ class GlobSource:
         name does not start with a dot (None: no ROOT). Rebuilt only when ROOT's listing changed."""
         root, name = self._simple  # type: ignore[misc]
         try:
+            rst = os.stat(root)
+        except FileNotFoundError:
+            return None
+        rkey = (rst.st_dev, rst.st_ino, rst.st_mtime_ns)
+        if rkey == self._root_key and rst.st_mtime_ns < self._listed_ns - _RACY_NS:
+            return self._paths  # ROOT unchanged since a listing made well after its last change
+        listed_ns = time.time_ns()
+        try:
             names = os.listdir(root)
         except FileNotFoundError:
             return None
-        except NotADirectoryError:
-            return None
+        self._root_key, self._listed_ns = rkey, listed_ns
         if names != self._names:
             prefix = os.path.join(root, "")
             self._names = names
@@ -147,7 +188,7 @@ class GlobSource:
         if ent is None:
             ent = _Entry()
         if isinstance(st, OSError):
-            obs = self.error_obs(os.path.basename(os.path.dirname(path)), path,
+            obs = self.error_obs(_folder_id(path), path,
                                  f"unreadable: {st.strerror or type(st).__name__}")
             ent.key, ent.obs, ent.fails = None, obs, 2
             return ent
@@ -209,34 +250,43 @@ class GlobSource:
             return self._rebuild([])
         relisted = self._names_new
         self._names_new = False
-        try:
-            sts = list(map(os.stat, paths))
+        cache = self.cache
+        if relisted or len(cache) != len(paths) or self._items is None:
+            self._keys = None
+            res = self._rebuild(self._stat_all(paths))
+            if len(self.cache) == len(paths):
+                self._keys = [self.cache[p].key for p in paths]
+            return res
+        try:  # in C, keeping only the keys (no stat_result lives on: that is most of the cost)
+            keys = list(map(_KEY, map(os.stat, paths)))
         except OSError:  # something missing or unreadable: the careful way, path by path
             self._keys = None
             return self._rebuild(self._stat_all(paths))
-        keys = list(map(_KEY, sts))
-        cache = self.cache
-        if relisted or len(cache) != len(paths) or self._items is None:
-            self._keys = keys
-            return self._rebuild(list(zip(paths, sts)))
         old = self._keys
         if old is None:  # after a partial tick: the keys the cache holds
             old = [e.key if (e := cache.get(p)) is not None else None for p in paths]
         self._keys = keys
         if keys == old and not self._suspects:
             return self._emit(changed=False)
-        touched = {i for i, (k, o) in enumerate(zip(keys, old)) if k != o}
+        touched = set(compress(range(len(keys)), map(ne, keys, old)))
         if self._suspects:
             touched.update(i for i, p in enumerate(paths) if p in self._suspects)
         for i in sorted(touched):
             path = paths[i]
-            ent = self._update(path, sts[i], cache.get(path))
-            if ent is None:  # a folder where the file should be: drop it from the cache
+            try:
+                st: os.stat_result | OSError | None = os.stat(path)
+            except FileNotFoundError:
+                st = None
+            except OSError as e:
+                st = e if os.path.lexists(path) else None
+            ent = None if st is None else self._update(path, st, cache.get(path))
+            if ent is None:  # gone meanwhile, or a folder where the file should be
                 cache.pop(path, None)
             else:
                 cache[path] = ent
+                keys[i] = ent.key
         if len(cache) != len(paths):
-            self._keys = None  # folders named like the file: compare against the cache next time
+            self._keys = None  # compare against the cache next time
         return self._emit(changed=True)
 
     def _partial(self, changed: set[str]) -> SourceResult | None:
@@ -245,10 +295,10 @@ class GlobSource:
         if self._simple is None:
             return None
         root, name = self._simple
-        rootn = os.path.normpath(root)
+        rootn = os.path.abspath(root)
         cands: set[str] = set(self._suspects)
         for p in changed:
-            p = os.path.normpath(p)
+            p = os.path.abspath(p)
             head, tail = os.path.split(p)
             if head == rootn:
                 if tail.startswith("."):
@@ -284,19 +334,19 @@ class GlobSource:
                 members = True
             dirty = dirty or old is None or ent.obs is not self._obs_of.get(path)
         if members:
-            self._names = None  # the next full poll lists ROOT again
-            self._keys = None
-        elif dirty:
-            self._keys = None
-        return self._emit(changed=dirty)
+            self._names_new = True  # the next full poll rebuilds the cache from the listing
+        self._keys = None  # the next full poll compares against the cache's keys
+        return self._emit(changed=dirty, looked=True)
 
-    def _emit(self, changed: bool) -> SourceResult:
-        """The result from the cache (the previous one again when nothing changed)."""
+    def _emit(self, changed: bool, looked: bool = False) -> SourceResult:
+        """The result from the cache (the previous one again when nothing changed). ``looked``:
+        some entries were read again (which files await their second read may differ)."""
         if changed or self._items is None:
             cache = self.cache
             self._obs_of = {p: e.obs for p, e in cache.items()}
             self._items = [o for o in self._obs_of.values() if o is not None]
-            self._suspects = {p for p, e in cache.items() if e.fails == 1}
+        if changed or looked or self._items is None:
+            self._suspects = {p for p, e in self.cache.items() if e.fails == 1}
         return self.result(self._items)
 
     def result(self, items: list[Any]) -> SourceResult:
