@@ -10,22 +10,34 @@ State (JSON, string keys, bounded):
   sent_rev (-1 = never sent), silenced.
 - ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
-- ``hist``: subject -> last 21 ``[class, time, seq]`` (flap detection, see :func:`flap_percent`).
+- ``hist``: subject -> last 21 ``[class, time, seq, percent]`` (flap detection: the weighted percent
+  state change at that entry, see :func:`flap_percent`); ``flap``: subject -> ``[n, sum, [[i, time]]]``,
+  the counted class changes (entry number i, time) that make the percent O(1) per event.
 - ``flap_sent``: subject -> the flapping condition id already pushed for this episode.
 - ``retry``: condition id -> ``[attempts, retry_at]`` after ``notice.failed``.
 - ``silences``: id -> {subject, cls, until, reason}; ``last``: severity -> time of the last push;
   ``recent``: notice id -> {attempt, status, at} (lets the notifier release in-flight notices);
   ``index``: "source:<name>" / "wp:<mission>/<wp>" / "swarm:<group>" -> active condition id;
-  ``swarms``: group -> {status: count} (aggregated, never one entry per child message).
+  ``swarms``: group -> {status: count} (aggregated, never one entry per child message); a SWARM
+  condition's ``text`` is empty: plan builds its line from these counts (:func:`swarm_text`).
+- ``exp_cleared`` / ``exp_day``: ``[time, condition id]`` queues in push order (so in time order
+  while the clock goes forward): when a condition may become prunable, cleared (+5 min) or
+  one-shot / pushed swarm summary (+1 day); re-checked when consumed. ``prune_at``: the earliest
+  queue head. ``sweep_at``: next sweep of the small tables (silences, retry, recent).
 
+Cost: fold reads only ``TYPES`` and does O(1) work per event whatever the history (no scan of
+``conds``; the flap percent is kept incrementally; one parse per distinct ``rec.time``).
 Invariants: time only from ``rec.time``; a ``notice.sent`` marks its conditions sent (so a
 restart never re-sends and ``repeat_interval`` holds across restarts); resolved and old
-entries are pruned deterministically (by seq), so snapshots stay small over weeks.
+entries are pruned deterministically (by event time), so snapshots stay small over weeks.
+At most one uncleared condition per agent subject (``agents[a].cond``): every classification
+clears the previous one.
 """
 from __future__ import annotations
 
 import re
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -39,7 +51,9 @@ AGENT_SEV = {"RECLAMA": "urgent", "ESTANCADO": "warning", "MAL_LANZADO": "warnin
 HIST_N = 21
 MAX_CONDS = 2000
 MAX_RECENT = 300
-PRUNE_EVERY = 256
+MAX_EXPIRY = 4 * MAX_CONDS   # an expiry queue is rebuilt from ``conds`` beyond this (stale entries)
+NEVER = 1e18                 # prune_at with both queues empty (JSON has no infinity)
+SWEEP_S = 60.0               # the small tables are swept at most once per this (event time)
 CLEARED_KEEP_S = 300.0   # cleared conditions stay visible (inhibit reasons, status) this long
 ONESHOT_KEEP_S = 86400.0
 TEXT_MAX = 80
@@ -77,6 +91,7 @@ def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
     return out
 
 
+@lru_cache(maxsize=4096)
 def short(text: str | None, n: int = TEXT_MAX) -> str:
     t = redact(" ".join(str(text or "").split()))
     return t if len(t) <= n else t[: n - 1] + "…"
@@ -87,9 +102,35 @@ def retry_delay(attempt: int, policy: Policy) -> float | None:
     return policy.retry[attempt - 1] if 1 <= attempt <= len(policy.retry) else None
 
 
+class State(TypedDict):
+    """The snapshot schema: a snapshot missing a key (an older layout) fails to decode, so
+    ``Projections.load`` replays the log instead of folding into a stale shape."""
+
+    conds: dict[str, Any]
+    agents: dict[str, Any]
+    dod: dict[str, Any]
+    hist: dict[str, Any]
+    flap: dict[str, Any]
+    flap_sent: dict[str, Any]
+    retry: dict[str, Any]
+    silences: dict[str, Any]
+    last: dict[str, Any]
+    recent: dict[str, Any]
+    index: dict[str, Any]
+    swarms: dict[str, Any]
+    exp_cleared: list[Any]
+    exp_day: list[Any]
+    prune_at: float
+    sweep_at: float
+
+
+STATE_TYPE = State
+
+
 def initial() -> dict[str, Any]:
-    return {"conds": {}, "agents": {}, "dod": {}, "hist": {}, "flap_sent": {}, "retry": {},
-            "silences": {}, "last": {}, "recent": {}, "index": {}, "swarms": {}, "seq": 0}
+    return {"conds": {}, "agents": {}, "dod": {}, "hist": {}, "flap": {}, "flap_sent": {}, "retry": {},
+            "silences": {}, "last": {}, "recent": {}, "index": {}, "swarms": {}, "exp_cleared": [], "exp_day": [],
+            "prune_at": NEVER, "sweep_at": 0.0}
 
 
 def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name: str, text: str,
@@ -99,6 +140,10 @@ def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name
         "subject": subject, "cls": cls, "sev": sev, "name": name, "text": short(text), "seq": seq,
         "last_seq": seq, "since": t, "changed": t, "rev": 0, "oneshot": oneshot, "cleared": None,
         "cleared_by": None, "sends": 0, "sent_at": None, "sent_rev": -1, "silenced": None}
+    if oneshot:
+        _expire(state, "exp_day", t + ONESHOT_KEEP_S, cid)
+    if len(state["conds"]) > MAX_CONDS:
+        prune(state, t)
     return cid
 
 
@@ -107,6 +152,7 @@ def _clear(state: dict, cid: str | None, t: float, by: str) -> None:
     if c is not None and c["cleared"] is None:
         c["cleared"], c["cleared_by"] = t, by
         state["retry"].pop(cid, None)
+        _expire(state, "exp_cleared", t + CLEARED_KEEP_S, cid)
 
 
 def _split_key(key: str) -> tuple[str, int | None]:
@@ -119,42 +165,82 @@ def _split_key(key: str) -> tuple[str, int | None]:
         return key, None
 
 
+_tcache: tuple[str, float] = ("", 0.0)
+
+
+def _time(s: str) -> float:
+    """``parse_iso`` of the last distinct time string, cached (a batch shares one time)."""
+    global _tcache
+    c = _tcache
+    if c[0] == s:
+        return c[1]
+    v = parse_iso(s)
+    _tcache = (s, v)
+    return v
+
+
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    """Fold one Recorded event (all types; unknown ones only advance ``seq``)."""
+    """Fold one Recorded event; a no-op for types outside ``TYPES``."""
     h = _HANDLERS.get(rec.type)
-    if h is not None:
-        h(state, rec.event, rec.seq, parse_iso(rec.time))
-    state["seq"] = rec.seq
-    if rec.seq % PRUNE_EVERY == 0 or len(state["conds"]) > MAX_CONDS:
-        prune(state, parse_iso(rec.time))
+    if h is None:
+        return state
+    t = _time(rec.time)
+    h(state, rec.event, rec.seq, t)
+    if t > state["prune_at"]:
+        prune(state, t)
     return state
 
 
 # ---- handlers ------------------------------------------------------------------------------
 def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     a, to = ev.agent, ev.to
-    subj = f"agent:{a}"
-    ag = st["agents"].get(a)
-    if ag is not None:
-        _clear(st, ag.get("cond"), t, to)
+    subj = "agent:" + a
+    agents = st["agents"]
+    ag = agents.get(a)
+    if ag is not None:  # its cond is the subject's only uncleared one (see the invariant)
+        _clear(st, ag["cond"], t, to)
     if to == "CERRADO":
-        for cid, c in st["conds"].items():
-            if c["subject"] == subj:
-                _clear(st, cid, t, to)
-        for k in ("agents", "dod", "flap_sent"):
-            st[k].pop(a if k != "flap_sent" else subj, None)
-        st["hist"].pop(subj, None)
+        agents.pop(a, None)
+        st["dod"].pop(a, None)
+        for k in ("flap_sent", "hist", "flap"):
+            st[k].pop(subj, None)
         return
-    hist = st["hist"].setdefault(subj, [])
-    hist.append([to, t, seq, 0.0])
-    del hist[:-HIST_N]
-    hist[-1][3] = round(flap_percent(hist, t), 2)
-    ag = {"cls": to, "since": t, "seq": seq, "state": ev.state, "cond": None, "nudges": 0, "nudged_at": None}
-    st["agents"][a] = ag
+    _flap_add(st, subj, to, t, seq, ag["cls"] if ag is not None else None)
     sev = AGENT_SEV.get(to)
+    cond = None
     if sev is not None:
         detail = ev.reason or "/".join(x for x in (ev.state, ev.phase) if x)
-        ag["cond"] = _new(st, subj, to, sev, seq, t, a, detail)
+        cond = _new(st, subj, to, sev, seq, t, a, detail)
+    agents[a] = {"cls": to, "since": t, "seq": seq, "state": ev.state, "cond": cond, "nudges": 0,
+                 "nudged_at": None}
+
+
+def _flap_add(st: dict, subj: str, to: str, t: float, seq: int, prev: str | None) -> None:
+    """Append ``[to, t, seq, percent]`` to the subject's last 21 classes. The percent is
+    :func:`flap_percent` at ``t`` in O(1): ``flap`` keeps the counted changes (entry number,
+    time), oldest first; a change counts while it is among the last 20 transition slots and
+    within FLAP_WINDOW of the newest entry (times in log order; a clock stepping back only
+    keeps a change counted a little longer). ``prev``: the subject's last class (None at first)."""
+    hist = st["hist"].get(subj)
+    if hist is None:  # hist and flap are created and dropped together
+        hist = st["hist"][subj] = []
+        f = st["flap"][subj] = [-1, 0, []]
+    else:
+        f = st["flap"][subj]
+    n = f[0] = f[0] + 1
+    tr = f[2]
+    if prev is not None and prev != to:
+        tr.append([n, t])
+        f[1] += n
+    lo, cut = n - HIST_N + 1, t - FLAP_WINDOW
+    while tr and (tr[0][0] <= lo or tr[0][1] < cut):
+        f[1] -= tr.pop(0)[0]
+    k = len(tr)
+    # sum over counted changes of 0.75 + 0.5 * (slot - 1) / 19, slot = 20 - (n - i)
+    total = 0.75 * k + 0.5 * ((HIST_N - 2) * k - n * k + f[1]) / (HIST_N - 2) if k else 0.0
+    hist.append([to, t, seq, round(100.0 * total / (HIST_N - 1), 2)])
+    if len(hist) > HIST_N:
+        del hist[0]
 
 
 def _agent_nudged(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -222,29 +308,34 @@ def _mission_completed(st: dict, ev: Any, seq: int, t: float) -> None:
          f"completed ({ev.wps} work packages)", oneshot=True)
 
 
-_TERMINAL = ("done", "failed", "timeout", "cancelled")
+
+
+def swarm_text(counts: dict[str, int]) -> str:
+    """A group's summary line ("2 done · 1 running"); built when a message is, not per event."""
+    return short(" · ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children")
 
 
 def _swarm(st: dict, ev: Any, seq: int, t: float) -> None:
     g = ev.group
-    counts = st["swarms"].setdefault(g, {})
-    if ev.from_ is not None and counts.get(ev.from_, 0) > 0:
-        counts[ev.from_] -= 1
-        if not counts[ev.from_]:
-            del counts[ev.from_]
-    if ev.to is not None:
-        counts[ev.to] = counts.get(ev.to, 0) + 1
-    k = f"swarm:{g}"
-    bad = sum(counts.get(s, 0) for s in ("failed", "timeout"))
-    text = " · ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children"
-    sev = "warning" if bad else "info"
+    counts = st["swarms"].get(g)
+    if counts is None:
+        counts = st["swarms"][g] = {}
+    fr, to = ev.from_, ev.to
+    if fr is not None and counts.get(fr, 0) > 0:
+        counts[fr] -= 1
+        if not counts[fr]:
+            del counts[fr]
+    if to is not None:
+        counts[to] = counts.get(to, 0) + 1
+    k = "swarm:" + g
+    sev = "warning" if counts.get("failed") or counts.get("timeout") else "info"
     cid = st["index"].get(k)
     c = st["conds"].get(cid) if cid else None
     if c is None or c["cleared"] is not None:
-        cid = st["index"][k] = _new(st, f"swarm:{g}", "SWARM", sev, seq, t, g, text)
-        c = st["conds"][cid]
+        cid = st["index"][k] = _new(st, k, "SWARM", sev, seq, t, g, "")
     else:
-        c.update(text=short(text), sev=sev, last_seq=seq, changed=t, rev=c["rev"] + 1)
+        c["sev"], c["last_seq"], c["changed"] = sev, seq, t
+        c["rev"] += 1
     if not counts:
         _clear(st, st["index"].pop(k), t, "EMPTY")
         st["swarms"].pop(g, None)
@@ -252,6 +343,8 @@ def _swarm(st: dict, ev: Any, seq: int, t: float) -> None:
 
 def _mark(st: dict, ev: Any, t: float, status: str) -> list[tuple[str, int | None]]:
     st["recent"][ev.notice] = {"attempt": ev.attempt, "status": status, "at": t}
+    if len(st["recent"]) > MAX_RECENT + 64:
+        _trim_recent(st, t)
     return [_split_key(k) for k in getattr(ev, "keys", [])]
 
 
@@ -269,6 +362,8 @@ def _delivered(st: dict, ev: Any, t: float, status: str) -> None:
         c["sent_rev"] = c["rev"] if rev is None else rev
         if c["oneshot"] and c["sent_rev"] >= c["rev"]:
             del st["conds"][cid]
+        elif c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"]:
+            _expire(st, "exp_day", c["changed"] + ONESHOT_KEEP_S, cid)
 
 
 def _notice_sent(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -281,6 +376,8 @@ def _notice_failed(st: dict, ev: Any, seq: int, t: float) -> None:
     retry_at = parse_iso(ev.retry_at) if ev.retry_at else t + 60.0
     for cid, _ in _mark(st, ev, t, "failed"):
         st["retry"][cid] = [ev.attempt, retry_at]
+    if len(st["retry"]) > MAX_CONDS:
+        sweep(st, t)
 
 
 def _notice_abandoned(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -302,6 +399,7 @@ def _silence_added(st: dict, ev: Any, seq: int, t: float) -> None:
     until = parse_iso(ev.until) if ev.until else t
     st["silences"][ev.silence] = {"subject": ev.subject_match, "cls": ev.class_match, "until": until,
                                   "reason": short(ev.reason), "at": t}
+    sweep(st, t)
 
 
 def _silence_removed(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -317,34 +415,110 @@ _HANDLERS = {
     "notice.sent": _notice_sent, "notice.failed": _notice_failed, "notice.abandoned": _notice_abandoned,
     "notice.silenced": _notice_silenced, "silence.added": _silence_added, "silence.removed": _silence_removed,
 }
+TYPES = frozenset(_HANDLERS)   # fold is a no-op for every other type
+
+
+def _expire(st: dict, queue: str, at: float, cid: str) -> None:
+    """``cid`` may become prunable after ``at`` (re-checked by :func:`prunable` when consumed)."""
+    q = st[queue]
+    q.append([at, cid])
+    if at < st["prune_at"]:
+        st["prune_at"] = at
+    if len(q) > MAX_EXPIRY:
+        _requeue(st)
+
+
+def _requeue(st: dict) -> None:
+    """Both expiry queues rebuilt from ``conds`` in time order (drops stale entries)."""
+    cl, day = [], []
+    for cid, c in st["conds"].items():
+        if c["cleared"] is not None:
+            cl.append([c["cleared"] + CLEARED_KEEP_S, cid])
+        if c["oneshot"]:
+            day.append([c["since"] + ONESHOT_KEEP_S, cid])
+        elif c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"]:
+            day.append([c["changed"] + ONESHOT_KEEP_S, cid])
+    st["exp_cleared"], st["exp_day"] = sorted(cl), sorted(day)
+    _prune_at(st)
+
+
+def _prune_at(st: dict) -> None:
+    st["prune_at"] = min([q[0][0] for q in (st["exp_cleared"], st["exp_day"]) if q] or [NEVER])
+
+
+def prunable(c: dict, t: float) -> bool:
+    """Can never be pushed again at ``t``: cleared over 5 minutes ago, an unsent one-shot over a
+    day old, or a swarm summary already pushed and idle for a day."""
+    return ((c["cleared"] is not None and c["cleared"] + CLEARED_KEEP_S < t)
+            or (c["oneshot"] and c["since"] + ONESHOT_KEEP_S < t)
+            or (c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"] and c["changed"] + ONESHOT_KEEP_S < t))
+
+
+def _drop(st: dict, cid: str) -> None:
+    """Delete a condition and what points at it (retry entry, index entry, swarm counts)."""
+    c = st["conds"].pop(cid)
+    st["retry"].pop(cid, None)
+    cls = c["cls"]
+    k = ("wp:" + c["name"]) if cls == "APPROVAL_REQUIRED" else c["subject"] \
+        if cls in ("SWARM", "SOURCE_FAILED") else None
+    if k is not None and st["index"].get(k) == cid:
+        del st["index"][k]
+        if cls == "SWARM":
+            st["swarms"].pop(c["name"], None)
 
 
 def prune(st: dict[str, Any], t: float) -> None:
-    """Drop what can never be pushed again: cleared conditions after 5 minutes, unsent one-shots
-    after a day, idle swarm summaries already pushed, expired silences, old notice records.
-    Then cap ``conds`` at MAX_CONDS (oldest cleared, then oldest one-shots go first)."""
+    """Drop what can never be pushed again (:func:`prunable`), found from the fronts of the
+    expiry queues: O(expired), not O(conds). Over MAX_CONDS, drop down to 3/4 of the cap (a
+    burst prunes rarely) the oldest cleared ones, then the oldest one-shots and pushed swarm
+    summaries, and only then the oldest active ones. Also runs the :func:`sweep` when due."""
     conds = st["conds"]
-    for cid in [cid for cid, c in conds.items() if
-                (c["cleared"] is not None and c["cleared"] < t - CLEARED_KEEP_S)
-                or (c["oneshot"] and c["since"] < t - ONESHOT_KEEP_S)
-                or (c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"] and c["changed"] < t - ONESHOT_KEEP_S)]:
-        del conds[cid]
-        st["retry"].pop(cid, None)
-    if len(conds) > MAX_CONDS:  # down to 3/4 of the cap, so a burst prunes rarely
-        order = sorted(conds, key=lambda k: (conds[k]["cleared"] is None, not conds[k]["oneshot"], conds[k]["seq"]))
-        for cid in order[: len(conds) - MAX_CONDS * 3 // 4]:
-            del conds[cid]
-            st["retry"].pop(cid, None)
-    live = set(conds)
-    for k in [k for k, cid in st["index"].items() if cid not in live]:
-        del st["index"][k]
-        if k.startswith("swarm:"):
-            st["swarms"].pop(k[6:], None)
+    for name in ("exp_cleared", "exp_day"):
+        q = st[name]
+        i, n = 0, len(q)
+        while i < n and q[i][0] < t:
+            cid = q[i][1]
+            c = conds.get(cid)
+            if c is not None and prunable(c, t):
+                _drop(st, cid)
+            i += 1
+        if i:
+            del q[:i]
+    keep = MAX_CONDS * 3 // 4
+    if len(conds) > MAX_CONDS:
+        for name in ("exp_cleared", "exp_day"):
+            q = st[name]
+            i, n = 0, len(q)
+            while i < n and len(conds) > keep:
+                c = conds.get(q[i][1])
+                if c is not None and (c["cleared"] is not None or c["oneshot"] or c["sent_rev"] >= c["rev"]):
+                    _drop(st, q[i][1])
+                i += 1
+            del q[:i]
+        if len(conds) > keep:
+            for cid in sorted(conds, key=lambda k: conds[k]["seq"])[: len(conds) - keep]:
+                _drop(st, cid)
+    _prune_at(st)
+    if t >= st["sweep_at"]:
+        sweep(st, t)
+
+
+def sweep(st: dict[str, Any], t: float) -> None:
+    """At most once per SWEEP_S of event time: retry entries of conditions gone (and whose
+    subject has no history), silences expired over a day ago, old notice records."""
+    st["sweep_at"] = t + SWEEP_S
+    live = st["conds"]
     for k in [k for k in st["retry"] if k not in live and k.partition("|")[0] not in st["hist"]]:
         del st["retry"][k]
     for sid in [s for s, v in st["silences"].items() if v["until"] < t - ONESHOT_KEEP_S]:
         del st["silences"][sid]
+    _trim_recent(st, t)
+
+
+def _trim_recent(st: dict, t: float) -> None:
     rec = st["recent"]
+    if not rec:
+        return
     old = sorted((v["at"], k) for k, v in rec.items())
     for at, k in old:
         if at < t - ONESHOT_KEEP_S or len(rec) > MAX_RECENT:

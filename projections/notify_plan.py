@@ -25,7 +25,7 @@ import msgspec
 
 from events.log import iso
 from events.types import NoticeSilenced
-from projections.notify import SEV_RANK, Policy, flap_state
+from projections.notify import SEV_RANK, Policy, flap_state, swarm_text
 
 log = logging.getLogger("fleetwatch.notify")
 
@@ -355,6 +355,8 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
         d, due, attempt = dedupe(cid, c, now, policy, inflight, state["retry"])
         decisions.append(Decision(cid, "dedupe", d))
         if d in (DedupeReason.NEW, DedupeReason.RETRY_DUE, DedupeReason.UPDATE_DUE, DedupeReason.REPEAT_DUE):
+            if c["cls"] == "SWARM":  # its line is built from the group's counts now
+                c = {**c, "text": swarm_text(state["swarms"].get(c["name"], {}))}
             items.append(Item(cid=cid, c=c, due=due, attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
         elif due is not None:
             wakes.append(due)
