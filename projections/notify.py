@@ -10,9 +10,8 @@ State (JSON, string keys, bounded):
   sent_rev (-1 = never sent), silenced.
 - ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
-- ``hist``: subject -> last 21 ``[class, time, seq, percent]`` (flap detection: the weighted percent
-  state change at that entry, see :func:`flap_percent`); ``flap``: subject -> ``[n, sum, [[i, time]]]``,
-  the counted class changes (entry number i, time) that make the percent O(1) per event.
+- ``classes``: subject -> its last 41 classes as a flat ``[class, time, seq, ...]`` (flap
+  detection at plan time, see ``projections.notify_flap``).
 - ``flap_sent``: subject -> the flapping condition id already pushed for this episode.
 - ``retry``: condition id -> ``[attempts, retry_at]`` after ``notice.failed``.
 - ``silences``: id -> {subject, cls, until, reason}; ``last``: severity -> time of the last push;
@@ -26,7 +25,7 @@ State (JSON, string keys, bounded):
   queue head. ``sweep_at``: next sweep of the small tables (silences, retry, recent).
 
 Cost: fold reads only ``TYPES`` and does O(1) work per event whatever the history (no scan of
-``conds``; the flap percent is kept incrementally; one parse per distinct ``rec.time``).
+``conds``; the flap percent is computed at plan time; one parse per distinct ``rec.time``).
 Invariants: time only from ``rec.time``; a ``notice.sent`` marks its conditions sent (so a
 restart never re-sends and ``repeat_interval`` holds across restarts); resolved and old
 entries are pruned deterministically (by event time), so snapshots stay small over weeks.
@@ -42,13 +41,13 @@ from typing import Any, TypedDict
 import msgspec
 
 from events.log import parse_iso
+from projections.notify_flap import HIST_KEEP, flap_state  # noqa: F401  (flap_state: re-export)
 
 NAME = "notify"
 
 SEVERITIES = ("info", "warning", "urgent")
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 AGENT_SEV = {"RECLAMA": "urgent", "ESTANCADO": "warning", "MAL_LANZADO": "warning", "DICE_TERMINADO": "info"}
-HIST_N = 21
 MAX_CONDS = 2000
 MAX_RECENT = 300
 MAX_EXPIRY = 4 * MAX_CONDS   # an expiry queue is rebuilt from ``conds`` beyond this (stale entries)
@@ -57,7 +56,6 @@ SWEEP_S = 60.0               # the small tables are swept at most once per this 
 CLEARED_KEEP_S = 300.0   # cleared conditions stay visible (inhibit reasons, status) this long
 ONESHOT_KEEP_S = 86400.0
 TEXT_MAX = 80
-FLAP_WINDOW = 3600.0   # only class changes this recent count toward the flap percent
 
 _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 
@@ -109,8 +107,7 @@ class State(TypedDict):
     conds: dict[str, Any]
     agents: dict[str, Any]
     dod: dict[str, Any]
-    hist: dict[str, Any]
-    flap: dict[str, Any]
+    classes: dict[str, Any]
     flap_sent: dict[str, Any]
     retry: dict[str, Any]
     silences: dict[str, Any]
@@ -128,7 +125,7 @@ STATE_TYPE = State
 
 
 def initial() -> dict[str, Any]:
-    return {"conds": {}, "agents": {}, "dod": {}, "hist": {}, "flap": {}, "flap_sent": {}, "retry": {},
+    return {"conds": {}, "agents": {}, "dod": {}, "classes": {}, "flap_sent": {}, "retry": {},
             "silences": {}, "last": {}, "recent": {}, "index": {}, "swarms": {}, "exp_cleared": [], "exp_day": [],
             "prune_at": NEVER, "sweep_at": 0.0}
 
@@ -202,10 +199,16 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     if to == "CERRADO":
         agents.pop(a, None)
         st["dod"].pop(a, None)
-        for k in ("flap_sent", "hist", "flap"):
-            st[k].pop(subj, None)
+        st["flap_sent"].pop(subj, None)
+        st["classes"].pop(subj, None)
         return
-    _flap_add(st, subj, to, t, seq, ag["cls"] if ag is not None else None)
+    h = st["classes"].get(subj)
+    if h is None:
+        st["classes"][subj] = [to, t, seq]
+    else:
+        h += (to, t, seq)
+        if len(h) > 3 * HIST_KEEP:
+            del h[:3]
     sev = AGENT_SEV.get(to)
     cond = None
     if sev is not None:
@@ -213,34 +216,6 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
         cond = _new(st, subj, to, sev, seq, t, a, detail)
     agents[a] = {"cls": to, "since": t, "seq": seq, "state": ev.state, "cond": cond, "nudges": 0,
                  "nudged_at": None}
-
-
-def _flap_add(st: dict, subj: str, to: str, t: float, seq: int, prev: str | None) -> None:
-    """Append ``[to, t, seq, percent]`` to the subject's last 21 classes. The percent is
-    :func:`flap_percent` at ``t`` in O(1): ``flap`` keeps the counted changes (entry number,
-    time), oldest first; a change counts while it is among the last 20 transition slots and
-    within FLAP_WINDOW of the newest entry (times in log order; a clock stepping back only
-    keeps a change counted a little longer). ``prev``: the subject's last class (None at first)."""
-    hist = st["hist"].get(subj)
-    if hist is None:  # hist and flap are created and dropped together
-        hist = st["hist"][subj] = []
-        f = st["flap"][subj] = [-1, 0, []]
-    else:
-        f = st["flap"][subj]
-    n = f[0] = f[0] + 1
-    tr = f[2]
-    if prev is not None and prev != to:
-        tr.append([n, t])
-        f[1] += n
-    lo, cut = n - HIST_N + 1, t - FLAP_WINDOW
-    while tr and (tr[0][0] <= lo or tr[0][1] < cut):
-        f[1] -= tr.pop(0)[0]
-    k = len(tr)
-    # sum over counted changes of 0.75 + 0.5 * (slot - 1) / 19, slot = 20 - (n - i)
-    total = 0.75 * k + 0.5 * ((HIST_N - 2) * k - n * k + f[1]) / (HIST_N - 2) if k else 0.0
-    hist.append([to, t, seq, round(100.0 * total / (HIST_N - 1), 2)])
-    if len(hist) > HIST_N:
-        del hist[0]
 
 
 def _agent_nudged(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -508,7 +483,7 @@ def sweep(st: dict[str, Any], t: float) -> None:
     subject has no history), silences expired over a day ago, old notice records."""
     st["sweep_at"] = t + SWEEP_S
     live = st["conds"]
-    for k in [k for k in st["retry"] if k not in live and k.partition("|")[0] not in st["hist"]]:
+    for k in [k for k in st["retry"] if k not in live and k.partition("|")[0] not in st["classes"]]:
         del st["retry"][k]
     for sid in [s for s, v in st["silences"].items() if v["until"] < t - ONESHOT_KEEP_S]:
         del st["silences"][sid]
@@ -523,46 +498,6 @@ def _trim_recent(st: dict, t: float) -> None:
     for at, k in old:
         if at < t - ONESHOT_KEEP_S or len(rec) > MAX_RECENT:
             del rec[k]
-
-
-# ---- flapping (Nagios-style weighted percent state change) ----------------------------------
-def flap_percent(hist: list, at: float) -> float:
-    """Weighted percent state change over the last 21 classes up to ``at``: 20 transition slots
-    weighted 0.75 (oldest) .. 1.25 (newest); a transition counts when the class differs and it
-    happened within FLAP_WINDOW of ``at``. 0..100."""
-    h = [e for e in hist if e[1] <= at][-HIST_N:]
-    total = 0.0
-    n = len(h)
-    for j in range(1, n):
-        if h[j][0] != h[j - 1][0] and h[j][1] >= at - FLAP_WINDOW:
-            slot = HIST_N - 1 - (n - 1 - j)  # newest transition -> slot 20
-            total += 0.75 + 0.5 * (slot - 1) / (HIST_N - 2)
-    return 100.0 * total / (HIST_N - 1)
-
-
-def flap_state(hist: list, sent: list | None, now: float, policy: Policy) -> tuple[list | None, bool]:
-    """(entry that started the current flapping episode or None, already notified?).
-
-    Hysteresis over the percent stored at each class change: flapping starts when it reaches
-    ``flap_high`` and ends when it falls below ``flap_low`` (also checked at ``now``, so a
-    subject that went quiet settles by time alone). ``sent`` = ``[cid, time]`` of the last
-    flapping notice: it covers this episode unless the subject settled after it was sent."""
-    if len(hist) < 8 or hist[-1][1] < now - FLAP_WINDOW or max(e[3] for e in hist) < policy.flap_high:
-        return None, False  # too few changes to reach flap_high, or nothing recent
-    start = None
-    for e in hist:
-        if start is None and e[3] >= policy.flap_high:
-            start = e
-        elif start is not None and e[3] < policy.flap_low:
-            start = None
-    if start is None:
-        return None, False
-    # the percent at ``now`` equals the one stored at the last change unless changes aged out
-    pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)
-    if pct < policy.flap_low:
-        return None, False
-    notified = sent is not None and not any(e[1] > sent[1] and e[3] < policy.flap_low for e in hist)
-    return start, notified
 
 
 def plan(state: dict[str, Any], now: float, policy: Policy, **kw: Any):
