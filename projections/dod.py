@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from itertools import compress, repeat
-from operator import eq, itemgetter, ne
+from operator import eq, is_not, itemgetter, ne
 from typing import Any, NamedTuple
 
 from events.log import parse_iso
@@ -169,15 +169,19 @@ def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None,
     same_state = seq is not None and seq == memo.seq
     if same_ids and same_state:
         sigs = memo.sigs
-        todo = set() if vals == memo.vals else set(compress(keys, map(ne, vals, memo.vals)))
+        todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
     else:
-        sigs = list(map(_SIG, map(agents.get, keys, repeat(_NO_AGENT))))
+        recs = list(map(agents.get, keys))
+        if None in recs:
+            recs = [_NO_AGENT if r is None else r for r in recs]
+        sigs = list(map(_SIG, recs))
         if same_ids:
-            todo = set(compress(keys, map(ne, vals, memo.vals)))
-            todo.update(compress(keys, map(ne, sigs, memo.sigs)))
+            todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
+            if sigs != memo.sigs:
+                todo.update(compress(keys, map(ne, sigs, memo.sigs)))
         else:
             m_obs, m_sig = dict(zip(memo.keys, memo.vals)), dict(zip(memo.keys, memo.sigs))
-            todo = set(compress(keys, map(ne, map(m_obs.get, keys), vals)))
+            todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
             todo.update(compress(keys, map(ne, map(m_sig.get, keys), sigs)))
     per: list[tuple[str, list[Any]]] = []
     if todo:

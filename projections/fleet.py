@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from enum import Enum
 from itertools import compress
-from operator import ne
+from operator import is_not
 from typing import Any, NamedTuple
 
 from events.types import AgentClassified, SourceFailed, SourceRecovered
@@ -184,15 +184,17 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
     vals = list(cur.values())
     recs = list(map(get, keys))
     same_ids = keys == memo.keys
-    if same_ids:  # aligned: what changed is found in C (identity first, then equality)
-        todo = set() if vals == memo.vals else set(compress(keys, map(ne, vals, memo.vals)))
+    # what changed since the memo, found in C: a list compare is identity first, then equality;
+    # per agent, identity (a new but equal object is merely classified again)
+    if same_ids:
+        todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
         if recs != memo.recs:
-            todo.update(compress(keys, map(ne, recs, memo.recs)))
+            todo.update(compress(keys, map(is_not, recs, memo.recs)))
     else:
         m_obs = dict(zip(memo.keys, memo.vals))
         m_rec = dict(zip(memo.keys, memo.recs))
-        todo = set(compress(keys, map(ne, map(m_obs.get, keys), vals)))
-        todo.update(compress(keys, map(ne, map(m_rec.get, keys), recs)))
+        todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
+        todo.update(compress(keys, map(is_not, map(m_rec.get, keys), recs)))
     due = memo.due
     lo_max, hi_min = memo.bounds
     if not same_ids and due:

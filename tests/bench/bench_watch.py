@@ -4,7 +4,9 @@
    default durability) against the floor measured in the same run on the same files: plain Python
    ``glob`` + ``open().read()`` + ``json.loads`` of every goal.json. Three ticks: the first (every
    agent is new: N events appended and folded), one with 1 % of the files changed, one with no
-   change. Targets (issue 3): first <= 2x, 1 % <= 0.3x, none <= 0.2x the floor.
+   change. Targets (issue 3): first <= 2x, 1 % <= 0.3x, none <= 0.2x the floor. Each figure is
+   the best of 3 (the first tick on a fresh log each time); these are full ticks (the periodic
+   resync stats every file). A partial tick (inotify's paths only) with 1 % changed: info.
 2. Latency from a goal.json write (tmp + rename) to the committed ``agent.classified`` event,
    against a real ``fleetwatch run`` (default interval 2 s: inotify must do the work), polling the
    log from another connection; 200 writes (quick: 60). Target: p99 < 500 ms.
@@ -69,27 +71,44 @@ def floor(pattern: str) -> float:
     return best
 
 
-def tick_rows(n: int, tmp: Path) -> list[dict]:
+def tick_rows(n: int, tmp: Path, reps: int = 3) -> list[dict]:
+    """Full ticks (what the periodic resync does) at n agents, best of ``reps`` each (the machine
+    is shared: the minimum is the figure least disturbed by others); the first tick on a fresh
+    log each time. Partial ticks (inotify's paths only) are shown for information."""
     root = tmp / f"fleet{n}"
     fleet(root, n)
-    cfg = parse(config_text(tmp / f"t{n}", root).replace(f"{tmp}/t{n}/e.db", f"{tmp}/t{n}.db"))
     fl = floor(f"{root}/*/goal.json")
-    elog = EventLog(f"{tmp}/t{n}.db")
-    w = Watcher(cfg, elog)
-    now = time.time()
-    t = time.perf_counter()
-    appended = w.tick(now)
-    first = time.perf_counter() - t
-    assert appended == n, appended
+    firsts = []
+    for rep in range(reps):
+        db = f"{tmp}/t{n}-{rep}.db"
+        cfg = parse(config_text(tmp, root).replace(f"{tmp}/e.db", db))
+        elog = EventLog(db)
+        w = Watcher(cfg, elog)
+        now = time.time()
+        t = time.perf_counter()
+        appended = w.tick(now)
+        firsts.append(time.perf_counter() - t)
+        assert appended == n, appended
+        if rep < reps - 1:
+            w.close()
+            elog.close()
     rng = random.Random(n)
-    changed = []
-    for rep in range(3):  # 1 % changed: best of 3 (each a fresh set of changes)
-        for i in rng.sample(range(n), n // 100):
-            write_goal(root, f"a{i:05d}", "waiting" if rep % 2 == 0 else "busy")
+    changed, partial = [], []
+    waiting: dict[int, bool] = {}
+    for rep in range(2 * reps):  # 1 % changed: a fresh set of changes each time
+        picked = rng.sample(range(n), n // 100)
+        for i in picked:
+            waiting[i] = not waiting.get(i, False)
+            write_goal(root, f"a{i:05d}", "waiting" if waiting[i] else "busy")
         now += 2
         t = time.perf_counter()
-        w.tick(now)
-        changed.append(time.perf_counter() - t)
+        if rep % 2 == 0:  # a full tick finds them by stat
+            assert w.tick(now) == len(picked)
+            changed.append(time.perf_counter() - t)
+        else:  # a partial tick is told where to look (the Waker's paths: tmp and destination)
+            paths = {str(root / f"a{i:05d}" / f) for i in picked for f in ("goal.json.tmp", "goal.json")}
+            assert w.tick(now, full=False, changed=paths) == len(picked)
+            partial.append(time.perf_counter() - t)
     none = []
     for _ in range(5):
         now += 2
@@ -98,12 +117,15 @@ def tick_rows(n: int, tmp: Path) -> list[dict]:
         none.append(time.perf_counter() - t)
     elog.close()
     w.close()
-    ch, no = min(changed), min(none)
+    first, ch, no, pa = min(firsts), min(changed), min(none), min(partial)
     rows = []
     for label, v, target in (("first tick", first, 2.0), ("1 % changed tick", ch, 0.3), ("no-change tick", no, 0.2)):
         rows.append({"name": f"{label}, {n:,} agents vs read+json.loads floor",
                      "figure": f"{v * 1000:.1f} ms; floor {fl * 1000:.1f} ms",
                      "ratio": round(v / fl, 3), "target": f"<= {target}x floor", "ok": v / fl <= target})
+    rows.append({"name": f"partial tick (inotify's paths), 1 % changed, {n:,} agents (info)",
+                 "figure": f"{pa * 1000:.1f} ms; floor {fl * 1000:.1f} ms", "ratio": round(pa / fl, 3),
+                 "target": "info", "ok": None})
     return rows
 
 

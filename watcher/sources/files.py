@@ -271,6 +271,8 @@ class GlobSource:
         touched = set(compress(range(len(keys)), map(ne, keys, old)))
         if self._suspects:
             touched.update(i for i, p in enumerate(paths) if p in self._suspects)
+        obs_of, suspects = self._obs_of, self._suspects
+        dirty = False
         for i in sorted(touched):
             path = paths[i]
             try:
@@ -282,12 +284,20 @@ class GlobSource:
             ent = None if st is None else self._update(path, st, cache.get(path))
             if ent is None:  # gone meanwhile, or a folder where the file should be
                 cache.pop(path, None)
+                self._keys = None  # compare against the cache next time
+                return self._emit(changed=True)
+            cache[path] = ent
+            keys[i] = ent.key
+            if ent.obs is not obs_of.get(path):  # the result changes in place (same order)
+                obs_of[path] = ent.obs
+                dirty = True
+            if ent.fails == 1:
+                suspects.add(path)
             else:
-                cache[path] = ent
-                keys[i] = ent.key
-        if len(cache) != len(paths):
-            self._keys = None  # compare against the cache next time
-        return self._emit(changed=True)
+                suspects.discard(path)
+        if dirty:
+            self._items = [o for o in obs_of.values() if o is not None]
+        return self.result(self._items)
 
     def _partial(self, changed: set[str]) -> SourceResult | None:
         """Re-stat only the files these paths can concern (a file itself, or a folder created,
