@@ -7,14 +7,14 @@ Measured tick: ``StepsSource.poll`` (stat cache, two-read rule) + ``merge`` + ``
 benchmark and is shown here for information only).
 - first tick (fresh source, empty state: 1,000 run.changed + 12,000 step.changed): target ≤ 2× floor
 - no-change tick (same files, folded state): target ≤ 0.2× floor
-Median of several repetitions; ``quick`` uses fewer.
+Best of several repetitions (the machine is shared: the minimum is the figure least disturbed by
+others; the floor is measured the same way); ``quick`` uses fewer.
 """
 from __future__ import annotations
 
 import glob
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -119,9 +119,9 @@ def run(quick: bool = False) -> list[dict]:
                 if k:
                     mine_nc.append(tk.projection_s)
                 assert n == 0, f"no-change tick produced {n} events"
-        fl = statistics.median(floors)
-        ft = statistics.median(firsts)
-        nc = statistics.median(nochange)
+        fl = min(floors)
+        ft = min(firsts)
+        nc = min(nochange)
         elog_dir = os.path.join(tmp, "log")
         os.makedirs(elog_dir)
         elog = EventLog(os.path.join(elog_dir, "events.db"), durability="normal")
@@ -137,12 +137,12 @@ def run(quick: bool = False) -> list[dict]:
         {"name": f"steps: first tick (poll+detect+fold, {nevs} events)", "figure": f"{ft * 1e3:.1f} ms",
          "ratio": round(ft / fl, 3), "target": "≤ 2× floor", "ok": ft <= 2 * fl},
         {"name": "steps: first tick, detect+fold only (info: the rest is the source's poll)",
-         "figure": f"{statistics.median(mine) * 1e3:.1f} ms", "ratio": round(statistics.median(mine) / fl, 3),
+         "figure": f"{min(mine) * 1e3:.1f} ms", "ratio": round(min(mine) / fl, 3),
          "target": "info", "ok": None},
         {"name": "steps: no-change tick (poll+detect)", "figure": f"{nc * 1e3:.2f} ms",
          "ratio": round(nc / fl, 3), "target": "≤ 0.2× floor", "ok": nc <= 0.2 * fl},
         {"name": "steps: no-change tick, detect only (info)",
-         "figure": f"{statistics.median(mine_nc) * 1e3:.2f} ms", "ratio": round(statistics.median(mine_nc) / fl, 3),
+         "figure": f"{min(mine_nc) * 1e3:.2f} ms", "ratio": round(min(mine_nc) / fl, 3),
          "target": "info", "ok": None},
         {"name": f"steps: append first tick's {len(fresh.events)} events (info, durability=normal)",
          "figure": f"{ap * 1e3:.1f} ms", "ratio": round(ap / fl, 3), "target": "info", "ok": None},
