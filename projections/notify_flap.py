@@ -3,8 +3,10 @@
 The fold only appends ``class, time, seq`` to a flat per-subject list (``classes``: the last
 HIST_KEEP = 41 entries, O(1) per event). The percent at each of the last 21 entries needs that
 entry's 20 predecessors, which the 41 kept entries always hold, so :func:`entries` rebuilds the
-exact per-entry percents on demand (memoized by content) and :func:`flap_state` runs the
-hysteresis over them at plan time.
+exact per-entry percents on demand and :func:`flap_state` runs the hysteresis over them at
+plan time. Both are memoized per list object (held by the memo, so its id is not reused) and its
+(length, first seq, last seq): the fold only appends increasing seqs and trims the front, so
+those identify the content; a plan recomputes only the subjects that changed.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ HIST_N = 21                 # classes in the percent (20 transition slots)
 HIST_KEEP = 2 * HIST_N - 1  # entries kept per subject: each of the last 21 has its 20 predecessors
 FLAP_WINDOW = 3600.0        # only class changes this recent count toward the flap percent
 _W = HIST_N - 2
-_memo: dict[tuple, list] = {}
+_memo: dict[int, list] = {}   # id(flat) -> [flat, len, first seq, last seq, entries, {(high, low): summary}]
 
 
 def flap_percent(hist: list, at: float) -> float:
@@ -31,15 +33,26 @@ def flap_percent(hist: list, at: float) -> float:
     return 100.0 * total / (HIST_N - 1)
 
 
+def _memo_entry(flat: list) -> list:
+    m = _memo.get(id(flat))
+    if m is not None and m[0] is flat and m[1] == len(flat) and m[2] == flat[2] and m[3] == flat[-1]:
+        return m
+    if len(_memo) > 8192:
+        _memo.clear()
+    m = _memo[id(flat)] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]
+    return m
+
+
 def entries(flat: list) -> list[list[Any]]:
-    """The last 21 ``[class, time, seq, percent]`` of a flat ``classes`` list, the percent being
-    :func:`flap_percent` at that entry's time over it and its 20 predecessors (with times in
-    log order; a clock stepping back only keeps a change counted a little longer). O(entries),
-    memoized by content: a plan recomputes only the subjects that changed."""
-    key = tuple(flat)
-    out = _memo.get(key)
-    if out is not None:
-        return out
+    """The last 21 ``[class, time, seq, percent]`` of a flat ``classes`` list (memoized; do not
+    mutate the result)."""
+    return _memo_entry(flat)[4]
+
+
+def _entries(flat: list) -> list[list[Any]]:
+    """The percent at each entry is :func:`flap_percent` at its time over it and its 20
+    predecessors (times in log order; a clock stepping back only keeps a change counted a
+    little longer), computed in one pass with a running sum."""
     out = []
     tr: list[tuple[int, float]] = []   # counted changes (entry number, time), oldest first
     total_i = 0                        # sum of their entry numbers
@@ -60,32 +73,44 @@ def entries(flat: list) -> list[list[Any]]:
             # sum over counted changes of 0.75 + 0.5 * (slot - 1) / 19, slot = 20 - (n - i)
             total = 0.75 * k + 0.5 * (_W * k - n * k + total_i) / _W if k else 0.0
             out.append([cls, t, flat[3 * n + 2], round(100.0 * total / (HIST_N - 1), 2)])
-    if len(_memo) > 8192:
-        _memo.clear()
-    _memo[key] = out
     return out
 
 
-def flap_state(hist: list, sent: list | None, now: float, policy: Any) -> tuple[list | None, bool]:
-    """(entry that started the current flapping episode or None, already notified?).
-
-    ``hist``: :func:`entries`. Hysteresis over the percent at each class change: flapping starts
-    when it reaches ``flap_high`` and ends when it falls below ``flap_low`` (also checked at
-    ``now``, so a subject that went quiet settles by time alone). ``sent`` = ``[cid, time]`` of
-    the last flapping notice: it covers this episode unless the subject settled after it."""
-    if len(hist) < 8 or hist[-1][1] < now - FLAP_WINDOW or max(e[3] for e in hist) < policy.flap_high:
-        return None, False  # too few changes to reach flap_high, or nothing recent
+def _summary(hist: list, high: float, low: float) -> tuple[float, list | None, float | None]:
+    """(highest percent, entry that started the current episode or None, time of the last
+    entry below ``low``): the hysteresis over the entries, independent of ``now``."""
     start = None
+    last_low = None
     for e in hist:
-        if start is None and e[3] >= policy.flap_high:
+        if start is None and e[3] >= high:
             start = e
-        elif start is not None and e[3] < policy.flap_low:
+        elif start is not None and e[3] < low:
             start = None
-    if start is None:
-        return None, False
+        if e[3] < low and (last_low is None or e[1] > last_low):
+            last_low = e[1]
+    return max(e[3] for e in hist), start, last_low
+
+
+def flap_state(flat: list, sent: list | None, now: float, policy: Any) -> tuple[list | None, list, bool]:
+    """(entry that started the current flapping episode or None, :func:`entries`, notified?).
+
+    Hysteresis over the percent at each class change: flapping starts when it reaches
+    ``flap_high`` and ends when it falls below ``flap_low`` (also checked at ``now``, so a
+    subject that went quiet settles by time alone). ``sent`` = ``[cid, time]`` of the last
+    flapping notice: it covers this episode unless the subject settled after it was sent."""
+    if len(flat) < 24 or flat[-2] < now - FLAP_WINDOW:
+        return None, [], False  # fewer than 8 classes, or nothing recent
+    m = _memo_entry(flat)
+    hist = m[4]
+    key = (policy.flap_high, policy.flap_low)
+    summ = m[5].get(key)
+    if summ is None:
+        summ = m[5][key] = _summary(hist, *key)
+    top, start, last_low = summ
+    if top < policy.flap_high or start is None:
+        return None, hist, False
     # the percent at ``now`` equals the one stored at the last change unless changes aged out
     pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)
     if pct < policy.flap_low:
-        return None, False
-    notified = sent is not None and not any(e[1] > sent[1] and e[3] < policy.flap_low for e in hist)
-    return start, notified
+        return None, hist, False
+    return start, hist, sent is not None and (last_low is None or last_low <= sent[1])

@@ -26,7 +26,7 @@ import msgspec
 from events.log import iso
 from events.types import NoticeSilenced
 from projections.notify import SEV_RANK, Policy, swarm_text
-from projections.notify_flap import FLAP_WINDOW, entries, flap_state
+from projections.notify_flap import flap_state
 
 log = logging.getLogger("fleetwatch.notify")
 
@@ -302,11 +302,9 @@ def flap_conds(state: dict, now: float, policy: Policy) -> tuple[set[str], dict[
     notified in this episode."""
     flapping: set[str] = set()
     out: dict[str, dict] = {}
+    sent = state["flap_sent"]
     for subj, flat in state["classes"].items():
-        if len(flat) < 24 or flat[-2] < now - FLAP_WINDOW:
-            continue  # fewer than 8 classes, or nothing recent: cannot be flapping
-        hist = entries(flat)
-        start, notified = flap_state(hist, state["flap_sent"].get(subj), now, policy)
+        start, hist, notified = flap_state(flat, sent.get(subj), now, policy)
         if start is None:
             continue
         flapping.add(subj)
