@@ -6,6 +6,12 @@
   good observation stands (a half-written file is not MAL_LANZADO).
 - Errors (unreadable file, symlink loop) become observations or a failed SourceResult, never
   exceptions out of ``poll``.
+- Full polls (the periodic resync) stat every file; when no key changed the previous result is
+  returned as it is, so unchanged files keep their very observation object (the detectors skip
+  those). ROOT is listed again when its (dev, inode, mtime_ns) changed, its last listing is
+  "racy" (ROOT changed within 2 s before it) or 30 s old.
+- Partial polls (``full`` False, ``changed``: the paths inotify reported) stat only the files
+  those paths can concern and take the rest from the cache; the two-read rule still applies.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ _KEY = operator.attrgetter("st_ino", "st_size", "st_mtime_ns")
 # than the listing by this margin (a change in the same clock tick as the listing would leave
 # the mtime as it was: the "racy" case git's index knows too).
 _RACY_NS = 2_000_000_000
+_RELIST_NS = 30_000_000_000  # and it is listed anyway this often (a file system whose mtimes lag)
 
 
 def _folder_id(path: str) -> str:
@@ -152,9 +159,10 @@ class GlobSource:
         except FileNotFoundError:
             return None
         rkey = (rst.st_dev, rst.st_ino, rst.st_mtime_ns)
-        if rkey == self._root_key and rst.st_mtime_ns < self._listed_ns - _RACY_NS:
-            return self._paths  # ROOT unchanged since a listing made well after its last change
         listed_ns = time.time_ns()
+        if rkey == self._root_key and rst.st_mtime_ns < self._listed_ns - _RACY_NS \
+                and listed_ns - self._listed_ns < _RELIST_NS:
+            return self._paths  # ROOT unchanged since a listing made well after its last change
         try:
             names = os.listdir(root)
         except FileNotFoundError:
@@ -251,7 +259,7 @@ class GlobSource:
         relisted = self._names_new
         self._names_new = False
         cache = self.cache
-        if relisted or len(cache) != len(paths) or self._items is None:
+        if self._items is None:  # the first poll: one stat and one read per file
             self._keys = None
             res = self._rebuild(self._stat_all(paths))
             if len(self.cache) == len(paths):
@@ -262,11 +270,12 @@ class GlobSource:
         except OSError:  # something missing or unreadable: the careful way, path by path
             self._keys = None
             return self._rebuild(self._stat_all(paths))
+        members = relisted or len(cache) != len(paths)
         old = self._keys
-        if old is None:  # after a partial tick: the keys the cache holds
+        if members or old is None:  # folders came or went, or after a partial tick: the cache's keys
             old = [e.key if (e := cache.get(p)) is not None else None for p in paths]
         self._keys = keys
-        if keys == old and not self._suspects:
+        if not members and keys == old and not self._suspects:
             return self._emit(changed=False)
         touched = set(compress(range(len(keys)), map(ne, keys, old)))
         if self._suspects:
@@ -284,8 +293,8 @@ class GlobSource:
             ent = None if st is None else self._update(path, st, cache.get(path))
             if ent is None:  # gone meanwhile, or a folder where the file should be
                 cache.pop(path, None)
-                self._keys = None  # compare against the cache next time
-                return self._emit(changed=True)
+                members = True
+                continue
             cache[path] = ent
             keys[i] = ent.key
             if ent.obs is not obs_of.get(path):  # the result changes in place (same order)
@@ -295,6 +304,14 @@ class GlobSource:
                 suspects.add(path)
             else:
                 suspects.discard(path)
+        if members:  # forget what ROOT no longer lists; the result is made again
+            if len(cache) != len(paths):
+                listed = set(paths)
+                for p in [p for p in cache if p not in listed]:
+                    del cache[p]
+            if len(cache) != len(paths):
+                self._keys = None  # compare against the cache next time
+            return self._emit(changed=True)
         if dirty:
             self._items = [o for o in obs_of.values() if o is not None]
         return self.result(self._items)
@@ -344,7 +361,8 @@ class GlobSource:
                 members = True
             dirty = dirty or old is None or ent.obs is not self._obs_of.get(path)
         if members:
-            self._names_new = True  # the next full poll rebuilds the cache from the listing
+            self._names_new = True  # the next full poll rebuilds the cache from a new listing
+            self._root_key = None
         self._keys = None  # the next full poll compares against the cache's keys
         return self._emit(changed=dirty, looked=True)
 
