@@ -5,7 +5,9 @@ A tick: fold events other writers appended → poll every source → merge into 
 snapshots when due) → fold them → let the notifier plan and record. A tick with no change opens
 no write transaction. Sleeping uses the monotonic clock; after a suspend, missed ticks are
 skipped (one tick, not a burst). inotify (watchdog) only wakes the loop early: every
-``interval`` a full resync runs regardless.
+``interval`` a full resync runs regardless. A tick woken early is partial: file sources look only
+at the paths the :class:`Waker` collected. Detectors with ``detect_memo`` (and ``fleet.step``)
+carry a memo from tick to tick in ``Watcher.memos`` (pure: passed in, returned).
 """
 from __future__ import annotations
 
