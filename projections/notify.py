@@ -41,7 +41,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from events.log import parse_iso
-from projections.notify_flap import HIST_KEEP, flap_state  # noqa: F401  (flap_state: re-export)
+from projections.notify_flap import HIST_KEEP
 
 NAME = "notify"
 
@@ -100,28 +100,12 @@ def retry_delay(attempt: int, policy: Policy) -> float | None:
     return policy.retry[attempt - 1] if 1 <= attempt <= len(policy.retry) else None
 
 
-class State(TypedDict):
-    """The snapshot schema: a snapshot missing a key (an older layout) fails to decode, so
-    ``Projections.load`` replays the log instead of folding into a stale shape."""
-
-    conds: dict[str, Any]
-    agents: dict[str, Any]
-    dod: dict[str, Any]
-    classes: dict[str, Any]
-    flap_sent: dict[str, Any]
-    retry: dict[str, Any]
-    silences: dict[str, Any]
-    last: dict[str, Any]
-    recent: dict[str, Any]
-    index: dict[str, Any]
-    swarms: dict[str, Any]
-    exp_cleared: list[Any]
-    exp_day: list[Any]
-    prune_at: float
-    sweep_at: float
-
-
-STATE_TYPE = State
+_D = dict[str, Any]
+# The snapshot schema: a snapshot missing a key (an older layout) fails to decode, so
+# ``Projections.load`` replays the log instead of folding into a stale shape.
+STATE_TYPE = TypedDict("State", {"conds": _D, "agents": _D, "dod": _D, "classes": _D, "flap_sent": _D, "retry": _D,
+                                 "silences": _D, "last": _D, "recent": _D, "index": _D, "swarms": _D,
+                                 "exp_cleared": list, "exp_day": list, "prune_at": float, "sweep_at": float})
 
 
 def initial() -> dict[str, Any]:
@@ -212,7 +196,8 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     sev = AGENT_SEV.get(to)
     cond = None
     if sev is not None:
-        detail = ev.reason or "/".join(x for x in (ev.state, ev.phase) if x)
+        st_, ph = ev.state, ev.phase
+        detail = ev.reason or (f"{st_}/{ph}" if st_ and ph else st_ or ph or "")
         cond = _new(st, subj, to, sev, seq, t, a, detail)
     agents[a] = {"cls": to, "since": t, "seq": seq, "state": ev.state, "cond": cond, "nudges": 0,
                  "nudged_at": None}

@@ -335,3 +335,68 @@ def test_state_round_trips_and_stays_bounded():
     enc = encode_state(w.state)
     assert encode_state(msgspec.json.decode(enc)) == enc
     assert len(w.state["conds"]) <= notify.MAX_CONDS and len(enc) < 2_000_000
+
+
+# ---- fold cost structures: exact, deterministic, bounded -------------------------------------
+def test_flap_entries_equal_the_reference_percent():
+    """The percents rebuilt at plan time equal flap_percent over each entry's last 21 classes
+    (what the fold used to store), for histories longer than the 41 kept entries."""
+    import random
+
+    from projections.notify_flap import HIST_N, entries, flap_percent
+    rnd = random.Random(3)
+    for _ in range(300):
+        w, ref, t = World(), [], T0
+        for _ in range(rnd.randrange(1, 80)):
+            t += rnd.choice([0.0, 1.0, 30.0, 600.0, 3600.0, 4000.0])    # same tick .. beyond the window
+            to = rnd.choice(("RECLAMA", "TRABAJANDO", "ESTANCADO")[: rnd.choice((1, 2, 3))])
+            seq = w.cls("a1", to, t)
+            ref = (ref + [[to, notify.parse_iso(iso(t)), seq, 0.0]])[-HIST_N:]
+            ref[-1][3] = round(flap_percent(ref, ref[-1][1]), 2)
+        assert entries(w.state["classes"]["agent:a1"]) == ref
+
+
+def test_other_event_types_are_a_no_op():
+    from events.types import StepChanged
+    w = World()
+    before = encode_state(w.state)
+    w.add(StepChanged(run="r1", step="facts", to="begin"), T0)
+    assert "step.changed" not in notify.TYPES and encode_state(w.state) == before
+
+
+def test_snapshot_cuts_equal_full_replay_through_prunes():
+    """Incremental folding with snapshot round trips at cuts (expiry queues, swarm counts,
+    class lists, overflow of MAX_CONDS) equals one fold from scratch."""
+    from projections.base import decode_state
+    evs, t = [], T0
+    for i in range(6000):
+        t += 0.5 if i % 500 else 400.0                       # pruning by age between bursts
+        k = i % 10
+        if k < 6:
+            ev = AgentClassified(agent=f"a{i % 400}", to=("RECLAMA", "TRABAJANDO", "ESTANCADO", "CERRADO")[i % 4],
+                                 state="waiting")
+        elif k < 8:
+            ev = SwarmChanged(group=f"g{i % 3}", child=f"c{i % 7}", to=("running", "done", None)[i % 3])
+        elif k == 8:
+            ev = DodVerdict(agent=f"a{i % 50}", verdict="met", verifier="v")
+        else:
+            ev = SourceFailed(source="s", error="x") if i % 20 == 9 else SourceRecovered(source="s")
+        evs.append((ev, t))
+    full, inc = World(), World()
+    for i, (ev, t) in enumerate(evs):
+        full.add(ev, t)
+        if i % 997 == 0:
+            inc.state = decode_state(notify, encode_state(inc.state))
+        inc.add(ev, t)
+    assert encode_state(inc.state) == encode_state(full.state)
+    assert len(full.state["conds"]) <= notify.MAX_CONDS
+    assert len(full.state["exp_cleared"]) + len(full.state["exp_day"]) <= 2 * notify.MAX_EXPIRY
+
+
+def test_old_snapshot_layout_is_refused():
+    """A snapshot without the current keys does not decode, so the watcher replays instead."""
+    from projections.base import decode_state
+    old = notify.initial()
+    del old["exp_cleared"]
+    with pytest.raises(msgspec.ValidationError):
+        decode_state(notify, encode_state(old))
