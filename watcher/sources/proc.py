@@ -95,6 +95,7 @@ class TmuxSource:
         self.timeout = parse_duration(spec.timeout)
         self.last: SourceResult | None = None
         self.windows: dict[str, dict[str, Any]] = {}
+        self._enriched: dict[str, tuple[AgentObs, tuple, AgentObs]] = {}  # agent -> (input, window, output)
 
     def argv(self) -> list[str]:
         base = ["tmux"] + (["-L", self.spec.socket] if self.spec.socket else [])
@@ -140,13 +141,19 @@ class TmuxSource:
             w = self.windows.get(obs.agent)
         if w is None:
             return obs
+        key = (w["activity"], w["target"], w["dead"], w["dead_status"])
+        hit = self._enriched.get(obs.agent)
+        if hit is not None and hit[0] is obs and hit[1] == key:
+            return hit[2]  # same input, same window: the same object (lets detectors skip it)
         import msgspec
 
         la = obs.last_activity
         if w["activity"] is not None and (la is None or w["activity"] > la):
             la = w["activity"]
-        return msgspec.structs.replace(obs, last_activity=la, target=obs.target or w["target"],
-                                       pane_dead=w["dead"], pane_dead_status=w["dead_status"])
+        out = msgspec.structs.replace(obs, last_activity=la, target=obs.target or w["target"],
+                                      pane_dead=w["dead"], pane_dead_status=w["dead_status"])
+        self._enriched[obs.agent] = (obs, key, out)
+        return out
 
     def close(self) -> None:
         pass
