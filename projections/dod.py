@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from events.log import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
+from projections import fleet
 
 NAME = "dod"
 
@@ -84,6 +85,8 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
                 a["claim_seq"], a["claim_since"], a["claim_flagged"] = rec.seq, rec.time, False
         if ev.to != CLAIM_CLASS:
             a["claim_seq"], a["claim_since"], a["claim_flagged"] = 0, None, False
+        if rec.seq % fleet.PRUNE_EVERY == 0:
+            fleet.prune_closed(state["agents"], rec.time, "class_since")
     elif isinstance(ev, DodVerdict):
         a = _agent(state, ev.agent)
         if ev.verifier.strip().lower() == ev.agent.lower():

@@ -49,11 +49,28 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             "contract_len": ev.contract_len,
             "target": state["agents"].get(ev.agent, {}).get("target"),
         }
+        if rec.seq % PRUNE_EVERY == 0:
+            prune_closed(state["agents"], rec.time, "since")
     elif rec.type == "source.failed":
         state["sources"][ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
     elif rec.type == "source.recovered":
         state["sources"][ev.source] = {"failed": False, "error": "", "since": rec.time}
     return state
+
+
+PRUNE_EVERY = 512                 # seqs: prune on agent.classified events whose seq is a multiple
+CLOSED_KEEP_S = 7 * 86400         # a CERRADO agent is forgotten this long after it closed
+
+
+def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> None:
+    """Forget agents CERRADO for over CLOSED_KEEP_S before ``at`` (an event's time), so state and
+    snapshots stay bounded while agents come and go. Deterministic: driven by event seq and time
+    only. An agent that comes back later is seen for the first time again."""
+    from events.log import iso, parse_iso
+
+    cutoff = iso(parse_iso(at) - CLOSED_KEEP_S)  # ISO strings of one format compare as times
+    for aid in [a for a, v in agents.items() if v.get("class") == "CERRADO" and (v.get(since_key) or "") < cutoff]:
+        del agents[aid]
 
 
 def normalise_phase(phase: Any) -> Any:

@@ -253,3 +253,20 @@ def test_step_many_agents_some_due():
     fresh, _ = diff(st, snap(*os2), NOW + STALL, stall_after=STALL)
     assert classes(evs) == classes(fresh)
     assert [a for a, _, _ in classes(evs)] == ["a003", "a007", "a099", "a250"]
+
+
+def test_closed_agents_are_forgotten_after_a_week(tmp_path):
+    """State stays bounded while agents come and go: a CERRADO agent older than 7 days is pruned
+    (deterministically, on events whose seq is a multiple of PRUNE_EVERY); others stay."""
+    from events.types import AgentClassified
+    from watcher.state import Projections
+
+    elog = EventLog(str(tmp_path / "e.db"))
+    elog.append([AgentClassified(agent="old", to="TRABAJANDO"), AgentClassified(agent="old", from_="TRABAJANDO", to="CERRADO"),
+                 AgentClassified(agent="live", to="TRABAJANDO")], NOW)
+    later = NOW + 8 * 86400
+    filler = [AgentClassified(agent=f"f{i}", to="TRABAJANDO") for i in range(fleet.PRUNE_EVERY)]
+    elog.append(filler, later)
+    p = Projections.load(elog)
+    assert "old" not in p["fleet"]["agents"] and "live" in p["fleet"]["agents"]
+    assert "old" not in p["dod"]["agents"] and "live" in p["dod"]["agents"]
