@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from events.log import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
 from projections import fleet
+from projections.text import age as fmt_age
 
 NAME = "dod"
 
@@ -305,20 +306,9 @@ def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
             out.append(("violations", f"{aid}: DoD unevaluable per {v['verifier']} (needs a human)"))
         if st is Status.CLAIMED and a["claim_flagged"] and a["claim_since"]:
             age = int(now - parse_iso(a["claim_since"]))
-            out.append(("violations", f"{aid}: claims done, no verdict for {_age(age)}"))
+            out.append(("violations", f"{aid}: claims done, no verdict for {fmt_age(age)}"))
     return out
 
 
 def summary(state: dict[str, Any], now: float) -> list[str]:
     return [line for _, line in items(state, now)]
-
-
-def _age(s: float) -> str:
-    s = int(max(0, s))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from events.types import AgentClassified, SourceFailed, SourceRecovered
 from projections.observations import AgentObs, Snapshot
+from projections.text import age as fmt_age
 
 NAME = "fleet"
 TYPES = frozenset(("agent.classified", "source.failed", "source.recovered"))  # fold reads only these
@@ -102,20 +103,9 @@ def classify(obs: AgentObs | None, now: float, stall_after: float) -> tuple[Cls,
     if obs.state == "idle":
         idle_for = None if obs.last_activity is None else now - obs.last_activity
         if idle_for is not None and idle_for >= stall_after:
-            return Cls.ESTANCADO, f"idle, no activity for {_age(idle_for)}"
+            return Cls.ESTANCADO, f"idle, no activity for {fmt_age(idle_for)}"
         return Cls.TRABAJANDO, "idle within stall_after"
     return Cls.TRABAJANDO, obs.state
-
-
-def _age(s: float) -> str:
-    s = int(s)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    if s < 172800:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d"
 
 
 class Memo(NamedTuple):

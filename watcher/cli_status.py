@@ -18,6 +18,7 @@ import msgspec
 import typer
 
 from watcher.cli import ConfigOpt, DbOpt, JsonOpt, context, errors
+from projections.text import age as fmt_age
 
 log = logging.getLogger("fleetwatch.status")
 
@@ -50,19 +51,6 @@ def load_states(config: str | None, db: str | None) -> tuple[Any, dict[str, Any]
         return cfg, p.states, p.seq, None
     finally:
         elog.close()
-
-
-def _age(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = int(max(0, s))
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    if s < 172800:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d"
 
 
 def _since_s(iso_s: str | None, now: float) -> float | None:
@@ -139,7 +127,7 @@ def summary_groups(cfg: Any, states: dict[str, Any], now: float) -> list[tuple[s
     for cls in ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO"):
         for since, aid in sorted(by_class.get(cls, [])):
             a = fleet["agents"][aid]
-            age = _age(_since_s(since, now))
+            age = fmt_age(_since_s(since, now))
             if cls == "RECLAMA":
                 line = f"{aid}: {a.get('state') or '-'}/{a.get('phase') or '-'} for {age}"
             elif cls == "DICE_TERMINADO":
@@ -165,7 +153,7 @@ def summary_groups(cfg: Any, states: dict[str, Any], now: float) -> list[tuple[s
             groups["violations"] += [_text(x) for x in m.summary(states["runs"], now)]
     for src, s in sorted(fleet.get("sources", {}).items()):
         if s.get("failed"):
-            groups["sources"].append(f"{src}: failed for {_age(_since_s(s.get('since'), now))}: {s.get('error', '')}")
+            groups["sources"].append(f"{src}: failed for {fmt_age(_since_s(s.get('since'), now))}: {s.get('error', '')}")
     order = list(SUMMARY_GROUPS) + sorted(g for g in groups if g not in SUMMARY_GROUPS)
     return [(g, groups[g]) for g in order if groups[g]]
 
@@ -195,7 +183,7 @@ def render_summary(groups: list[tuple[str, list[str]]], fleet_size: int) -> str:
 def _tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     t = []
     t.append(("Fleet", ["agent", "class", "for", "state/phase", "DoD"],
-              [[a["agent"], a["class"], _age(a["age_s"]), f"{a['state'] or '-'}/{a['phase'] or '-'}", a["dod_status"]]
+              [[a["agent"], a["class"], fmt_age(a["age_s"]), f"{a['state'] or '-'}/{a['phase'] or '-'}", a["dod_status"]]
                for a in doc["agents"]]))
     ms = doc["missions"].get("missions", {})
     if ms:
