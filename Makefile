@@ -32,7 +32,7 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
 
-README_PARTS := 00-intro 05-commands 10-watcher log status runs notify service hook demo drills bench 99-dev
+README_PARTS := 00-intro 05-commands 10-watcher watch-perf log status runs notify service hook demo drills bench 99-dev
 readme:
 	@for p in $(README_PARTS); do f=docs/readme/$$p.md; [ -f $$f ] && { cat $$f; echo; }; done > README.md
 	@echo "README.md rebuilt from docs/readme/"
