@@ -5,7 +5,7 @@ import logging
 import signal
 import threading
 import time
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 

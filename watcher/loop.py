@@ -53,15 +53,8 @@ class Watcher:
         self.notifier = notifier
         self.snap_seq = self.proj.seq
         self.snap_mono = time.monotonic()
-        self.last_tick_mono: float | None = None
-        self.ticks = 0
 
     # ---- pure-ish stages ------------------------------------------------------------------
-    @property
-    def absent(self) -> dict[str, int]:
-        memo = self.memos.get("fleet")
-        return memo.absent if memo is not None else {}
-
     def observe(self, now: float, full: bool, changed: set[str] | None = None):
         """Poll every source. ``changed`` (a partial tick, ``full`` False): the paths inotify
         reported; file sources re-stat only those and reuse the rest of their cache."""
@@ -157,7 +150,6 @@ class Watcher:
                 n += self.commit(self.notifier.step(self.proj.states, now), now)
         except AppendFailed:
             pass
-        self.ticks += 1
         return n
 
     def suspects(self) -> bool:
