@@ -27,6 +27,7 @@ from events.log import iso
 from events.types import NoticeSilenced
 from projections.notify import SEV_RANK, Policy, swarm_text
 from projections.notify_flap import flap_state
+from projections.text import age
 
 log = logging.getLogger("fleetwatch.notify")
 
@@ -250,15 +251,6 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
 
 
 # ---- text ----------------------------------------------------------------------------------
-def age(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
 
 
 def _bucket(cls: str) -> tuple[int, str]:
