@@ -215,8 +215,8 @@ def _tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]
 
 
 def render_plain(doc: dict[str, Any]) -> str:
-    out = [f"fleet: {len(doc['agents'])} agent(s) · " +
-           " ".join(f"{c}:{n}" for c, n in doc["classes"].items() if n) + f" · log head {doc['head']}"]
+    counts = " ".join(f"{c}:{n}" for c, n in doc["classes"].items() if n)
+    out = [" · ".join(x for x in (f"fleet: {len(doc['agents'])} agent(s)", counts, f"log head {doc['head']}") if x)]
     for title, head, rows in _tables(doc):
         if not rows:
             continue
