@@ -45,6 +45,16 @@ def _folder_id(path: str) -> str:
     return parts[-2] if len(parts) > 1 else ""
 
 
+def _stat(path: str) -> os.stat_result | OSError | None:
+    """The file's stat; the error if it exists but cannot be stat'ed; None if it is gone."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e if os.path.lexists(path) else None
+
+
 def _read_capped(path: str, limit: int) -> bytes:
     """Up to ``limit`` bytes of ``path`` with plain os calls (no buffered file object per file)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -182,13 +192,9 @@ class GlobSource:
         error (loop, permission) is kept when the path itself exists."""
         out: list[tuple[str, os.stat_result | OSError]] = []
         for path in paths:
-            try:
-                out.append((path, os.stat(path)))
-            except FileNotFoundError:
-                continue
-            except OSError as e:
-                if os.path.lexists(path):
-                    out.append((path, e))
+            st = _stat(path)
+            if st is not None:
+                out.append((path, st))
         return out
 
     def _update(self, path: str, st: os.stat_result | OSError, ent: _Entry | None) -> _Entry | None:
@@ -284,12 +290,7 @@ class GlobSource:
         dirty = False
         for i in sorted(touched):
             path = paths[i]
-            try:
-                st: os.stat_result | OSError | None = os.stat(path)
-            except FileNotFoundError:
-                st = None
-            except OSError as e:
-                st = e if os.path.lexists(path) else None
+            st = _stat(path)
             ent = None if st is None else self._update(path, st, cache.get(path))
             if ent is None:  # gone meanwhile, or a folder where the file should be
                 cache.pop(path, None)
@@ -343,12 +344,7 @@ class GlobSource:
         dirty = False
         members = False
         for path in sorted(cands):
-            try:
-                st: os.stat_result | OSError | None = os.stat(path)
-            except FileNotFoundError:
-                st = None
-            except OSError as e:
-                st = e if os.path.lexists(path) else None
+            st = _stat(path)
             old = cache.get(path)
             ent = None if st is None else self._update(path, st, old)
             if ent is None:
