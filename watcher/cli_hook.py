@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from events.errors import FleetwatchError
-from watcher.cli import errors
+from watcher.cliutil import errors
 
 # Events the hook maps (see docs/readme/hook.md), in the order they are written to settings.json.
 # Tool events get matcher "*" (every tool); the others take no matcher.

@@ -14,7 +14,7 @@ import msgspec
 import typer
 
 from events.errors import ConfigError, FleetwatchError
-from watcher.cli import ConfigOpt, DbOpt, JsonOpt, errors, open_log
+from watcher.cliutil import ConfigOpt, DbOpt, JsonOpt, errors, open_log
 
 _json = msgspec.json.Encoder(order="sorted")
 
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
     @errors
     def notify_test(config: ConfigOpt = None, db: DbOpt = None) -> None:
         """Send one test push through the configured [notify] URLs. Exit 0 if delivered, 1 if not."""
-        from watcher.cli import context
+        from watcher.cliutil import context
         from watcher.notifier import Deliverer
 
         cfg, _ = context(config, db)

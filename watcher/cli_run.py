@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from watcher.cli import ConfigOpt, DbOpt, errors
+from watcher.cliutil import ConfigOpt, DbOpt, errors
 
 log = logging.getLogger("fleetwatch.watcher")
 
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the watcher: poll sources, append transitions, push notices. Exit 3 if another
         watcher holds the log, 2 on a bad config."""
-        from watcher.cli import context
+        from watcher.cliutil import context
         from watcher.logs import setup_logging
 
         setup_logging(log_level)

@@ -287,7 +287,7 @@ def write_config(path: str, *, force: bool) -> str | None:
 
 
 def register(app: typer.Typer) -> None:
-    from watcher.cli import ConfigOpt, DbOpt, errors
+    from watcher.cliutil import ConfigOpt, DbOpt, errors
 
     @app.command("install-service")
     @errors

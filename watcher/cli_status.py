@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
-from watcher.cli import ConfigOpt, DbOpt, JsonOpt, context, errors
+from watcher.cliutil import ConfigOpt, DbOpt, JsonOpt, context, errors
 from projections.text import age as fmt_age
 
 log = logging.getLogger("fleetwatch.status")

@@ -151,11 +151,10 @@ def db_path(cfg: Config | None, explicit: str | None = None) -> str:
 _KEY_RE = re.compile(r"`\$\.([^`]*)`")
 
 
-def _msgspec_key(err: msgspec.ValidationError) -> str:
+def _where(err: msgspec.ValidationError) -> str:
+    """The path msgspec names in a validation error (``$.sources[0].kind`` -> ``sources[0].kind``);
+    empty at the top level."""
     m = _KEY_RE.search(str(err))
-    if m:
-        return re.sub(r"\[(\d+)\]", r"[\1]", m.group(1))
-    m = re.search(r"unknown field `([^`]*)`", str(err))
     return m.group(1) if m else ""
 
 
@@ -168,14 +167,12 @@ def parse(text: str, path: str = "<config>", *, check_paths: bool = True) -> Con
     try:
         cfg = msgspec.convert(raw, Config, strict=True)
     except msgspec.ValidationError as e:
-        key = _msgspec_key(e)
-        msg = str(e)
+        msg, where = str(e), _where(e)
         unk = re.search(r"Object contains unknown field `([^`]*)`", msg)
         if unk:
-            where = msg.split("$.")[-1].rstrip("`") if "$." in msg else ""
-            full = f"{where}.{unk.group(1)}" if where and where != msg else unk.group(1)
+            full = f"{where}.{unk.group(1)}" if where else unk.group(1)
             raise ConfigError(f"unknown key {full!r} in config", key=full, path=path, op="config") from e
-        raise ConfigError(f"bad value for {key or 'config'}: {msg}", key=key, path=path, op="config") from e
+        raise ConfigError(f"bad value for {where or 'config'}: {msg}", key=where, path=path, op="config") from e
     validate(cfg, path, check_paths=check_paths)
     return msgspec.structs.replace(cfg, config_path=path)
 

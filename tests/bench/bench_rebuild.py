@@ -131,7 +131,6 @@ def fold_rates(path: str, sample: int = 20_000) -> dict[str, float]:
 def status_rows(path: str, n: int, tmp: str, label: str) -> list[dict]:
     import msgspec
 
-    import watcher.cli  # noqa: F401  (registers the commands first: no import cycle)
     from watcher.cli_status import build_status, load_states
 
     env = dict(os.environ, FLEETWATCH_DB=path, XDG_CONFIG_HOME=os.path.join(tmp, "cfg"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from projections.observations import Snapshot, SourceResult
 from watcher.config import Config, Source
 
@@ -45,8 +47,6 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
             if cur is None:
                 snap.agents[a.agent] = a
             elif a.last_activity is not None and (cur.last_activity is None or a.last_activity > cur.last_activity):
-                import msgspec
-
                 snap.agents[a.agent] = msgspec.structs.replace(cur, last_activity=a.last_activity,
                                                                target=cur.target or a.target)
         for r in res.runs:
