@@ -10,39 +10,16 @@ Invariants
 from __future__ import annotations
 
 import hashlib
-import time as _time
-from datetime import datetime, timezone
 
 import apsw
 import msgspec
+
+from events.timefmt import iso, parse_iso  # noqa: F401  (re-exported)
 
 GENESIS = b"\x00" * 32
 ROW_COLUMNS = "seq, id, time, type, subject, version, data, hash"
 
 _canon = msgspec.json.Encoder()
-_iso_last: tuple[float, str] = (float("nan"), "")
-
-
-def iso(ts: float | datetime) -> str:
-    """UTC ISO-8601 with milliseconds and ``Z`` (the last answer is cached: appends of one tick
-    share their ``now``)."""
-    global _iso_last
-    if isinstance(ts, datetime):
-        ts = ts.timestamp()
-    last = _iso_last
-    if last[0] == ts:
-        return last[1]
-    ms = int(round(ts * 1000))
-    s, ms = divmod(ms, 1000)
-    out = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(s)) + f".{ms:03d}Z"
-    _iso_last = (ts, out)
-    return out
-
-
-def parse_iso(s: str) -> float:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(timezone.utc).timestamp()
-
-
 def row_hash(prev: bytes, seq: int, id_: str, time_: str, type_: str, subject: str, version: int,
              data: bytes) -> bytes:
     """The chain hash of one row (see the module docstring)."""

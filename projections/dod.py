@@ -21,7 +21,7 @@ from itertools import compress, repeat
 from operator import eq, is_not, itemgetter, ne
 from typing import Any, NamedTuple
 
-from events.log import parse_iso
+from events.timefmt import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
 from projections import fleet
 from projections.text import age as fmt_age

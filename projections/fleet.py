@@ -67,7 +67,7 @@ def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> 
     """Forget agents CERRADO for over CLOSED_KEEP_S before ``at`` (an event's time), so state and
     snapshots stay bounded while agents come and go. Deterministic: driven by event seq and time
     only. An agent that comes back later is seen for the first time again."""
-    from events.log import iso, parse_iso
+    from events.timefmt import iso, parse_iso
 
     cutoff = iso(parse_iso(at) - CLOSED_KEEP_S)  # ISO strings of one format compare as times
     for aid in [a for a, v in agents.items() if v.get("class") == "CERRADO" and (v.get(since_key) or "") < cutoff]:

@@ -1,7 +1,8 @@
 """The notify projection: what needs a human, what was pushed, what is silenced (pure fold).
 
 Every event is folded; the pipeline that turns this state into messages is
-``projections.notify_plan.plan`` (re-exported here as :func:`plan`).
+``projections.notify_plan.plan``; the policy and text helpers both use are in
+``projections.notify_policy``.
 
 State (JSON, string keys, bounded):
 - ``conds``: condition id -> condition. A condition id is ``"<subject>|<CLASS>#<seq>"`` (one
@@ -34,20 +35,17 @@ clears the previous one.
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Any, TypedDict
 
 import msgspec
 
-from events.log import parse_iso
+from events.timefmt import parse_iso
 from projections.notify_flap import HIST_KEEP
+from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
+    AGENT_SEV, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"
 
-SEVERITIES = ("info", "warning", "urgent")
-SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-AGENT_SEV = {"RECLAMA": "urgent", "ESTANCADO": "warning", "MAL_LANZADO": "warning", "DICE_TERMINADO": "info"}
 MAX_CONDS = 2000
 MAX_RECENT = 300
 MAX_EXPIRY = 4 * MAX_CONDS   # an expiry queue is rebuilt from ``conds`` beyond this (stale entries)
@@ -55,49 +53,6 @@ NEVER = 1e18                 # prune_at with both queues empty (JSON has no infi
 SWEEP_S = 60.0               # the small tables are swept at most once per this (event time)
 CLEARED_KEEP_S = 300.0   # cleared conditions stay visible (inhibit reasons, status) this long
 ONESHOT_KEEP_S = 86400.0
-TEXT_MAX = 80
-
-_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
-
-
-class Policy(msgspec.Struct, frozen=True, kw_only=True):
-    """Timing and routing knobs (seconds), built from ``Config.notify`` / ``Config.nudge`` by
-    ``watcher.notifier.policy_from_config``."""
-
-    group_wait: float = 10.0
-    group_interval: float = 300.0
-    repeat_interval: float = 14400.0      # 0 = never repeat
-    min_severity: str = "warning"
-    tags: dict[str, str] = {}             # severity -> apprise tag ("" = every URL)
-    retry: tuple[float, ...] = (10.0, 30.0, 120.0, 600.0)
-    flap_high: float = 50.0
-    flap_low: float = 25.0
-    source_failed_after: float = 60.0
-    nudge_enabled: bool = False
-    nudge_max: int = 1
-    nudge_after: float = 0.0
-    nudge_gap: float = 300.0              # at least this between two nudges of one stall
-    nudge_needs_target: bool = False      # argv uses {target}
-
-
-def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
-    """``text`` without URLs or any of ``secrets`` (apprise URLs carry tokens)."""
-    out = _URL_RE.sub("<url>", text or "")
-    for s in secrets:
-        if s and s in out:
-            out = out.replace(s, "<redacted>")
-    return out
-
-
-@lru_cache(maxsize=4096)
-def short(text: str | None, n: int = TEXT_MAX) -> str:
-    t = redact(" ".join(str(text or "").split()))
-    return t if len(t) <= n else t[: n - 1] + "…"
-
-
-def retry_delay(attempt: int, policy: Policy) -> float | None:
-    """Seconds to wait after failed attempt ``attempt`` (1-based); None = give up (abandon)."""
-    return policy.retry[attempt - 1] if 1 <= attempt <= len(policy.retry) else None
 
 
 _D = dict[str, Any]
@@ -266,13 +221,6 @@ def _wp(st: dict, ev: Any, seq: int, t: float) -> None:
 def _mission_completed(st: dict, ev: Any, seq: int, t: float) -> None:
     _new(st, f"mission:{ev.mission}", "MISSION_COMPLETED", "info", seq, t, ev.mission,
          f"completed ({ev.wps} work packages)", oneshot=True)
-
-
-
-
-def swarm_text(counts: dict[str, int]) -> str:
-    """A group's summary line ("2 done · 1 running"); built when a message is, not per event."""
-    return short(" · ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children")
 
 
 def _swarm(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -483,10 +431,3 @@ def _trim_recent(st: dict, t: float) -> None:
     for at, k in old:
         if at < t - ONESHOT_KEEP_S or len(rec) > MAX_RECENT:
             del rec[k]
-
-
-def plan(state: dict[str, Any], now: float, policy: Policy, **kw: Any):
-    """See :func:`projections.notify_plan.plan`."""
-    from projections.notify_plan import plan as _plan
-
-    return _plan(state, now, policy, **kw)

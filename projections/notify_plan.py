@@ -2,7 +2,7 @@
 
 Per condition: route → inhibit → silence → flap hold → dedupe/repeat, each a small function
 returning a named reason; the survivors are grouped per destination (apprise tag) into ONE
-message each when their group is due. Delivery is the caller's edge (``watcher.notifier``);
+message each when their group is due. Delivery is the caller's edge (``watcher.runtime.notifier``);
 ``notice.*`` events it records come back through the fold.
 
 Timing (CONTRACT.md "Writers and notification timing"):
@@ -23,9 +23,9 @@ from typing import Any
 
 import msgspec
 
-from events.log import iso
+from events.timefmt import iso
 from events.types import NoticeSilenced
-from projections.notify import SEV_RANK, Policy, swarm_text
+from projections.notify_policy import SEV_RANK, Policy, swarm_text
 from projections.notify_flap import flap_state
 from projections.text import age
 

@@ -18,13 +18,12 @@ Occurrence keys: ``rule:step#attempt`` for step rules, ``retry-backoff:n@L`` for
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from events.log import iso
+from events.timefmt import iso
 from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, StepOverdue
-from projections.runs_rules import Rule, check_retry, check_step_rules, intents_index
+from projections.runs_rules import MAX_FAILURES, Rule, check_retry, check_step_rules, intents_index, ts
 
 NAME = "runs"
 ORDER = ("facts", "audit", "analyze", "apply", "validate", "deploy", "upload_intent",
@@ -33,7 +32,6 @@ POS = {s: i for i, s in enumerate(ORDER)}
 STATUSES = frozenset(("begin", "done", "fail"))
 DATA_KEYS = ("verdict", "tainted", "sha256", "candidate", "reconciled", "request_id")
 RUN_FIELDS = ("branch", "kind", "failures", "last_failure_at", "work_complete", "continue_from")
-MAX_FAILURES = 3
 DEFAULT_DEADLINE = 45 * 60.0
 _TYPES = frozenset(("run.changed", "step.changed", "rule.violated", "step.overdue", "run.abandoned"))
 TYPES = _TYPES  # the event types fold reads (others: no-op)
@@ -58,31 +56,6 @@ class Reason(str, Enum):
 
 
 # ---- parsing (pure) --------------------------------------------------------------------------
-_TS: dict[str, float | None] = {}
-
-
-def ts(v: Any) -> float | None:
-    """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither."""
-    if isinstance(v, str):
-        r = _TS.get(v, _TS)
-        if r is not _TS:
-            return r  # type: ignore[return-value]
-        try:
-            d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
-            if d.tzinfo is None:
-                d = d.replace(tzinfo=timezone.utc)
-            r = d.timestamp()
-        except ValueError:
-            r = None
-        if len(_TS) > 200_000:  # a bounded, transparent cache (same answer either way)
-            _TS.clear()
-        _TS[v] = r
-        return r
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too
-        return float(v)  # epochs outside year 1970..5138 are not times
-    return None
-
-
 def _at_str(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v

@@ -8,6 +8,7 @@ a step that is already ``done`` counts, since it must have begun.
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 import re
 from enum import Enum
 from typing import Any
@@ -15,6 +16,33 @@ from typing import Any
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 GATED = ("apply", "upload_intent", "ledger", "launch_intent")
 BACKOFF_S = 600.0  # 10 minutes, doubled per failure
+MAX_FAILURES = 3
+
+
+# ---- parsing (pure) --------------------------------------------------------------------------
+_TS: dict[str, float | None] = {}
+
+
+def ts(v: Any) -> float | None:
+    """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither."""
+    if isinstance(v, str):
+        r = _TS.get(v, _TS)
+        if r is not _TS:
+            return r  # type: ignore[return-value]
+        try:
+            d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
+            if d.tzinfo is None:
+                d = d.replace(tzinfo=timezone.utc)
+            r = d.timestamp()
+        except ValueError:
+            r = None
+        if len(_TS) > 200_000:  # a bounded, transparent cache (same answer either way)
+            _TS.clear()
+        _TS[v] = r
+        return r
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too
+        return float(v)  # epochs outside year 1970..5138 are not times
+    return None
 
 
 class Rule(str, Enum):
@@ -141,8 +169,7 @@ def check_retry(rid: str, fields: dict, view: dict, changes: list, rs: dict | No
     n = fields["failures"]
     if n < 1:
         return None
-    from events.log import iso
-    from projections.runs import MAX_FAILURES, ts
+    from events.timefmt import iso
 
     lfa = fields["last_failure_at"]
     key = f"{Rule.RETRY_BACKOFF.value}:{n}@{lfa or '-'}"

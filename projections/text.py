@@ -14,3 +14,44 @@ def age(seconds: float | None) -> str:
     if s < 172800:
         return f"{s // 3600}h{(s % 3600) // 60:02d}m"
     return f"{s // 86400}d"
+
+
+# ---- escaping what agents control ------------------------------------------------------------
+# Agent ids, tasks, reasons, paths and phases come from files the agents write. Printed raw they
+# could move the cursor, set the terminal title, clear the screen, reorder text (bidi overrides)
+# or start a new line that forges a whole log line. ``safe`` renders every such character as a
+# visible escape, so one value is always exactly one line of plain text.
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+_BIDI_AND_FORMAT = frozenset(
+    [0x061C, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A, 0x202B, 0x202C, 0x202D,
+     0x202E, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF])
+
+
+def _needs_escape(ch: str) -> bool:
+    o = ord(ch)
+    return o < 0x20 or 0x7F <= o < 0xA0 or o in _BIDI_AND_FORMAT or ch == "\\"
+
+
+def safe(value: object, limit: int | None = None) -> str:
+    """``value`` as one line of inert text: C0/C1 controls (ESC, CR, LF, BEL…), DEL, bidi
+    overrides and zero-width/format characters become visible escapes (``\\x1b``, ``\\n``,
+    ``\\u202e``); backslashes are doubled so an escape cannot be faked. ``limit`` cuts the
+    result (with ``…``) after escaping. Idempotent on already-safe ASCII text."""
+    s = value if isinstance(value, str) else str(value)
+    if s.isprintable() and s.isascii() and "\\" not in s:
+        out = s
+    else:
+        parts = []
+        for ch in s:
+            if not _needs_escape(ch):
+                parts.append(ch)
+            elif ch in _ESCAPES:
+                parts.append(_ESCAPES[ch])
+            elif ord(ch) < 0x100:
+                parts.append(f"\\x{ord(ch):02x}")
+            else:
+                parts.append(f"\\u{ord(ch):04x}")
+        out = "".join(parts)
+    if limit is not None and len(out) > limit:
+        out = out[: max(0, limit - 1)] + "…"
+    return out

@@ -107,7 +107,7 @@ def test_demo_help_lists_its_flags():
     (NoticeSent(notice="n1", covers=[3], title="1 stalled"), "notice sent (covers 1 event) 1 stalled"),
 ])
 def test_describe_one_line_per_event(log, event, expected):
-    from watcher.demo import describe
+    from watcher.demo.show import describe
 
     log.append([event], 1_700_000_000.0)
     rec = log.last(1)[0]
@@ -118,7 +118,7 @@ def test_demo_missions_match_the_fixture(tmp_path):
     """The demo carries its own copy of fixtures/missions.sql: same rows."""
     import sqlite3
 
-    from watcher.demo_world import MISSIONS_SQL
+    from watcher.demo.world import MISSIONS_SQL
 
     fixture = os.path.join(os.path.dirname(__file__), "fixtures", "missions.sql")
     if not os.path.exists(fixture):
@@ -138,7 +138,7 @@ def test_demo_says_why_when_the_watcher_cannot_start(tmp_path, monkeypatch, caps
     shown, and the folder removed."""
     import tempfile
 
-    import watcher.demo as demo
+    import watcher.demo.show as demo
 
     build = demo.Fleet.build
 

@@ -259,7 +259,7 @@ def test_closed_agents_are_forgotten_after_a_week(tmp_path):
     """State stays bounded while agents come and go: a CERRADO agent older than 7 days is pruned
     (deterministically, on events whose seq is a multiple of PRUNE_EVERY); others stay."""
     from events.types import AgentClassified
-    from watcher.state import Projections
+    from watcher.runtime.state import Projections
 
     elog = EventLog(str(tmp_path / "e.db"))
     elog.append([AgentClassified(agent="old", to="TRABAJANDO"), AgentClassified(agent="old", from_="TRABAJANDO", to="CERRADO"),

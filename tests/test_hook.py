@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from watcher.cli import app
-from watcher.cli_hook import HOOK_EVENTS, is_ours, merge
-from watcher.hook import Decision, HookError, Reason, apply, decide, iso_utc, run_hook, update_goal
+from watcher.cli.hook import HOOK_EVENTS, is_ours, merge
+from watcher.hook.adapter import Decision, HookError, Reason, apply, decide, iso_utc, run_hook, update_goal
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -416,7 +416,7 @@ def test_merge_is_pure_and_rejects_bad_shapes():
     new, actions = merge(src, "fleetwatch hook")
     assert src == OTHER and set(actions.values()) == {"added"}
     assert merge(new, "fleetwatch hook")[1] == {e: "unchanged" for e in HOOK_EVENTS}
-    from watcher.cli_hook import SettingsError
+    from watcher.cli.hook import SettingsError
 
     with pytest.raises(SettingsError):
         merge({"hooks": []}, "fleetwatch hook")

@@ -1,4 +1,4 @@
-"""`fleetwatch tail`, `verify`, `export` (watcher/cli_log.py): CliRunner and real subprocesses."""
+"""`fleetwatch tail`, `verify`, `export` (watcher/cli/log.py): CliRunner and real subprocesses."""
 from __future__ import annotations
 
 import hashlib

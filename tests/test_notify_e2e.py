@@ -18,8 +18,8 @@ from events.log import EventLog
 from events.types import AgentClassified
 from projections import fleet, notify
 from watcher.config import parse
-from watcher.notifier import Notifier
-from watcher.state import Projections
+from watcher.runtime.notifier import Notifier
+from watcher.runtime.state import Projections
 
 T0 = 1_800_000_000.0
 
@@ -247,7 +247,7 @@ def test_nudge_never_to_waiting_agent(tmp_path, rx):
 def test_tokens_never_leak(tmp_path, rx, caplog):
     """A token in the URL (user:password, query) and in goal.json's dod reaches no event, message,
     receiver body or log line, through a failing and then working receiver, via the real watcher."""
-    from watcher.loop import Watcher
+    from watcher.runtime.loop import Watcher
 
     tok_url, tok_pw, tok_dod, tok_path = "TOKurlXyZ123456", "PWsecretXyZ987", "DODsecretXyZ555", "PATHtokXyZ42"
     rx.codes = [500]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from watcher.sdnotify import SystemdNotifier, status_line
+from watcher.runtime.sdnotify import SystemdNotifier, status_line
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if not FIXTURES.exists():

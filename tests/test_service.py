@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from watcher.cli import app
-from watcher import cli_service as svc
+from watcher.service import units as svc
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if not FIXTURES.exists():
@@ -321,7 +321,7 @@ def clean_logging():
 
 
 def test_human_lines_in_utc(clean_logging):
-    from watcher.logs import setup_logging
+    from watcher.runtime.logs import setup_logging
 
     buf = io.StringIO()
     setup_logging("info", environ={}, stream=buf)
@@ -331,7 +331,7 @@ def test_human_lines_in_utc(clean_logging):
 
 
 def test_journal_mode_prefixes_priorities(clean_logging, tmp_path):
-    from watcher.logs import setup_logging
+    from watcher.runtime.logs import setup_logging
 
     with open(tmp_path / "journal", "w") as f:
         st = os.fstat(f.fileno())
@@ -353,7 +353,7 @@ def test_journal_mode_prefixes_priorities(clean_logging, tmp_path):
 
 
 def test_journal_stream_of_another_file_means_human(clean_logging, tmp_path):
-    from watcher.logs import setup_logging
+    from watcher.runtime.logs import setup_logging
 
     with open(tmp_path / "out", "w") as f:
         setup_logging("info", environ={"JOURNAL_STREAM": "1:2"}, stream=f)
@@ -362,7 +362,7 @@ def test_journal_stream_of_another_file_means_human(clean_logging, tmp_path):
 
 
 def test_secrets_are_redacted_and_apprise_is_pinned(clean_logging):
-    from watcher.logs import setup_logging
+    from watcher.runtime.logs import setup_logging
 
     buf = io.StringIO()
     setup_logging("debug", environ={}, stream=buf)
@@ -390,14 +390,14 @@ def test_secrets_are_redacted_and_apprise_is_pinned(clean_logging):
     ("two: a://x b+c://y", "two: a://*** b+c://***"),                # every URL
 ])
 def test_redact(text, out):
-    from watcher.logs import redact
+    from watcher.runtime.logs import redact
 
     assert redact(text) == out
 
 
 def test_unknown_level_is_a_config_error(clean_logging):
     from events.errors import ConfigError
-    from watcher.logs import setup_logging
+    from watcher.runtime.logs import setup_logging
 
     with pytest.raises(ConfigError):
         setup_logging("chatty", environ={}, stream=io.StringIO())

@@ -20,8 +20,8 @@ from events.types import (AgentClassified, CircuitChanged, DodContractChanged, D
                           SwarmChanged, WpChanged, encode_data, tag_of)
 from projections.base import decode_state, encode_state, registry
 from watcher.cli import app
-from watcher.cli_status import cap_evidence, check_verdict
-from watcher.state import Projections
+from watcher.cli.status import cap_evidence, check_verdict
+from watcher.runtime.state import Projections
 
 runner = CliRunner()
 T0 = 1_800_000_000.0
@@ -267,7 +267,7 @@ def test_incremental_equals_replay(events, cuts):
 
 
 def test_rich_tables_render_ids_literally(env, capsys):
-    from watcher.cli_status import build_status, render_rich
+    from watcher.cli.status import build_status, render_rich
     from watcher.config import Config
 
     db = env / "events.db"

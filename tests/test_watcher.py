@@ -11,7 +11,7 @@ import time
 
 from events.log import EventLog
 from watcher.config import parse
-from watcher.loop import Watcher
+from watcher.runtime.loop import Watcher
 
 T0 = 1_800_000_000.0
 
@@ -198,7 +198,7 @@ def test_partial_ticks_from_inotify_and_the_full_resync(tmp_path):
     root; a change inotify never reported waits for the periodic full resync."""
     import shutil
 
-    from watcher.loop import Waker
+    from watcher.runtime.loop import Waker
 
     fleet, cfg = make(tmp_path)
     elog = EventLog(str(tmp_path / "e.db"))
@@ -235,7 +235,7 @@ def test_partial_ticks_from_inotify_and_the_full_resync(tmp_path):
 
 
 def test_waker_too_many_paths_means_look_everywhere(tmp_path):
-    from watcher.loop import Waker
+    from watcher.runtime.loop import Waker
 
     waker = Waker([str(tmp_path)], 0.01)
     try:

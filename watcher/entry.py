@@ -8,7 +8,7 @@ import sys
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["hook"] and not any(a in ("install", "--help", "-h") for a in argv[1:2] + argv[1:]):
-        from watcher.hook import run_hook
+        from watcher.hook.adapter import run_hook
 
         sys.exit(run_hook(argv[1:]))
     from watcher.cli import app

@@ -24,8 +24,8 @@ from events.types import AgentClassified, NoticeSent, RuleViolated, SwarmChanged
 from projections import fleet, notify  # noqa: E402
 from projections.notify import Policy  # noqa: E402
 from watcher.config import parse  # noqa: E402
-from watcher.notifier import Deliverer, Notifier  # noqa: E402
-from watcher.state import Projections  # noqa: E402
+from watcher.runtime.notifier import Deliverer, Notifier  # noqa: E402
+from watcher.runtime.state import Projections  # noqa: E402
 
 T0 = 1_800_000_000.0
 CLASSES = ("TRABAJANDO", "RECLAMA", "TRABAJANDO", "ESTANCADO", "DICE_TERMINADO", "MAL_LANZADO")

@@ -2,7 +2,7 @@
 
 1. A log of 1M events (quick: 100k) with a realistic mix (agent classes, DoD verdicts, work
    packages, circuits, swarm children, steps, source edges), written in large batches.
-2. Rebuild (every projection replayed from seq 1, ``watcher.state.rebuild``) against the floor
+2. Rebuild (every projection replayed from seq 1, ``watcher.runtime.state.rebuild``) against the floor
    measured in the same run: the raw row fetch + msgspec decode of each row's data into its event
    Struct + a dict fold (count per type, last seq per subject). Target: rebuild ≥ 0.5× the floor's
    events/s.
@@ -131,7 +131,7 @@ def fold_rates(path: str, sample: int = 20_000) -> dict[str, float]:
 def status_rows(path: str, n: int, tmp: str, label: str) -> list[dict]:
     import msgspec
 
-    from watcher.cli_status import build_status, load_states
+    from watcher.cli.status import build_status, load_states
 
     env = dict(os.environ, FLEETWATCH_DB=path, XDG_CONFIG_HOME=os.path.join(tmp, "cfg"))
     old = {k: os.environ.get(k) for k in ("FLEETWATCH_DB", "XDG_CONFIG_HOME")}
@@ -164,7 +164,7 @@ def status_rows(path: str, n: int, tmp: str, label: str) -> list[dict]:
 
 
 def rebuild_and_snapshot(path: str) -> tuple[int, int, float]:
-    from watcher.state import rebuild
+    from watcher.runtime.state import rebuild
 
     elog = EventLog(path, durability="normal", create=False)
     t0 = time.perf_counter()

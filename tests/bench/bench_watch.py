@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from events.log import EventLog  # noqa: E402
 from watcher.config import parse  # noqa: E402
-from watcher.loop import Watcher  # noqa: E402
+from watcher.runtime.loop import Watcher  # noqa: E402
 
 FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 CLK = os.sysconf("SC_CLK_TCK")

@@ -1,5 +1,5 @@
 """Delivery drills against a real local HTTP receiver (ThreadingHTTPServer on 127.0.0.1, apprise
-``json://`` URL) and the real notifier (watcher/notifier.py):
+``json://`` URL) and the real notifier (watcher/runtime/notifier.py):
 
 - mid_crash_after_send: a real `fleetwatch run` is SIGKILLed right after the receiver answered
   200 and before the notice.sent record: after a restart the message repeats at most once
@@ -26,7 +26,7 @@ import pytest
 from events.log import EventLog
 from watcher.config import parse
 
-notifier_mod = pytest.importorskip("watcher.notifier", reason="watcher/notifier.py not landed yet")
+notifier_mod = pytest.importorskip("watcher.runtime.notifier", reason="watcher/runtime/notifier.py missing")
 EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 T0 = 1_800_000_000.0
 
@@ -160,7 +160,7 @@ def virtual(tmp_path, receiver, **notify):
     cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[classify]\nstall_after = "1000d"\n'
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
                 f'[notify]\nurls = ["{receiver.url}"]\ntimeout = "2s"\n{extra}', check_paths=False)
-    from watcher.loop import Watcher
+    from watcher.runtime.loop import Watcher
 
     fleet.mkdir(exist_ok=True)
     elog = EventLog(str(tmp_path / "e.db"), durability="normal")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from events.errors import ConfigError
 from projections import fleet, runs
 from projections.observations import AgentObs, RunObs, Snapshot, SourceResult
-from watcher import hook
+from watcher.hook import adapter as hook
 from watcher.config import Source, parse as parse_config
 from watcher.sources.parse import parse_goal, parse_steps
 from watcher.sources.proc import CommandSource

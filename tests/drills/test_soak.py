@@ -12,7 +12,7 @@ import pytest
 from events.log import EventLog
 from tests.drills.churn import Churn, keep
 from watcher.config import parse
-from watcher.loop import Watcher
+from watcher.runtime.loop import Watcher
 
 LONG = bool(os.environ.get("FW_DRILL_LONG"))
 DAYS = 7 if LONG else 1

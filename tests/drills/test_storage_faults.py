@@ -23,7 +23,7 @@ from events.errors import AppendFailed
 from events.log import BUSY_TIMEOUT_MS, EventLog
 from events.types import NoticeSent
 from watcher.config import parse
-from watcher.loop import Watcher
+from watcher.runtime.loop import Watcher
 
 T0 = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""`fleetwatch demo`: the newcomer's tour (see watcher/demo.py)."""
+"""`fleetwatch demo`: the newcomer's tour (see watcher/demo/show.py)."""
 from __future__ import annotations
 
 from typing import Annotated
@@ -17,6 +17,6 @@ def register(app: typer.Typer) -> None:
         temporary folder: every class, a verdict, a rule violation and a grouped push to a local receiver,
         the live event tail, then the summary. Ends by itself in about a minute; touches none of your
         config or log."""
-        from watcher.demo import run
+        from watcher.demo.show import run
 
         raise typer.Exit(run(fast=fast, keep=keep))

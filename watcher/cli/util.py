@@ -1,5 +1,5 @@
 """Shared pieces of the CLI: the common options, and the one place that turns typed errors into
-messages and exit codes (the only place that does). Command modules (``cli_*.py``) import these, never ``watcher.cli`` (which
+messages and exit codes (the only place that does). Command modules (``watcher/cli/*.py``) import these, never ``watcher.cli`` (which
 imports them to register their commands)."""
 from __future__ import annotations
 

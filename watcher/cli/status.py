@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
-from watcher.cliutil import ConfigOpt, DbOpt, JsonOpt, context, errors
+from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
 from projections.text import age as fmt_age
 
 log = logging.getLogger("fleetwatch.status")
@@ -39,7 +39,7 @@ class Refusal(str, enum.Enum):
 def load_states(config: str | None, db: str | None) -> tuple[Any, dict[str, Any], int, str | None]:
     """(cfg, {projection: state}, head seq, note). A missing log gives initial states and a note."""
     from events.log import EventLog
-    from watcher.state import Projections
+    from watcher.runtime.state import Projections
 
     cfg, path = context(config, db)
     if not os.path.exists(path):
@@ -319,7 +319,7 @@ def register(app: typer.Typer) -> None:
                     ) -> None:
         """Replay every projection from seq 1 (and store the snapshots); --check compares instead."""
         from events.log import EventLog
-        from watcher.state import rebuild
+        from watcher.runtime.state import rebuild
 
         cfg, path = context(config, db)
         if not os.path.exists(path):

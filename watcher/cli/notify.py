@@ -14,7 +14,7 @@ import msgspec
 import typer
 
 from events.errors import ConfigError, FleetwatchError
-from watcher.cliutil import ConfigOpt, DbOpt, JsonOpt, errors, open_log
+from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, errors, open_log
 
 _json = msgspec.json.Encoder(order="sorted")
 
@@ -130,8 +130,8 @@ def register(app: typer.Typer) -> None:
     @errors
     def notify_test(config: ConfigOpt = None, db: DbOpt = None) -> None:
         """Send one test push through the configured [notify] URLs. Exit 0 if delivered, 1 if not."""
-        from watcher.cliutil import context
-        from watcher.notifier import Deliverer
+        from watcher.cli.util import context
+        from watcher.runtime.notifier import Deliverer
 
         cfg, _ = context(config, db)
         if not (cfg.notify.urls or cfg.notify.config):

@@ -34,7 +34,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
-from watcher.demo_world import AGENTS, FAST, NORMAL, Fleet, Pace, Phone, iso
+from watcher.demo.world import AGENTS, FAST, NORMAL, Fleet, Pace, Phone, iso
 
 
 
@@ -262,7 +262,7 @@ class Tour:
     def _tour(self, t0: float) -> int:
         p, world = self.pace, Fleet(self.root)
         self.cfg = world.build(self.phone.port, p)
-        notify = importlib.util.find_spec("watcher.notifier") is not None
+        notify = importlib.util.find_spec("watcher.runtime.notifier") is not None
         self.say(Panel(Text.assemble(
             ("fleetwatch demo", "bold"), " - a simulated fleet of 8 AI coding agents, one pipeline run and two "
             "missions, watched by the real watcher. Every line below is an event from its append-only log.\n",

@@ -1,6 +1,6 @@
 """``fleetwatch hook`` (typer side) and ``fleetwatch hook install``.
 
-The hook itself runs through the fast path in ``watcher/entry.py`` -> ``watcher.hook.run_hook``;
+The hook itself runs through the fast path in ``watcher/entry.py`` -> ``watcher.hook.adapter.run_hook``;
 this module documents its options for ``--help`` and installs the hook entries into a Claude Code
 settings.json: idempotent (an entry already there is left alone), everything else preserved,
 the difference printed before anything is written.
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from events.errors import FleetwatchError
-from watcher.cliutil import errors
+from watcher.cli.util import errors
 
 # Events the hook maps (see docs/readme/hook.md), in the order they are written to settings.json.
 # Tool events get matcher "*" (every tool); the others take no matcher.
@@ -59,7 +59,7 @@ def hook(
     """Payload on stdin -> the agent's goal.json (state, last_activity). Always exit 0."""
     if ctx.invoked_subcommand is not None:
         return
-    from watcher.hook import run_hook
+    from watcher.hook.adapter import run_hook
 
     argv: list[str] = []
     if agent:
@@ -181,7 +181,7 @@ def install(
     command: Annotated[Optional[str], typer.Option("--command", help="Program to call instead of this fleetwatch's absolute path.")] = None,
 ) -> None:
     """Merge the fleetwatch hook entries into a Claude Code settings.json (idempotent; diff first)."""
-    from watcher.hook import write_atomic
+    from watcher.hook.adapter import write_atomic
 
     path = _settings_path(settings, project)
     before_text, before = _load(path)

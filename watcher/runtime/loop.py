@@ -23,7 +23,7 @@ from events.types import WatcherStarted, WatcherStopped
 from projections import fleet
 from watcher.config import Config
 from watcher.sources import build_sources, merge
-from watcher.state import Projections
+from watcher.runtime.state import Projections
 
 log = logging.getLogger("fleetwatch.watcher")
 

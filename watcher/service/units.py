@@ -41,12 +41,12 @@ def units_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def templates_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    for cand in (here / "systemd", here.parent / "systemd"):
+    here = Path(__file__).resolve().parent          # watcher/service/
+    for cand in (here.parent / "systemd", here.parent.parent / "systemd"):   # wheel, checkout
         if (cand / UNITS[0]).is_file():
             return cand
     raise ServiceError("the unit templates are missing from this install", op="install-service",
-                       path=str(here / "systemd"), hint="reinstall fleetwatch (pip install --force-reinstall .)")
+                       path=str(here.parent / "systemd"), hint="reinstall fleetwatch (pip install --force-reinstall .)")
 
 
 def fleetwatch_bin() -> str:
@@ -284,47 +284,3 @@ def write_config(path: str, *, force: bool) -> str | None:
     p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _write_atomic(p, default_config_text(), 0o600)
     return backup
-
-
-def register(app: typer.Typer) -> None:
-    from watcher.cliutil import ConfigOpt, DbOpt, errors
-
-    @app.command("install-service")
-    @errors
-    def install_service_cmd(
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="Replace units edited by hand.")] = False,
-        config: ConfigOpt = None,
-        db: DbOpt = None,
-    ) -> None:
-        """Write the systemd user units (watcher + daily verify timer) for this install to
-        ~/.config/systemd/user/ and reload the user manager. Idempotent."""
-        extra: list[str] = []
-        if config:
-            extra += ["--config", os.path.abspath(os.path.expanduser(config))]
-        if db:
-            extra += ["--db", os.path.abspath(os.path.expanduser(db))]
-        raise typer.Exit(install_service(dry_run=dry_run, force=force, extra_args=extra))
-
-    @app.command("init")
-    @errors
-    def init_cmd(
-        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config (kept as .bak).")] = False,
-        config: ConfigOpt = None,
-    ) -> None:
-        """Write a commented default config (exit 1 if one exists)."""
-        from watcher.config import config_path
-
-        path = config_path(config)
-        backup = write_config(path, force=force)
-        if backup:
-            typer.echo(f"previous config saved as {backup}")
-        typer.echo(f"wrote {path}\nnext: add a [[sources]] entry and notify URLs, then `fleetwatch doctor`")
-
-    @app.command("doctor")
-    @errors
-    def doctor_cmd(config: ConfigOpt = None, db: DbOpt = None) -> None:
-        """Check config, sources, event log, notify URLs and the service unit. Exit 1 if any fails."""
-        from watcher.doctor import doctor
-
-        raise typer.Exit(doctor(config, db))

@@ -16,7 +16,7 @@ import time
 import typer
 
 from events.errors import FleetwatchError
-from watcher.cli_service import UNITS, fleetwatch_bin, is_pristine, units_dir
+from watcher.service.units import UNITS, fleetwatch_bin, is_pristine, units_dir
 
 # ---- doctor ---------------------------------------------------------------------------------
 class Checklist:

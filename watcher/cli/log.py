@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 import msgspec
 import typer
 
-from watcher.cliutil import ConfigOpt, DbOpt, JsonOpt, context, errors, open_log
+from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors, open_log
 
 _enc = msgspec.json.Encoder()
 

@@ -9,13 +9,13 @@ from typing import Annotated
 
 import typer
 
-from watcher.cliutil import ConfigOpt, DbOpt, errors
+from watcher.cli.util import ConfigOpt, DbOpt, errors
 
 log = logging.getLogger("fleetwatch.watcher")
 
 
 def _notifier(cfg, wake):
-    from watcher.notifier import Notifier
+    from watcher.runtime.notifier import Notifier
 
     return Notifier(cfg, wake=wake)
 
@@ -33,8 +33,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     from events.lock import WriterLock
     from events.log import EventLog
     from watcher.config import load
-    from watcher.loop import Waker, Watcher
-    from watcher.sdnotify import SystemdNotifier, status_line
+    from watcher.runtime.loop import Waker, Watcher
+    from watcher.runtime.sdnotify import SystemdNotifier, status_line
 
     lock = WriterLock(db).acquire()
     elog = EventLog(db, durability=cfg.store.durability)
@@ -139,8 +139,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the watcher: poll sources, append transitions, push notices. Exit 3 if another
         watcher holds the log, 2 on a bad config."""
-        from watcher.cliutil import context
-        from watcher.logs import setup_logging
+        from watcher.cli.util import context
+        from watcher.runtime.logs import setup_logging
 
         setup_logging(log_level)
         cfg, path = context(config, db, need_config=True, check_paths=True)

@@ -1,7 +1,7 @@
 """The typer CLI app: every command module registers itself here.
 
-Every command takes ``--config`` and ``--db``. Area modules (``cli_*.py``) add their commands
-through ``register(app)``; the shared options and the error handling are in ``watcher/cliutil.py``.
+Every command takes ``--config`` and ``--db``. Area modules (``watcher/cli/*.py``) add their commands
+through ``register(app)``; the shared options and the error handling are in ``watcher/cli/util.py``.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ app = typer.Typer(
 
 
 def _register_all() -> None:
-    from watcher import cli_demo, cli_hook, cli_log, cli_notify, cli_run, cli_service, cli_status
+    from watcher.cli import demo, hook, log, notify, run, service, status
 
-    for mod in (cli_log, cli_run, cli_status, cli_notify, cli_service, cli_hook, cli_demo):
+    for mod in (log, run, status, notify, service, hook, demo):
         mod.register(app)
 
 

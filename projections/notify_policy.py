@@ -1,0 +1,63 @@
+"""Notification policy and text helpers shared by the notify fold and its planner (pure).
+
+``Policy`` holds the timing and routing knobs; ``redact``/``short`` keep URLs and secrets out of
+every line; ``swarm_text`` builds a group's summary line. Imports nothing of fleetwatch.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import msgspec
+
+SEVERITIES = ("info", "warning", "urgent")
+SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+AGENT_SEV = {"RECLAMA": "urgent", "ESTANCADO": "warning", "MAL_LANZADO": "warning", "DICE_TERMINADO": "info"}
+TEXT_MAX = 80
+
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+
+
+class Policy(msgspec.Struct, frozen=True, kw_only=True):
+    """Timing and routing knobs (seconds), built from ``Config.notify`` / ``Config.nudge`` by
+    ``watcher.runtime.notifier.policy_from_config``."""
+
+    group_wait: float = 10.0
+    group_interval: float = 300.0
+    repeat_interval: float = 14400.0      # 0 = never repeat
+    min_severity: str = "warning"
+    tags: dict[str, str] = {}             # severity -> apprise tag ("" = every URL)
+    retry: tuple[float, ...] = (10.0, 30.0, 120.0, 600.0)
+    flap_high: float = 50.0
+    flap_low: float = 25.0
+    source_failed_after: float = 60.0
+    nudge_enabled: bool = False
+    nudge_max: int = 1
+    nudge_after: float = 0.0
+    nudge_gap: float = 300.0              # at least this between two nudges of one stall
+    nudge_needs_target: bool = False      # argv uses {target}
+
+
+def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
+    """``text`` without URLs or any of ``secrets`` (apprise URLs carry tokens)."""
+    out = _URL_RE.sub("<url>", text or "")
+    for s in secrets:
+        if s and s in out:
+            out = out.replace(s, "<redacted>")
+    return out
+
+
+@lru_cache(maxsize=4096)
+def short(text: str | None, n: int = TEXT_MAX) -> str:
+    t = redact(" ".join(str(text or "").split()))
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def retry_delay(attempt: int, policy: Policy) -> float | None:
+    """Seconds to wait after failed attempt ``attempt`` (1-based); None = give up (abandon)."""
+    return policy.retry[attempt - 1] if 1 <= attempt <= len(policy.retry) else None
+
+
+def swarm_text(counts: dict[str, int]) -> str:
+    """A group's summary line ("2 done · 1 running"); built when a message is, not per event."""
+    return short(" · ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children")

@@ -1,0 +1,53 @@
+"""CLI commands for first run and the service: ``install-service``, ``init``, ``doctor`` (the
+logic lives in ``watcher.service.units`` and ``watcher.cli.doctor``)."""
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from watcher.cli.util import ConfigOpt, DbOpt, errors
+from watcher.service.units import install_service, write_config
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("install-service")
+    @errors
+    def install_service_cmd(
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Replace units edited by hand.")] = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Write the systemd user units (watcher + daily verify timer) for this install to
+        ~/.config/systemd/user/ and reload the user manager. Idempotent."""
+        extra: list[str] = []
+        if config:
+            extra += ["--config", os.path.abspath(os.path.expanduser(config))]
+        if db:
+            extra += ["--db", os.path.abspath(os.path.expanduser(db))]
+        raise typer.Exit(install_service(dry_run=dry_run, force=force, extra_args=extra))
+
+    @app.command("init")
+    @errors
+    def init_cmd(
+        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config (kept as .bak).")] = False,
+        config: ConfigOpt = None,
+    ) -> None:
+        """Write a commented default config (exit 1 if one exists)."""
+        from watcher.config import config_path
+
+        path = config_path(config)
+        backup = write_config(path, force=force)
+        if backup:
+            typer.echo(f"previous config saved as {backup}")
+        typer.echo(f"wrote {path}\nnext: add a [[sources]] entry and notify URLs, then `fleetwatch doctor`")
+
+    @app.command("doctor")
+    @errors
+    def doctor_cmd(config: ConfigOpt = None, db: DbOpt = None) -> None:
+        """Check config, sources, event log, notify URLs and the service unit. Exit 1 if any fails."""
+        from watcher.cli.doctor import doctor
+
+        raise typer.Exit(doctor(config, db))
