@@ -10,12 +10,12 @@ State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "so
 from __future__ import annotations
 
 import math
-from enum import Enum
 from itertools import compress
 from operator import is_not
 from typing import Any, NamedTuple
 
 from events.types import AgentClassified, SourceFailed, SourceRecovered
+from projections.classes import Cls
 from projections.observations import AgentObs, Snapshot
 from projections.text import age as fmt_age
 
@@ -26,15 +26,6 @@ STATES = ("busy", "idle", "waiting")
 PHASES = {"working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",
           "blocked": "bloqueado"}
 CLASSES = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "TRABAJANDO", "CERRADO")
-
-
-class Cls(str, Enum):
-    RECLAMA = "RECLAMA"
-    DICE_TERMINADO = "DICE_TERMINADO"
-    ESTANCADO = "ESTANCADO"
-    TRABAJANDO = "TRABAJANDO"
-    MAL_LANZADO = "MAL_LANZADO"
-    CERRADO = "CERRADO"
 
 
 def initial() -> dict[str, Any]:
