@@ -32,6 +32,28 @@ class AgentClassified(_E, frozen=True, tag="agent.classified"):
     source: str = ""
     contract_sha256: str | None = None
     contract_len: int = 0
+    task: str | None = None
+    target: str | None = None
+    last_activity: str | None = None  # ISO, as observed this tick
+
+    @property
+    def subject(self) -> str:
+        return f"agent:{self.agent}"
+
+
+class AgentUpdated(_E, frozen=True, tag="agent.updated"):
+    """State, phase, task, target or last activity changed while the class stayed the same
+    (edge-triggered: one event per observed change, none while nothing changes). ``changed``
+    names the fields that differ from the last recorded values."""
+
+    agent: str
+    state: str | None = None
+    phase: str | None = None
+    task: str | None = None
+    target: str | None = None
+    last_activity: str | None = None
+    source: str = ""
+    changed: list[str] = []
 
     @property
     def subject(self) -> str:
@@ -316,7 +338,7 @@ class WatcherStopped(_E, frozen=True, tag="watcher.stopped"):
 
 
 Event = Union[
-    AgentClassified, AgentNudged,
+    AgentClassified, AgentUpdated, AgentNudged,
     DodVerdict, DodContractChanged, DodFlagged,
     RunChanged, StepChanged, RuleViolated, StepOverdue, RunAbandoned,
     WpChanged, CircuitChanged, MissionCompleted, SwarmChanged,

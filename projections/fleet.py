@@ -5,7 +5,12 @@ folded state give ``agent.classified`` transitions (edge-triggered: one event pe
 none while a level persists) and ``source.failed`` / ``source.recovered`` edges.
 
 State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source",
-"contract_sha256", "contract_len", "target"}}, "sources": {name: {"failed", "error", "since"}}}
+"contract_sha256", "contract_len", "target", "task", "last_activity"}}, "sources": {name: {"failed",
+"error", "since"}}}
+
+Within a class, ``agent.updated`` records what else changed (state, phase, task, target; last
+activity when it moved by ``ACTIVITY_STEP`` or more), so the state holds the values of the last
+tick, not of the last class change (CONTRACT: status agrees with the files within one tick).
 """
 from __future__ import annotations
 
@@ -14,13 +19,15 @@ from itertools import compress
 from operator import is_not
 from typing import Any, NamedTuple
 
-from events.types import AgentClassified, SourceFailed, SourceRecovered
+from events.timefmt import iso as _iso
+from events.timefmt import parse_iso as _parse_iso
+from events.types import AgentClassified, AgentUpdated, SourceFailed, SourceRecovered
 from projections.classes import Cls
 from projections.observations import AgentObs, Snapshot
 from projections.text import age as fmt_age
 
 NAME = "fleet"
-TYPES = frozenset(("agent.classified", "source.failed", "source.recovered"))  # fold reads only these
+TYPES = frozenset(("agent.classified", "agent.updated", "source.failed", "source.recovered"))  # fold reads only these
 
 STATES = ("busy", "idle", "waiting")
 PHASES = {"working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",
@@ -39,10 +46,16 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             "class": ev.to, "since": rec.time, "state": ev.state, "phase": ev.phase,
             "reason": ev.reason, "source": ev.source, "contract_sha256": ev.contract_sha256,
             "contract_len": ev.contract_len,
-            "target": state["agents"].get(ev.agent, {}).get("target"),
+            "target": ev.target or state["agents"].get(ev.agent, {}).get("target"),
+            "task": ev.task, "last_activity": ev.last_activity,
         }
         if rec.seq % PRUNE_EVERY == 0:
             prune_closed(state["agents"], rec.time, "since")
+    elif rec.type == "agent.updated":
+        old = state["agents"].get(ev.agent)
+        if old is not None:  # a new dict: the tick memo compares records by identity
+            state["agents"][ev.agent] = {**old, "state": ev.state, "phase": ev.phase, "task": ev.task,
+                                         "target": ev.target, "last_activity": ev.last_activity}
     elif rec.type == "source.failed":
         state["sources"][ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
     elif rec.type == "source.recovered":
@@ -63,6 +76,58 @@ def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> 
     cutoff = iso(parse_iso(at) - CLOSED_KEEP_S)  # ISO strings of one format compare as times
     for aid in [a for a, v in agents.items() if v.get("class") == "CERRADO" and (v.get(since_key) or "") < cutoff]:
         del agents[aid]
+
+
+ACTIVITY_STEP = 300.0  # s: last activity alone is recorded when it moved this much (not every hook)
+
+
+def changes(old: dict[str, Any], obs: AgentObs) -> list[str]:
+    """Fields of the record ``old`` that the observation ``obs`` changes, within one class.
+    A target the tick did not see (None) keeps the recorded one; last activity counts only when
+    it moved by ``ACTIVITY_STEP`` or more (or was unknown)."""
+    out = []
+    if _str(obs.state) != old.get("state"):
+        out.append("state")
+    if _str(normalise_phase(obs.phase)) != old.get("phase"):
+        out.append("phase")
+    if obs.task != old.get("task"):
+        out.append("task")
+    if obs.target is not None and obs.target != old.get("target"):
+        out.append("target")
+    if obs.last_activity is not None:
+        la = old.get("last_activity")
+        try:
+            moved = la is None or abs(obs.last_activity - _parse_iso(la)) >= ACTIVITY_STEP
+        except (ValueError, TypeError):
+            moved = True
+        if moved:
+            out.append("last_activity")
+    return out
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _la(obs: AgentObs) -> str | None:
+    la = obs.last_activity
+    if la is None or not math.isfinite(la):
+        return None
+    try:
+        return _iso(la)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def updated(old: dict[str, Any], obs: AgentObs) -> AgentUpdated | None:
+    """The ``agent.updated`` edge for an agent whose class did not change, or None."""
+    ch = changes(old, obs)
+    if not ch:
+        return None
+    la = _la(obs) if "last_activity" in ch else old.get("last_activity")
+    return AgentUpdated(agent=obs.agent, state=_str(obs.state), phase=_str(normalise_phase(obs.phase)),
+                        task=obs.task, target=obs.target if obs.target is not None else old.get("target"),
+                        last_activity=la, source=obs.source, changed=ch)
 
 
 def normalise_phase(phase: Any) -> Any:
@@ -219,7 +284,10 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
                 state=obs.state if isinstance(obs.state, str) else None,
                 phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
-                contract_len=obs.contract_len))
+                contract_len=obs.contract_len, task=obs.task, target=obs.target, last_activity=_la(obs)))
+        elif (upd := updated(old, obs)) is not None:
+            vals[index[aid] if index is not None else keys.index(aid)] = None  # look again next tick
+            out.append(upd)
         if lo == -_INF and hi == _INF:
             due.pop(aid, None)
         else:

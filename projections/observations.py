@@ -25,6 +25,7 @@ class AgentObs(msgspec.Struct, kw_only=True):
     last_activity: float | None = None  # epoch seconds: later of goal.json and tmux window
     ended: bool = False               # goal.json marked ended (hook SessionEnd) -> CERRADO
     target: str | None = None         # tmux target, e.g. "fleet:1.0"
+    task: str | None = None           # goal.json `task` (a short title; shown escaped)
     pane_dead: bool = False
     pane_dead_status: int | None = None
 

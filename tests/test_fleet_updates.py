@@ -1,0 +1,94 @@
+"""Status tells the truth: state, phase, task, target and last activity changes within a class
+are recorded as ``agent.updated`` events (edge-triggered), so the folded state holds the values
+of the last tick, not of the last class change. Real log, virtual clock."""
+from __future__ import annotations
+
+from events.log import EventLog
+from events.types import AgentUpdated
+from projections import fleet
+from projections.observations import AgentObs, Snapshot, SourceResult
+from watcher.runtime.state import Projections, rebuild
+
+NOW = 1_800_000_000.0
+STALL = 900.0
+
+
+def obs(**kw) -> AgentObs:
+    base = dict(agent="a1", source="fleet", state="waiting", phase="haciendo", contract_sha256="c" * 64,
+                contract_len=10, last_activity=NOW, task="t1")
+    base.update(kw)
+    return AgentObs(**base)
+
+
+def snap(*agents: AgentObs) -> Snapshot:
+    return Snapshot(agents={a.agent: a for a in agents}, results=[SourceResult(name="fleet", kind="goals")])
+
+
+def tick(elog: EventLog, p: Projections, s: Snapshot, now: float, memo=None):
+    evs, memo = fleet.step(p.states["fleet"], s, now, stall_after=STALL, memo=memo)
+    if evs:
+        for seq in elog.append(evs, now):
+            pass
+        for rec in elog.read(p.seq):
+            p.fold(rec)
+    return evs, memo
+
+
+def test_waiting_preguntando_then_busy_preguntando_is_recorded_within_the_class(tmp_path):
+    elog = EventLog(str(tmp_path / "e.db"))
+    p = Projections()
+    evs, memo = tick(elog, p, snap(obs(state="waiting", phase="preguntando")), NOW)
+    assert [e.to for e in evs] == ["RECLAMA"]
+    evs, memo = tick(elog, p, snap(obs(state="busy", phase="preguntando")), NOW + 1, memo)
+    assert len(evs) == 1 and isinstance(evs[0], AgentUpdated) and evs[0].changed == ["state"]
+    a = p.states["fleet"]["agents"]["a1"]
+    assert (a["class"], a["state"], a["phase"]) == ("RECLAMA", "busy", "preguntando")
+
+
+def test_no_event_while_nothing_changes(tmp_path):
+    elog = EventLog(str(tmp_path / "e.db"))
+    p = Projections()
+    o = obs()
+    _, memo = tick(elog, p, snap(o), NOW)
+    head = elog.head()[0]
+    for i in range(1, 20):                       # same object, then an equal new one each tick
+        _, memo = tick(elog, p, snap(o if i % 2 else obs()), NOW + i, memo)
+    assert elog.head()[0] == head
+
+
+def test_task_target_and_phase_changes_each_give_one_event(tmp_path):
+    elog = EventLog(str(tmp_path / "e.db"))
+    p = Projections()
+    _, memo = tick(elog, p, snap(obs(state="busy")), NOW)
+    evs, memo = tick(elog, p, snap(obs(state="busy", task="t2")), NOW + 1, memo)
+    assert [e.changed for e in evs] == [["task"]]
+    evs, memo = tick(elog, p, snap(obs(state="busy", task="t2", target="fleet:3")), NOW + 2, memo)
+    assert [e.changed for e in evs] == [["target"]]
+    evs, memo = tick(elog, p, snap(obs(state="busy", task="t2", phase="testing")), NOW + 3, memo)
+    assert [e.changed for e in evs] == [["phase"]]          # target not seen this tick: kept
+    a = p.states["fleet"]["agents"]["a1"]
+    assert (a["task"], a["target"], a["phase"]) == ("t2", "fleet:3", "testeando")
+
+
+def test_last_activity_is_recorded_in_steps_not_per_hook(tmp_path):
+    elog = EventLog(str(tmp_path / "e.db"))
+    p = Projections()
+    _, memo = tick(elog, p, snap(obs(state="busy")), NOW)
+    n = 0
+    for i in range(1, 601):                      # activity every second for 10 minutes
+        evs, memo = tick(elog, p, snap(obs(state="busy", last_activity=NOW + i)), NOW + i, memo)
+        n += len(evs)
+    assert n == 600 // int(fleet.ACTIVITY_STEP)
+
+
+def test_rebuild_agrees_with_the_live_fold_after_updates(tmp_path):
+    elog = EventLog(str(tmp_path / "e.db"))
+    p = Projections()
+    memo = None
+    for i, (st, ph) in enumerate([("waiting", "haciendo"), ("busy", "preguntando"), ("idle", "bloqueado"),
+                                  ("busy", "haciendo"), ("busy", "testeando")]):
+        _, memo = tick(elog, p, snap(obs(state=st, phase=ph, task=f"t{i}")), NOW + i, memo)
+    _, diff = rebuild(elog, check=False, store=False)
+    q = Projections.load(elog)
+    assert q.states["fleet"] == p.states["fleet"]
+    assert p.states["fleet"]["agents"]["a1"]["task"] == "t4"
