@@ -297,6 +297,51 @@ class NoticeSilenced(_E, frozen=True, tag="notice.silenced"):
         return f"notice:{self.notice}"
 
 
+class NoticeAcked(_E, frozen=True, tag="notice.acked"):
+    """A person acknowledged a pushed condition (from the phone page or `fleetwatch ack`): it is
+    not repeated and does not escalate; ``until`` (empty = until it clears) makes it a snooze."""
+
+    notice: str
+    conditions: list[str] = []   # the notify projection's condition ids
+    via: str = "cli"             # web | cli
+    until: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"notice:{self.notice}"
+
+
+class NoticeEscalated(_E, frozen=True, tag="notice.escalated"):
+    """An urgent condition nobody acked or cleared within ``after`` seconds was pushed again
+    (once per condition) to the escalation URLs; ``delivered`` False: given up after retries."""
+
+    notice: str
+    conditions: list[str] = []
+    after: float = 0.0
+    covers: list[int] = []
+    attempt: int = 1
+    delivered: bool = True
+
+    @property
+    def subject(self) -> str:
+        return f"notice:{self.notice}"
+
+
+class NoticeHeld(_E, frozen=True, tag="notice.held"):
+    """Conditions held back (``reason`` "quiet": quiet hours) until ``until``; sent then as one
+    summary."""
+
+    notice: str
+    keys: list[str] = []
+    covers: list[int] = []
+    reason: str = "quiet"
+    until: str = ""
+
+    @property
+    def subject(self) -> str:
+        return f"notice:{self.notice}"
+
+
 class SilenceAdded(_E, frozen=True, tag="silence.added"):
     silence: str
     subject_match: str | None = None
@@ -344,6 +389,7 @@ Event = Union[
     WpChanged, CircuitChanged, MissionCompleted, SwarmChanged,
     SourceFailed, SourceRecovered,
     NoticeSent, NoticeFailed, NoticeAbandoned, NoticeSilenced, SilenceAdded, SilenceRemoved,
+    NoticeAcked, NoticeEscalated, NoticeHeld,
     WatcherStarted, WatcherStopped,
 ]
 
