@@ -122,6 +122,7 @@ class RunChanged(_E, frozen=True, tag="run.changed"):
     error: str = ""
     source: str = ""      # the steps source that reported the run
     gone: bool = False    # the steps.json is no longer seen (its source did not fail)
+    board: str | None = None  # steps.json's top-level `board` (cross-run rules: quota, duplicates)
 
     @property
     def subject(self) -> str:
@@ -187,6 +188,38 @@ class WpChanged(_E, frozen=True, tag="wp.changed"):
     last_error_sig: str | None = None
     same_sig_count: int = 0
     source: str = ""
+    risk: str | None = None  # the row's `risk` when the query selects it (CRITICAL needs approval)
+
+    @property
+    def subject(self) -> str:
+        return f"mission:{self.mission}"
+
+
+class WpViolated(_E, frozen=True, tag="wp.violated"):
+    """A bounded-orchestrator rule broken by a work package (``rule``: circuit-open-mutation,
+    done-redone, deps-not-done, critical-needs-approval, attempts-decreased, children-active-cap,
+    completed-reopened). ``count``/``limit``: the level for a cap rule."""
+
+    mission: str
+    wp: str
+    rule: str
+    detail: str = ""
+    count: int = 0
+    limit: int = 0
+
+    @property
+    def subject(self) -> str:
+        return f"mission:{self.mission}"
+
+
+class WpFlagged(_E, frozen=True, tag="wp.flagged"):
+    """A work package crossed a retry limit (``flag``: retries = attempts > 3, same-error = the
+    same error signature > 2 times): once per crossing, not while it stays over."""
+
+    mission: str
+    wp: str
+    flag: str
+    detail: str = ""
 
     @property
     def subject(self) -> str:
@@ -224,6 +257,32 @@ class SwarmChanged(_E, frozen=True, tag="swarm.changed"):
     @property
     def subject(self) -> str:
         return f"swarm:{self.group}"
+
+
+class SwarmCapped(_E, frozen=True, tag="swarm.capped"):
+    """A group went over a cap (``cap``: max-concurrent, max-children, max-total): once per
+    episode (the episode ends when ``count`` is back at or under ``limit``)."""
+
+    group: str
+    cap: str
+    count: int = 0
+    limit: int = 0
+
+    @property
+    def subject(self) -> str:
+        return f"swarm:{self.group}"
+
+
+class FleetFanout(_E, frozen=True, tag="fleet.fanout"):
+    """More than ``[classify] fanout_max`` agents first seen within ``window`` seconds."""
+
+    count: int
+    window: float = 60.0
+    agents: list[str] = []   # the first few new agents (ids)
+
+    @property
+    def subject(self) -> str:
+        return "fleet"
 
 
 # ---- sources -------------------------------------------------------------------------------
@@ -387,6 +446,7 @@ Event = Union[
     DodVerdict, DodContractChanged, DodFlagged,
     RunChanged, StepChanged, RuleViolated, StepOverdue, RunAbandoned,
     WpChanged, CircuitChanged, MissionCompleted, SwarmChanged,
+    WpViolated, WpFlagged, SwarmCapped, FleetFanout,
     SourceFailed, SourceRecovered,
     NoticeSent, NoticeFailed, NoticeAbandoned, NoticeSilenced, SilenceAdded, SilenceRemoved,
     NoticeAcked, NoticeEscalated, NoticeHeld,
