@@ -57,6 +57,7 @@ class Store(_S):
 class Watch(_S):
     interval: Dur = "2s"
     debounce: Dur = "100ms"
+    resync: Dur = "30s"   # full stat of every file while inotify is healthy (else every interval)
 
 
 class Classify(_S):
@@ -93,6 +94,20 @@ class Nudge(_S):
     argv: list[str] = []                       # e.g. ["tmux", "send-keys", "-t", "{target}", "close your DoD", "Enter"]
     max_per_stall: int = 1
     after: Dur = "0s"
+
+
+class NotifyRoute(_S):
+    """``[[notify.routes]]``: ``match`` on severity, class or subject (glob); its own ``urls``."""
+    match: dict[str, str] = {}
+    urls: list[str] = []
+
+
+class Web(_S):
+    """``[web]``: the action endpoint and phone page (watcher/web/); off when absent."""
+    listen: str = "127.0.0.1:8765"             # host:port
+    public_url: str = ""                       # base of the links in push bodies; default http://<listen>
+    key_file: str = ""                         # HMAC key (0600); default $XDG_STATE_HOME/fleetwatch/web.key
+    token_ttl: Dur = "24h"
 
 
 class Notify(_S):
@@ -181,7 +196,7 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
     def bad(key: str, msg: str) -> ConfigError:
         return ConfigError(f"{key}: {msg}", key=key, path=path, op="config")
 
-    for key in ("watch.interval", "watch.debounce", "classify.stall_after", "classify.claim_unverified_after",
+    for key in ("watch.interval", "watch.debounce", "watch.resync", "classify.stall_after", "classify.claim_unverified_after",
                 "steps.deadline", "notify.group_wait", "notify.group_interval", "notify.repeat_interval",
                 "notify.timeout", "notify.source_failed_after", "nudge.after"):
         cfg.dur(key)
@@ -251,3 +266,46 @@ def load(explicit: str | None = None, *, required: bool = False, check_paths: bo
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read config: {e}", key="", path=path, op="config") from e
     return parse(text, path, check_paths=check_paths)
+
+
+def _validate_phone(cfg: Config, bad) -> None:
+    """[web] and the phone-loop keys of [notify] (escalation, quiet hours, routes, heartbeat)."""
+    n = cfg.notify
+    for key in ("notify.escalate_after", "notify.heartbeat_every"):
+        cfg.dur(key)
+    if n.heartbeat_url and cfg.dur("notify.heartbeat_every") < 1:
+        raise bad("notify.heartbeat_every", "must be at least 1s")
+    if n.heartbeat_url and not re.match(r"^https?://", n.heartbeat_url):
+        raise bad("notify.heartbeat_url", "must be an http:// or https:// URL")
+    for i, w in enumerate(n.quiet):
+        if not _QUIET.match(w):
+            raise bad(f"notify.quiet[{i}]", f"expected HH:MM-HH:MM, got {w!r}")
+    if n.quiet_tz:
+        try:
+            import zoneinfo
+
+            zoneinfo.ZoneInfo(n.quiet_tz)
+        except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+            raise bad("notify.quiet_tz", f"unknown time zone {n.quiet_tz!r} (e.g. Europe/Madrid)") from None
+    for i, r in enumerate(n.routes):
+        k = f"notify.routes[{i}]"
+        unknown = sorted(set(r.match) - {"severity", "class", "subject"})
+        if unknown:
+            raise bad(f"{k}.match", f"unknown match key {unknown[0]!r} (severity, class or subject)")
+        if not r.match:
+            raise bad(f"{k}.match", "needs severity, class or subject")
+        if "severity" in r.match and r.match["severity"] not in ("info", "warning", "urgent"):
+            raise bad(f"{k}.match", "severity is info, warning or urgent")
+        if not r.urls:
+            raise bad(f"{k}.urls", "a route needs urls")
+    if cfg.web is not None:
+        host, sep, port = cfg.web.listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise bad("web.listen", f"expected host:port, got {cfg.web.listen!r}")
+        if cfg.web.public_url and not re.match(r"^https?://[^\s/]+", cfg.web.public_url):
+            raise bad("web.public_url", "must be an http:// or https:// URL")
+        if not 60 <= parse_duration(cfg.web.token_ttl, "web.token_ttl") <= 30 * 86400:
+            raise bad("web.token_ttl", "must be between 1m and 30d")
+
+
+_QUIET = re.compile(r"^\s*([01]\d|2[0-3]):[0-5]\d\s*-\s*([01]\d|2[0-4]):[0-5]\d\s*$")
