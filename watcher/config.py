@@ -63,6 +63,8 @@ class Watch(_S):
 class Classify(_S):
     stall_after: Dur = "15m"
     claim_unverified_after: Dur = "30m"
+    fanout_max: int = 8                        # more new agents than this within fanout_window -> fleet.fanout
+    fanout_window: Dur = "1m"
 
 
 class Source(_S):
@@ -82,11 +84,19 @@ class Source(_S):
 class Steps(_S):
     deadline: Dur = "45m"                      # default per-step deadline while in `begin`
     deadlines: dict[str, Dur] = {}             # per step name
+    board_daily_quota: int = 3                 # confirmed uploads per board per UTC day (board-daily-quota)
+    sessions_per_day: int = 12                 # outer-loop events per UTC day (session-daily-cap)
+    inactive_boards: list[str] = []            # a launch on one of these breaks inactive-board
+
+
+class Missions(_S):
+    max_children_active: int = 3               # WPs RUNNING/CHECKING at once per mission (children-active-cap)
 
 
 class Swarm(_S):
-    max_concurrent: int = 0                    # 0 = no cap
-    max_children: int = 0
+    max_concurrent: int = 8                    # running children per group (0 = no cap)
+    max_children: int = 50                     # active (queued + running) children per group
+    max_total: int = 200                       # distinct children a group ever had
 
 
 class Nudge(_S):
@@ -132,6 +142,7 @@ class Config(_S):
     sources: list[Source] = []
     steps: Steps = msgspec.field(default_factory=Steps)
     swarm: Swarm = msgspec.field(default_factory=Swarm)
+    missions: Missions = msgspec.field(default_factory=Missions)
     notify: Notify = msgspec.field(default_factory=Notify)
     nudge: Nudge = msgspec.field(default_factory=Nudge)
     # resolved at load (not TOML keys)
@@ -204,6 +215,14 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
         parse_duration(v, f"steps.deadlines.{k}")
     for i, v in enumerate(cfg.notify.retry):
         parse_duration(v, f"notify.retry[{i}]")
+    cfg.dur("classify.fanout_window")
+    for key, v in (("steps.board_daily_quota", cfg.steps.board_daily_quota),
+                   ("steps.sessions_per_day", cfg.steps.sessions_per_day),
+                   ("missions.max_children_active", cfg.missions.max_children_active),
+                   ("classify.fanout_max", cfg.classify.fanout_max), ("swarm.max_concurrent", cfg.swarm.max_concurrent),
+                   ("swarm.max_children", cfg.swarm.max_children), ("swarm.max_total", cfg.swarm.max_total)):
+        if not 0 <= v <= 1_000_000:
+            raise bad(key, f"must be between 0 and 1000000, got {v}")
     if cfg.dur("watch.interval") <= 0:
         raise bad("watch.interval", "must be greater than 0")
     if not (0 <= cfg.notify.flap_low <= cfg.notify.flap_high <= 100):

@@ -198,6 +198,8 @@ debounce = "100ms"               # coalesce bursts of file changes
 [classify]
 stall_after = "15m"              # idle, not done, no activity this long -> ESTANCADO
 claim_unverified_after = "30m"   # DICE_TERMINADO without a verifier verdict this long -> reminder
+fanout_max = 8                   # more agents first seen than this within fanout_window -> fleet.fanout
+fanout_window = "1m"
 
 # ---- sources: any number of [[sources]], each with a unique name. Examples (uncomment one):
 {sources}
@@ -205,10 +207,17 @@ claim_unverified_after = "30m"   # DICE_TERMINADO without a verifier verdict thi
 deadline = "45m"                 # a step still in `begin` after this long is overdue
 # deadlines = {{ deploy = "2h", validate = "1h" }}
 deadlines = {{}}
+board_daily_quota = 3            # confirmed uploads per board per UTC day (rule board-daily-quota)
+sessions_per_day = 12            # outer-loop events per UTC day (rule session-daily-cap)
+inactive_boards = []             # a launch_intent on one of these breaks inactive-board
 
-[swarm]
-max_concurrent = 0               # running children per group above this is flagged (0 = no cap)
-max_children = 0                 # children per group above this is flagged (0 = no cap)
+[missions]
+max_children_active = 3          # WPs RUNNING/CHECKING at once per mission (rule children-active-cap)
+
+[swarm]                          # the swarm design's caps; a breach is pushed once per episode (0 = no cap)
+max_concurrent = 8               # running children per group
+max_children = 50                # active (queued + running) children per group
+max_total = 200                  # distinct children a group ever had
 
 [notify]
 urls = []                        # apprise URLs, e.g. ["tgram://BOT_TOKEN/CHAT_ID"]: secrets, never logged
