@@ -61,7 +61,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     try:
         w.started(time.time())
         w.tick(time.time(), full=True)
-        last_full = time.monotonic()
+        last_full = last_resync = time.monotonic()
         log.info("watching %d sources; %d agents", len(w.sources), len(w.proj["fleet"]["agents"]))
         if once:
             if w.suspects():  # a file failed its first read: give it its second read now
@@ -109,7 +109,12 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             full = mono - last_full >= interval or not woke
             if full:
                 last_full = mono  # after a suspend: one tick now, missed ticks skipped
-            w.tick(time.time(), full=full, changed=waker.take())  # partial ticks look where inotify pointed
+            paths = waker.take()  # file sources look where inotify pointed (None: everywhere)
+            if paths is not None and full and mono - last_resync >= cfg.dur("watch.resync"):
+                paths = None  # the safety net: a change inotify never reported (see docs/bench.md)
+            if paths is None:
+                last_resync = mono
+            w.tick(time.time(), full=full, changed=paths)
             sd.tick_completed(time.monotonic())
             sd.status(status_line(w.class_counts(), time.monotonic() - mono))
     finally:

@@ -4,10 +4,12 @@ A tick: fold events other writers appended → poll every source → merge into 
 ``detect`` per projection (pure) → append the transitions in one transaction (with projection
 snapshots when due) → fold them → let the notifier plan and record. A tick with no change opens
 no write transaction. Sleeping uses the monotonic clock; after a suspend, missed ticks are
-skipped (one tick, not a burst). inotify (watchdog) only wakes the loop early: every
-``interval`` a full resync runs regardless. A tick woken early is partial: file sources look only
-at the paths the :class:`Waker` collected. Detectors with ``detect_memo`` (and ``fleet.step``)
-carry a memo from tick to tick in ``Watcher.memos`` (pure: passed in, returned).
+skipped (one tick, not a burst). Every ``interval`` a tick runs every source (time alone
+changes classes); inotify (watchdog) wakes the loop early for file changes, and such a tick is
+partial: file sources look only at the paths the :class:`Waker` collected, the other sources
+reuse their last result. While inotify is healthy, file sources stat every file only every
+``watch.resync`` (and once after a queue overflow); without inotify, every ``interval``.
+Detectors with ``detect_memo`` (and ``fleet.step``) carry a memo from tick to tick in ``Watcher.memos`` (pure: passed in, returned).
 """
 from __future__ import annotations
 
@@ -56,12 +58,13 @@ class Watcher:
 
     # ---- pure-ish stages ------------------------------------------------------------------
     def observe(self, now: float, full: bool, changed: set[str] | None = None):
-        """Poll every source. ``changed`` (a partial tick, ``full`` False): the paths inotify
-        reported; file sources re-stat only those and reuse the rest of their cache."""
+        """Poll every source. ``changed``: the paths inotify reported; file sources re-stat only
+        those and reuse the rest of their cache (None: they stat every file). ``full`` False
+        (a wake-up): the other sources reuse their last result too."""
         results = []
         for s in self.sources:
             try:
-                if not full and changed is not None and getattr(s, "partial", False):
+                if changed is not None and getattr(s, "partial", False):
                     results.append(s.poll(now, False, changed=changed))
                 else:
                     results.append(s.poll(now, full))
@@ -139,8 +142,9 @@ class Watcher:
         return len(batch)
 
     def tick(self, now: float, full: bool = True, changed: set[str] | None = None) -> int:
-        """One tick. Returns how many events this tick appended. ``full`` False with ``changed``
-        (the paths a :class:`Waker` collected) is a partial tick: file sources look only there."""
+        """One tick. Returns how many events this tick appended. ``changed`` (the paths a
+        :class:`Waker` collected): file sources look only there; None: they stat every file.
+        ``full`` False (woken early): command, tmux and sqlite sources are not run again."""
         self.proj.catch_up(self.log)
         snap = self.observe(now, full, changed)
         n = 0
@@ -214,21 +218,35 @@ def _keep(ev: Any) -> bool:
 
 
 class Waker:
-    """inotify wake-ups through watchdog, debounced. Only close-after-write, create, move and
-    delete events count, so the watcher's own reads never feed back.
+    """inotify wake-ups through watchdog, debounced, without feedback at any fleet size.
+
+    - An event filter passed to watchdog (so to the kernel's watch mask): close-after-write,
+      create, move and delete only. Without it watchdog asks for IN_OPEN and IN_CLOSE_NOWRITE
+      too, so the watcher's own reads (and watchdog's directory walks) fill the kernel queue
+      (``max_queued_events``, 16,384), which overflows, which makes watchdog walk again: ~100 %
+      CPU at 10,000 agents, idle.
+    - A queue overflow (events were lost) means "look everywhere once": the next ``take()``
+      returns None and the loop is woken; a burst of overflows within one debounce is one
+      resync. watchdog re-adds its recursive watches itself and reports the overflow only in
+      its log, so a handler on its logger is the signal.
+    - While inotify is healthy (``take()`` gives a set), the loop stats every file only every
+      ``watch.resync`` (the safety net); the ticks in between look at the reported paths.
 
     It also collects the paths it was told about (both ends of a move) for partial ticks:
     ``take()`` hands them over and starts a new set; None means "look everywhere" (no inotify,
-    or more than ``MAX_PATHS`` paths since the last take)."""
+    an overflow, or more than ``MAX_PATHS`` paths since the last take)."""
 
     MAX_PATHS = 4096
+    OVERFLOW_LOGGER = "watchdog.observers.inotify_c"
 
     def __init__(self, roots: list[str], debounce: float):
         self.event = threading.Event()
         self.debounce = debounce
         self.observer = None
+        self.overflows = 0
         self._lock = threading.Lock()
         self._paths: set[str] | None = set()
+        self._overflow: logging.Handler | None = None
         roots = sorted({r for r in roots if os.path.isdir(r)})
         if not roots:
             return
@@ -238,27 +256,61 @@ class Waker:
             from watchdog.observers import Observer
         except ImportError:  # pragma: no cover
             return
-        wanted = (FileClosedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent,
-                  DirCreatedEvent, DirDeletedEvent, DirMovedEvent)
+        wanted = [FileClosedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent,
+                  DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
         ev = self.event
         note = self.note
 
         class H(FileSystemEventHandler):
             def on_any_event(self, e):  # noqa: N802
-                if isinstance(e, wanted):
-                    note(e.src_path, getattr(e, "dest_path", "") or None)
-                    ev.set()
+                note(e.src_path, getattr(e, "dest_path", "") or None)
+                ev.set()
 
+        self._watch_overflows()
         try:
             obs = Observer()
             for r in roots:
-                obs.schedule(H(), r, recursive=True)
+                obs.schedule(H(), r, recursive=True, event_filter=wanted)
             obs.daemon = True
             obs.start()
             self.observer = obs
         except Exception as e:  # inotify limits: fall back to polling, say so once
             log.warning("inotify unavailable (%s); polling every interval", type(e).__name__)
             self.observer = None
+            self._unwatch_overflows()
+
+    def _watch_overflows(self) -> None:
+        waker = self
+
+        class Overflow(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if str(record.msg).startswith("Inotify queue overflowed"):
+                    waker.overflowed()
+
+        wlog = logging.getLogger(self.OVERFLOW_LOGGER)
+        if not wlog.isEnabledFor(logging.WARNING):
+            wlog.setLevel(logging.WARNING)
+        self._overflow = Overflow(logging.WARNING)
+        wlog.addHandler(self._overflow)
+
+    def _unwatch_overflows(self) -> None:
+        if self._overflow is not None:
+            logging.getLogger(self.OVERFLOW_LOGGER).removeHandler(self._overflow)
+            self._overflow = None
+
+    def overflowed(self) -> None:
+        """The kernel dropped events: the next tick looks everywhere (once)."""
+        with self._lock:
+            if self._paths is not None:
+                self.overflows += 1
+                log.warning("inotify queue overflowed: one full resync")
+            self._paths = None
+        self.event.set()
+
+    @property
+    def healthy(self) -> bool:
+        """inotify runs and has not lost events since the last take."""
+        return self.observer is not None and self._paths is not None
 
     def note(self, *paths: Any) -> None:
         """Remember paths for the next partial tick (bytes paths are decoded as the OS does)."""
@@ -272,7 +324,8 @@ class Waker:
                 self._paths = None
 
     def take(self) -> set[str] | None:
-        """The paths noted since the last take (None: too many, or no inotify: look everywhere)."""
+        """The paths noted since the last take (None: too many, an overflow, or no inotify:
+        look everywhere)."""
         with self._lock:
             paths, self._paths = self._paths, set()
         return paths if self.observer is not None else None
@@ -286,6 +339,7 @@ class Waker:
         return False
 
     def close(self) -> None:
+        self._unwatch_overflows()
         if self.observer is not None:
             self.observer.stop()
             self.observer.join(timeout=2)

@@ -1,0 +1,141 @@
+"""The Waker (inotify through watchdog) and the resync period: real inotify, real files, a real
+log; a real `fleetwatch run` for the safety-net resync."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from events.log import EventLog
+from watcher.config import parse
+from watcher.runtime.loop import Waker, Watcher
+
+T0 = 1_800_000_000.0
+
+
+def goal(root, agent, **kw):
+    g = {"agent": agent, "state": "busy", "phase": "haciendo", "dod_contract": f"tests for {agent}",
+         "last_activity": T0}
+    g.update(kw)
+    d = root / agent
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / "goal.json.tmp"
+    tmp.write_text(json.dumps(g))
+    os.replace(tmp, d / "goal.json")
+
+
+def wait_for(waker: Waker, path: str, timeout: float = 10.0) -> set[str]:
+    """Collect the Waker's paths until ``path`` is among them (inotify is ordered: whatever an
+    earlier action produced is in by then)."""
+    got: set[str] = set()
+    end = time.monotonic() + timeout
+    while path not in got and time.monotonic() < end:
+        waker.wait(0.2)
+        got |= waker.take() or set()
+    assert path in got, sorted(got)
+    return got
+
+
+def test_watchers_own_reads_do_not_feed_back(tmp_path):
+    """Opening and reading files (what every tick does) produces no wake-up: only
+    close-after-write, create, move and delete reach the Waker (the 100 % CPU at 10k agents)."""
+    (tmp_path / "a1").mkdir()
+    f = tmp_path / "a1" / "goal.json"
+    f.write_text("{}")
+    waker = Waker([str(tmp_path)], 0.01)
+    assert waker.observer is not None
+    try:
+        waker.take()
+        for _ in range(50):
+            with open(f, "rb") as fh:
+                fh.read()
+            os.listdir(tmp_path / "a1")
+        sentinel = tmp_path / "sentinel"
+        sentinel.write_text("x")
+        got = wait_for(waker, str(sentinel))
+        assert str(f) not in got and str(tmp_path / "a1") not in got
+    finally:
+        waker.close()
+
+
+def test_queue_overflow_means_one_resync_not_a_storm(tmp_path):
+    """watchdog reports a kernel queue overflow only in its log: the Waker turns it into one
+    "look everywhere" (take() is None once, then paths again) and wakes the loop."""
+    waker = Waker([str(tmp_path)], 0.01)
+    try:
+        assert waker.healthy
+        wlog = logging.getLogger(Waker.OVERFLOW_LOGGER)
+        for _ in range(5):  # a burst: one resync
+            wlog.warning("Inotify queue overflowed; filesystem events were lost")
+        assert waker.overflows == 1 and not waker.healthy
+        assert waker.event.is_set()
+        assert waker.take() is None
+        assert waker.healthy and waker.take() == set()
+        wlog.warning("some other watchdog warning")
+        assert waker.take() == set()
+    finally:
+        waker.close()
+    assert not any(type(h).__name__ == "Overflow" for h in logging.getLogger(Waker.OVERFLOW_LOGGER).handlers)
+
+
+def test_interval_tick_with_paths_does_not_stat_every_file(tmp_path):
+    """An interval tick while inotify is healthy (changed = the Waker's set) re-reads only the
+    reported paths; a change inotify never reported waits for the resync (changed None)."""
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
+    goal(fleet, "a1")
+    goal(fleet, "a2")
+    elog = EventLog(str(tmp_path / "e.db"))
+    w = Watcher(cfg, elog)
+    w.tick(T0)
+    goal(fleet, "a1", state="waiting")
+    goal(fleet, "a2", state="waiting")
+    assert w.tick(T0 + 2, full=True, changed={str(fleet / "a1" / "goal.json")}) == 1
+    assert w.tick(T0 + 4, full=True, changed=set()) == 0   # a2's change was not reported
+    assert w.tick(T0 + 6, full=True, changed=None) == 1    # the resync finds it
+    w.close()
+    elog.close()
+
+
+def test_resync_finds_a_change_inotify_does_not_report(tmp_path):
+    """A goal.json rewritten in place and held open (no close-after-write: inotify says nothing
+    the filter lets through) is still seen: the full resync every ``watch.resync``."""
+    fleet = tmp_path / "fleet"
+    goal(fleet, "a1")
+    cfgp = tmp_path / "c.toml"
+    cfgp.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[watch]\ninterval = "100ms"\nresync = "500ms"\n'
+                    f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
+    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    p = subprocess.Popen([exe, "run", "--config", str(cfgp), "--log-level", "warning"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    fh = None
+    try:
+        elog = EventLog(str(tmp_path / "e.db"))
+
+        def classes():
+            return [r.event.to for r in elog.read(0, types=["agent.classified"])]
+
+        end = time.monotonic() + 30
+        while classes() != ["TRABAJANDO"] and time.monotonic() < end:
+            time.sleep(0.05)
+        assert classes() == ["TRABAJANDO"]
+        doc = json.dumps({"agent": "a1", "state": "waiting", "phase": "preguntando",
+                          "dod_contract": "tests for a1", "last_activity": T0}).encode()
+        fh = os.open(fleet / "a1" / "goal.json", os.O_WRONLY | os.O_TRUNC)
+        os.write(fh, doc)  # IN_MODIFY only, the file stays open
+        end = time.monotonic() + 30
+        while len(classes()) < 2 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert classes() == ["TRABAJANDO", "RECLAMA"]
+        elog.close()
+    finally:
+        if fh is not None:
+            os.close(fh)
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
