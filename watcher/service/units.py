@@ -83,7 +83,8 @@ def render_units(binary: str, extra_args: list[str] | None = None) -> dict[str, 
     out = {}
     for name in UNITS:
         body = (tdir / name).read_text()
-        body = body.replace("@FLEETWATCH@", sd_quote(binary)).replace("@ARGS@", args)
+        body = (body.replace("@FLEETWATCH@", sd_quote(binary)).replace("@ARGS@", args)
+                .replace("@DOCDIR@", str(tdir).replace("%", "%%").replace(" ", "%20")))
         out[name] = f"# fleetwatch-managed sha256={_checksum(body)}\n{body}"
     return out
 
