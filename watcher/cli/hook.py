@@ -20,14 +20,21 @@ import typer
 from events.errors import FleetwatchError
 from watcher.cli.util import errors
 
-# Events the hook maps (see docs/readme/hook.md), in the order they are written to settings.json.
-# Tool events get matcher "*" (every tool); the others take no matcher.
+# Every event the hook maps (see docs/readme/hook.md and watcher/hook/mapping.py), in the order they
+# are written to settings.json. Events whose settings schema has a matcher (tool name, notification
+# type, session source/reason, compaction trigger, agent type, MCP server, error type, command) get
+# matcher "*" (all); the others take none. Events the mapping treats as noise are not installed.
 HOOK_EVENTS = (
-    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
-    "PermissionRequest", "Notification", "Stop", "StopFailure", "SubagentStart", "SubagentStop",
-    "SessionEnd",
+    "SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "PermissionRequest",
+    "PermissionDenied", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "Notification", "Elicitation",
+    "ElicitationResult", "SubagentStart", "SubagentStop", "TaskCreated", "TaskCompleted", "PreCompact",
+    "PostCompact", "Stop", "StopFailure", "SessionEnd",
 )
-TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest"})
+MATCHER_EVENTS = frozenset({
+    "SessionStart", "UserPromptExpansion", "PreToolUse", "PermissionRequest", "PermissionDenied", "PostToolUse",
+    "PostToolUseFailure", "Notification", "Elicitation", "ElicitationResult", "SubagentStart", "SubagentStop",
+    "PreCompact", "PostCompact", "StopFailure", "SessionEnd",
+})
 HOOK_TIMEOUT = 10  # seconds Claude Code allows one hook call (it normally takes ~30 ms)
 
 
@@ -122,7 +129,7 @@ def merge(settings: dict, command: str, *, force: bool = False) -> tuple[dict, d
             mine[0]["command"] = command
             actions[event] = "updated"
         else:
-            group: dict[str, Any] = {"matcher": "*"} if event in TOOL_EVENTS else {}
+            group: dict[str, Any] = {"matcher": "*"} if event in MATCHER_EVENTS else {}
             group["hooks"] = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]
             groups.append(group)
             actions[event] = "added"
@@ -209,12 +216,14 @@ def install(
     if dry_run:
         typer.echo(f"dry run: {path} not written ({summary})")
         return
+    # a symlinked settings.json (dotfiles repos) is edited where it points: the link stays a link
+    target = os.path.realpath(path) if os.path.islink(path) else path
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        mode = os.stat(path).st_mode & 0o7777 if before_text else 0o644
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        mode = os.stat(target).st_mode & 0o7777 if before_text else 0o644
         if before_text:
             write_atomic(path + ".fleetwatch.bak", before_text.encode(), mode)
-        write_atomic(path, after_text.encode(), mode)
+        write_atomic(target, after_text.encode(), mode)
     except OSError as e:
         raise SettingsError(f"cannot write settings: {e.strerror}", op="hook install", path=path) from None
     typer.echo(f"{path}: written ({summary})" + (f"; previous version in {path}.fleetwatch.bak" if before_text else ""))

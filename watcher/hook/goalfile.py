@@ -1,0 +1,216 @@
+"""goal.json I/O for ``fleetwatch hook``: hostile-input-safe reads and a read-modify-write that
+never loses another writer's update. Standard library only.
+
+Invariants:
+- Reads never block and never follow a symlink: goal.json is opened ``O_NONBLOCK|O_NOFOLLOW`` and
+  ``fstat``-checked; a FIFO, socket, device, directory or symlink is refused (left untouched), and
+  so is a file over ``MAX_GOAL_BYTES`` (refused from its size, before reading anything).
+- ``update_goal`` holds ``flock`` on the sidecar ``goal.json.lock`` (writers that take it are
+  serialised), and also detects writers that do not: right before the rename it compares goal.json's
+  identity (device, inode, size, mtime, ctime) with the file it read; if another writer replaced or
+  rewrote it in between, the hook reads again and re-applies its change to the new content
+  (bounded retries), so the other writer's keys are never reverted by a stale write-back.
+- Temporary files are created ``O_CREAT|O_EXCL|O_NOFOLLOW`` under an unpredictable name in the same
+  folder: a planted file or symlink is never written through; they are fsynced, renamed over the
+  target (readers see the old or the new file, never a torn one) and never left behind.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import stat
+import time
+
+MAX_GOAL_BYTES = 1_048_576   # as the watcher's default [[sources]] max_bytes
+LOCK_TIMEOUT = 2.0           # seconds; past it the hook gives up (stderr line, exit 0)
+MAX_RETRIES = 8              # re-reads when another writer keeps rewriting goal.json
+_RO = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class HookError(Exception):
+    """An error of the hook itself: reported as one stderr line, exit status still 0."""
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def read_regular(path: str, cap: int = MAX_GOAL_BYTES) -> tuple[bytes, os.stat_result] | None:
+    """(content, fstat) of a regular file, None when it does not exist. Raises HookError for a
+    symlink, anything but a regular file, a file over ``cap`` bytes, or a read error."""
+    try:
+        fd = os.open(path, _RO)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise HookError(f"{path} is a symlink: left untouched") from None
+        raise HookError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise HookError(f"{path} is not a regular file: left untouched")
+        if st.st_size > cap:
+            raise HookError(f"{path} is larger than {cap} bytes: left untouched")
+        chunks, got = [], 0
+        while got <= cap:
+            try:
+                b = os.read(fd, min(65536, cap + 1 - got))
+            except BlockingIOError:
+                raise HookError(f"{path} would block: left untouched") from None
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        if got > cap:  # grew while read
+            raise HookError(f"{path} is larger than {cap} bytes: left untouched")
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+def read_json(path: str, cap: int = MAX_GOAL_BYTES):
+    """The parsed JSON of a regular file, or None (absent, refused, unreadable or not JSON)."""
+    try:
+        got = read_regular(path, cap)
+        return json.loads(got[0]) if got else None
+    except (HookError, ValueError, RecursionError):
+        return None
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def write_tmp(folder: str, base: str, data: bytes, mode: int) -> str:
+    """A new fsynced file in ``folder`` holding ``data``; its path. Never opens an existing path."""
+    for _ in range(16):
+        tmp = os.path.join(folder, f".{base}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        except FileExistsError:
+            continue  # planted or a collision: pick another name
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink(tmp)
+            raise
+        os.close(fd)
+        return tmp
+    raise HookError(f"cannot create a temporary file in {folder}")
+
+
+def _unlink(p: str) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory; the rename itself is atomic
+
+
+def write_atomic(path: str, data: bytes, mode: int) -> None:
+    """Temporary file in the same folder (O_EXCL, no symlink followed), fsync, rename over ``path``,
+    fsync the folder."""
+    folder = os.path.dirname(path) or "."
+    tmp = write_tmp(folder, os.path.basename(path), data, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    _fsync_dir(folder)
+
+
+def _lock(path: str, timeout: float) -> int:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise HookError(f"cannot open lock {path}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise HookError(f"{path} is not a regular file: update skipped")
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise HookError(f"lock busy for {timeout:g}s, update skipped") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
+
+def _current(path: str) -> tuple | None:
+    try:
+        return _identity(os.lstat(path))
+    except FileNotFoundError:
+        return None
+
+
+def update_goal(path: str, change, *, create: bool = True, timeout: float = LOCK_TIMEOUT,
+                cap: int = MAX_GOAL_BYTES) -> bool:
+    """Run ``change(doc_or_None) -> new_doc_or_None`` under the sidecar lock and store the result,
+    re-reading and re-applying when another writer rewrote goal.json meanwhile (see module doc).
+
+    Returns True when goal.json was rewritten. Raises HookError when goal.json is refused or cannot
+    be parsed (left untouched), the lock stays busy past ``timeout``, or goal.json changed under the
+    hook on every one of ``MAX_RETRIES`` attempts.
+    """
+    folder = os.path.dirname(path) or "."
+    if create:
+        os.makedirs(folder, exist_ok=True)
+    elif not os.path.isdir(folder):
+        return False
+    lfd = _lock(path + ".lock", timeout)
+    try:
+        for _ in range(MAX_RETRIES):
+            got = read_regular(path, cap)
+            doc = None
+            if got is not None:
+                try:
+                    doc = json.loads(got[0])
+                except (ValueError, RecursionError):
+                    raise HookError(f"{path} is not valid JSON: left untouched") from None
+                if not isinstance(doc, dict):
+                    raise HookError(f"{path} is not a JSON object: left untouched")
+            new = change(doc)
+            if new is None:
+                return False
+            mode = got[1].st_mode & 0o7777 if got else 0o644 & ~_umask()
+            data = (json.dumps(new, ensure_ascii=False, indent=2) + "\n").encode()
+            tmp = write_tmp(folder, os.path.basename(path), data, mode)
+            try:
+                if _current(path) != (_identity(got[1]) if got else None):
+                    _unlink(tmp)
+                    continue  # another writer replaced or rewrote it since our read: again, on theirs
+                os.replace(tmp, path)
+            except BaseException:
+                _unlink(tmp)
+                raise
+            _fsync_dir(folder)
+            return True
+        raise HookError(f"{path} kept changing under the hook ({MAX_RETRIES} rewrites): update skipped")
+    finally:
+        os.close(lfd)  # releases the flock
