@@ -10,32 +10,31 @@ Invariants
   failed this tick keep their last state.
 - ``mission.completed`` once when every WP of a mission is DONE; a WP leaving DONE reopens it.
 - runnable = READY, every dep DONE, circuit CLOSED. Flagged = attempts > 3 or same_sig_count > 2.
+- The orchestrator's rules (``projections.missions_rules``) give ``wp.violated`` (once per
+  transition; the active-children cap once per episode) and ``wp.flagged`` (once per crossing).
+  A WP ever seen in APPROVAL_REQUIRED is ``approved`` (the critical-risk rule); the query may
+  select ``risk``. ESCALATED and BLOCKED WPs need a human (pushed urgent by notify).
 """
 from __future__ import annotations
 
-import enum
 import json
 from typing import Any
 
-from events.types import CircuitChanged, MissionCompleted, WpChanged
+from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
+from projections.missions_rules import MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check
 
 NAME = "missions"
 
 DONE, READY, APPROVAL = "DONE", "READY", "APPROVAL_REQUIRED"
-MAX_ATTEMPTS = 3
-MAX_SAME_SIG = 2
-
-
-class WpFlag(str, enum.Enum):
-    RETRIES = "retries"          # attempts > 3
-    SAME_ERROR = "same-error"    # same error signature > 2 times
+NEEDS_HUMAN = ("APPROVAL_REQUIRED", "ESCALATED", "BLOCKED")
+KEEP_VIOLATIONS = 20
 
 
 def initial() -> dict[str, Any]:
     return {"missions": {}, "circuits": {}}
 
 
-TYPES = frozenset(("wp.changed", "mission.completed", "circuit.changed"))  # the event types fold reads (others: no-op)
+TYPES = frozenset(("wp.changed", "mission.completed", "circuit.changed", "wp.violated"))  # the event types fold reads (others: no-op)
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
@@ -59,9 +58,20 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             "last_error_sig": ev.last_error_sig, "same_sig_count": ev.same_sig_count,
             "source": ev.source,
             "since": old["since"] if old is not None and old["state"] == ev.to else rec.time,
+            "risk": ev.risk, "approved": ev.to == APPROVAL or bool(old and old.get("approved")),
         }
         if ev.to != DONE:
             m["completed"], m["completed_at"] = False, None
+        if m.get("cap_over") and active_count(m["wps"]) <= m["cap_over"]:
+            m["cap_over"] = 0  # the episode is over: the next breach is a new one
+    elif isinstance(ev, WpViolated):
+        m = state["missions"].get(ev.mission)
+        if m is not None:
+            if ev.rule == WpRule.CHILDREN_ACTIVE_CAP.value:
+                m["cap_over"] = max(1, ev.limit)
+            v = m.setdefault("violations", [])
+            v.append({"wp": ev.wp, "rule": ev.rule, "detail": ev.detail, "time": rec.time})
+            del v[:-KEEP_VIOLATIONS]
     elif isinstance(ev, MissionCompleted):
         m = state["missions"].get(ev.mission)
         if m is not None:
@@ -110,9 +120,11 @@ def _live_sources(snap: Any) -> set[str]:
     return {r.name for r in getattr(snap, "results", []) if r.ok} - set(getattr(snap, "failed", {}) or {})
 
 
-def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list[Any]:
-    """WP and circuit transitions plus mission completions for this tick (edge-triggered)."""
+def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: int = 3, **_policy: Any) -> list[Any]:
+    """WP and circuit transitions, mission completions and the orchestrator's rules for this tick
+    (edge-triggered)."""
     out: list[Any] = []
+    changes: list[tuple[str, str, dict | None, dict]] = []
     live = _live_sources(snap)
     failed = getattr(snap, "failed", {}) or {}
     # -- work packages
@@ -128,12 +140,14 @@ def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list
             continue
         seen.add((mid, wid))
         new = {"state": st, "deps": parse_deps(row.get("deps")), "attempts": _int(row.get("attempts")),
-               "last_error_sig": _s(row.get("last_error_sig")), "same_sig_count": _int(row.get("same_sig_count"))}
+               "last_error_sig": _s(row.get("last_error_sig")), "same_sig_count": _int(row.get("same_sig_count")),
+               "risk": _s(row.get("risk"))}
         old = state["missions"].get(mid, {"wps": {}})["wps"].get(wid)
-        if old is None or any(old[k] != new[k] for k in new):
+        if old is None or any(old.get(k, new[k]) != new[k] for k in new):  # no risk known yet: not a change
             out.append(WpChanged(mission=mid, wp=wid, from_=old["state"] if old else None, to=st,
                                  deps=new["deps"], attempts=new["attempts"], last_error_sig=new["last_error_sig"],
-                                 same_sig_count=new["same_sig_count"], source=r.source))
+                                 same_sig_count=new["same_sig_count"], source=r.source, risk=new["risk"]))
+            changes.append((mid, wid, old, new))
         view.setdefault(mid, {})[wid] = st
     for mid in sorted(state["missions"]):
         for wid in sorted(state["missions"][mid]["wps"]):
@@ -150,6 +164,7 @@ def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list
             out.append(MissionCompleted(mission=mid, wps=len(wps)))
     # -- circuits
     cseen: set[str] = set()
+    cview = {s: c["state"] for s, c in state["circuits"].items()}
     for r in sorted(snap.rows.get("circuit", []), key=lambda r: str(r.row.get("scope"))):
         if r.source in failed:
             continue
@@ -160,10 +175,14 @@ def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list
         old = state["circuits"].get(scope)
         if old is None or old["state"] != st:
             out.append(CircuitChanged(scope=scope, from_=old["state"] if old else None, to=st, source=r.source))
+        cview[scope] = st
     for scope in sorted(state["circuits"]):
         c = state["circuits"][scope]
         if scope not in cseen and c["source"] in live:
             out.append(CircuitChanged(scope=scope, from_=c["state"], to=None, source=c["source"]))
+            cview.pop(scope, None)
+    # -- the orchestrator's rules, on the view after this tick's changes
+    out += check(state, changes, view, cview, max_children_active)
     return out
 
 
@@ -189,7 +208,7 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
     for mid in sorted(state["missions"]):
         m = state["missions"][mid]
         by_state: dict[str, list[str]] = {}
-        runnable, approval, flagged = [], [], []
+        runnable, approval, flagged, human = [], [], [], []
         circ = circuit_state(state, mid)
         for wid in sorted(m["wps"]):
             w = m["wps"][wid]
@@ -198,6 +217,8 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
                 runnable.append(wid)
             if w["state"] == APPROVAL:
                 approval.append(wid)
+            elif w["state"] in NEEDS_HUMAN:
+                human.append({"wp": wid, "state": w["state"]})
             fl = wp_flags(w)
             if fl:
                 flagged.append({"wp": wid, "flags": [f.value for f in fl], "attempts": w["attempts"],
@@ -205,7 +226,8 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
         missions[mid] = {
             "wps": len(m["wps"]), "by_state": by_state,
             "counts": {k: len(v) for k, v in sorted(by_state.items())},
-            "runnable": runnable, "approval_required": approval,
+            "runnable": runnable, "approval_required": approval, "needs_human": human,
+            "violations": [dict(v) for v in m.get("violations", [])], "active": active_count(m["wps"]),
             "circuit": circ, "circuit_open": circ == "OPEN",
             "flagged": flagged, "completed": m["completed"], "completed_at": m["completed_at"],
         }
@@ -222,6 +244,10 @@ def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
     for mid, m in st["missions"].items():
         for wid in m["approval_required"]:
             ap.append(("approvals", f"{mid}/{wid}: APPROVAL_REQUIRED (needs a human)"))
+        for h in m["needs_human"]:
+            ap.append(("approvals", f"{mid}/{h['wp']}: {h['state']} (needs a human)"))
+        for v in m["violations"][-3:]:
+            vi.append(("violations", f"{mid}/{v['wp']}: broke {v['rule']} ({v['detail'][:80]})"))
         for f in m["flagged"]:
             vi.append(("violations", f"{mid}/{f['wp']}: {'+'.join(f['flags'])} (attempts {f['attempts']}, "
                                      f"same error {f['same_sig_count']}x)"))

@@ -1,4 +1,4 @@
-"""Runs: step progress of the outer loop (steps.json) and its seven hard rules, audited from outside.
+"""Runs: step progress of the outer loop (steps.json) and its hard rules, audited from outside.
 
 ``detect`` (pure) compares each tick's ``Snapshot.runs`` with the folded state and returns:
 ``run.changed`` (run-level fields, first sight and ``gone`` included), ``step.changed`` (one per
@@ -14,6 +14,9 @@ whose ``at`` is later than L, or by a step entering ``begin`` without ``at`` aft
 already recorded (its start is then at most ``now``). The earliest evidence is an upper bound of the
 attempt's start: it breaks ``retry-backoff`` if earlier than L + 10·2^(n-1) min, or if n >= 3.
 Occurrence keys: ``rule:step#attempt`` for step rules, ``retry-backoff:n@L`` for the backoff.
+Per-run rules: ``projections.runs_rules``; rules across runs (board quota, duplicate uploads,
+concurrency, daily cap, inactive boards): ``projections.runs_quota``, with the policy
+``board_daily_quota``, ``sessions_per_day``, ``inactive_boards`` ([steps] config keys).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from typing import Any
 
 from events.timefmt import iso
 from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, StepOverdue
+from projections.runs_quota import check_cross_run
 from projections.runs_rules import MAX_FAILURES, Rule, check_retry, check_step_rules, intents_index, ts
 
 NAME = "runs"
@@ -30,8 +34,8 @@ ORDER = ("facts", "audit", "analyze", "apply", "validate", "deploy", "upload_int
          "upload_confirmed", "ledger", "launch_intent", "launch_confirmed", "notify")
 POS = {s: i for i, s in enumerate(ORDER)}
 STATUSES = frozenset(("begin", "done", "fail"))
-DATA_KEYS = ("verdict", "tainted", "sha256", "candidate", "reconciled", "request_id")
-RUN_FIELDS = ("branch", "kind", "failures", "last_failure_at", "work_complete", "continue_from")
+DATA_KEYS = ("verdict", "tainted", "sha256", "candidate", "reconciled", "request_id", "continue_from")
+RUN_FIELDS = ("branch", "kind", "failures", "last_failure_at", "work_complete", "continue_from", "board")
 DEFAULT_DEADLINE = 45 * 60.0
 _TYPES = frozenset(("run.changed", "step.changed", "rule.violated", "step.overdue", "run.abandoned"))
 TYPES = _TYPES  # the event types fold reads (others: no-op)
@@ -104,7 +108,7 @@ def parse_run(doc: dict) -> tuple[dict, list[str]]:
     """Run-level fields of a steps.json, normalised, and the problems found."""
     probs: list[str] = []
     f: dict[str, Any] = {}
-    for k in ("branch", "kind", "continue_from"):
+    for k in ("branch", "kind", "continue_from", "board"):
         v = doc.get(k)
         if v is not None and not isinstance(v, str):
             probs.append(f"{Reason.BAD_FIELD.value} {k}")
@@ -155,7 +159,8 @@ def initial() -> dict:
 
 def _new_run(time: str) -> dict:
     return {"source": "", "branch": None, "kind": None, "failures": 0, "last_failure_at": None,
-            "work_complete": False, "continue_from": None, "error": "", "gone": False,
+            "work_complete": False, "continue_from": None, "board": None, "launch_rid": None,
+            "error": "", "gone": False,
             "first_seen": time, "updated": time, "steps": {}, "violations": {},
             "abandoned": None, "stamp": ""}
 
@@ -191,6 +196,9 @@ def fold(state: dict, rec: Any) -> dict:
         s["reason"] = ev.reason
         if ev.to == "done":
             s["done"] = True
+        rid = ev.data.get("request_id") if ev.step == "launch_intent" else None
+        if r.get("launch_rid") is None and isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip():
+            r["launch_rid"] = str(rid)[:64]  # the run's first launch request id (launch-request-stable)
     elif t == "run.changed":
         for k in RUN_FIELDS:
             r[k] = getattr(ev, k)
@@ -219,6 +227,7 @@ class _Ctx:
         self.runs = state["runs"]
         self._intents: list | None = None
         self._taint: dict[str, bool] = {}
+        self.cache: dict[Any, Any] = {}  # cross-run indexes of this tick (projections.runs_quota)
 
     def step_of(self, run: str, step: str) -> tuple[str, float | None, dict]:
         """(status, at epoch, data) of another run's step: the snapshot's view, else the state's."""
@@ -234,13 +243,16 @@ class _Ctx:
             return "", None, {}
         return s["status"], ts(s["at"]), s["data"]
 
-    def continue_from(self, run: str) -> str | None:
+    def continue_from(self, run: str) -> list[str]:
+        """The runs ``run`` continues from: its ``continue_from`` and its launch_intent's."""
         o = self.snap.runs.get(run)
         if o is not None and o.error is None and isinstance(o.doc, dict):
             v = o.doc.get("continue_from")
-            return v if isinstance(v, str) else None
-        r = self.runs.get(run)
-        return r["continue_from"] if r else None
+        else:
+            r = self.runs.get(run)
+            v = r["continue_from"] if r else None
+        li = self.step_of(run, "launch_intent")[2].get("continue_from")
+        return [x for x in dict.fromkeys((v, li)) if isinstance(x, str) and x]
 
     def tainted(self, run: str, depth: int = 0) -> bool:
         """Own audit verdict fail/review or tainted, or continuing (transitively) from such a run."""
@@ -250,8 +262,7 @@ class _Ctx:
         _, _, a = self.step_of(run, "audit")
         bad = a.get("verdict") in ("fail", "review") or bool(a.get("tainted"))
         if not bad and depth < 64:
-            cf = self.continue_from(run)
-            bad = cf is not None and cf != run and self.tainted(cf, depth + 1)
+            bad = any(cf != run and self.tainted(cf, depth + 1) for cf in self.continue_from(run))
         self._taint[run] = bad
         return bad
 
@@ -267,10 +278,13 @@ _memo: dict[str, tuple] = {}
 
 
 def detect(state: dict, snap: Any, now: float, default_deadline: float = DEFAULT_DEADLINE,
-           deadlines: dict[str, float] | None = None, **_policy: Any) -> list:
+           deadlines: dict[str, float] | None = None, board_daily_quota: int = 3, sessions_per_day: int = 12,
+           inactive_boards: Any = (), **_policy: Any) -> list:
     """Events for this tick, deterministic: runs sorted by id, per run in a fixed order."""
     deadlines = deadlines or {}
-    policy = (float(default_deadline), tuple(sorted(deadlines.items())))
+    cross = {"board_daily_quota": int(board_daily_quota), "sessions_per_day": int(sessions_per_day),
+             "inactive_boards": tuple(sorted(inactive_boards))}
+    policy = (float(default_deadline), tuple(sorted(deadlines.items())), tuple(cross.items()))
     ctx = _Ctx(state, snap, now)
     runs = state["runs"]
     out: dict[str, list] = {}
@@ -281,7 +295,7 @@ def detect(state: dict, snap: Any, now: float, default_deadline: float = DEFAULT
                 and m[2] == policy and m[3] == obs.source and now <= m[4]
                 and (m[0] is obs.doc or m[0] == obs.doc)):
             continue
-        evs, wake = _detect_run(rid, obs, rs, ctx, default_deadline, deadlines)
+        evs, wake = _detect_run(rid, obs, rs, ctx, default_deadline, deadlines, cross)
         if evs:
             out[rid] = evs
             _memo.pop(rid, None)
@@ -290,7 +304,7 @@ def detect(state: dict, snap: Any, now: float, default_deadline: float = DEFAULT
     failed = snap.failed
     for rid, rs in runs.items():
         if rid not in snap.runs and not rs["gone"] and rs["source"] not in failed:
-            out[rid] = [RunChanged(run=rid, **{k: rs[k] for k in RUN_FIELDS}, error=rs["error"],
+            out[rid] = [RunChanged(run=rid, **{k: rs.get(k) for k in RUN_FIELDS}, error=rs["error"],
                                    source=rs["source"], gone=True)]
             _memo.pop(rid, None)
     if len(_memo) > 2 * len(snap.runs) + 64:
@@ -300,14 +314,14 @@ def detect(state: dict, snap: Any, now: float, default_deadline: float = DEFAULT
 
 
 def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, default_deadline: float,
-                deadlines: dict) -> tuple[list, float]:
+                deadlines: dict, cross: dict) -> tuple[list, float]:
     """Full evaluation of one observed run: (events, time until which nothing can change)."""
     evs: list = []
     prev_steps = rs["steps"] if rs else {}
     if obs.error is not None or not isinstance(obs.doc, dict):
         err = obs.error or "steps.json is not an object"
         if rs is None or rs["error"] != err or rs["gone"] or rs["source"] != obs.source:
-            base = {k: rs[k] for k in RUN_FIELDS} if rs else {}
+            base = {k: rs.get(k) for k in RUN_FIELDS} if rs else {}
             evs.append(RunChanged(run=rid, **base, error=err, source=obs.source))
         return evs, math.inf
     doc = obs.doc
@@ -320,7 +334,7 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, default_deadline
         probs.append(Reason.STEPS_NOT_OBJECT.value)
     err = "; ".join(probs)
     if (rs is None or rs["gone"] or rs["error"] != err or rs["source"] != obs.source
-            or any(rs[k] != fields[k] for k in RUN_FIELDS)):
+            or any(rs.get(k) != fields[k] for k in RUN_FIELDS)):
         evs.append(RunChanged(run=rid, **fields, error=err, source=obs.source))
     view = {n: parse_step(n, e) for n, e in raw_steps.items()} if steps_ok else {}
     gap = next((i for i, s in enumerate(ORDER) if s not in view or view[s][0] != "done"), len(ORDER))
@@ -362,6 +376,8 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, default_deadline
                                    reason=why, attempt=n))
     seen = rs["violations"] if rs else {}
     viols = check_step_rules(rid, fields, view, changes, ctx) if changes else []
+    if changes:
+        viols += check_cross_run(rid, fields, changes, ctx, **cross)
     retry = check_retry(rid, fields, view, changes, rs, ctx.now)
     if retry is not None:
         viols.append(retry)
@@ -426,7 +442,7 @@ def run_status(rid: str, r: dict, now: float) -> dict:
     return {"run": rid, "source": r["source"], "kind": r["kind"], "branch": r["branch"],
             "steps": rows, "current": current, "in_flight": flight, "failures": r["failures"],
             "last_failure_at": r["last_failure_at"], "work_complete": r["work_complete"],
-            "continue_from": r["continue_from"], "progress": f"{done}/{len(ORDER)}",
+            "continue_from": r["continue_from"], "board": r.get("board"), "progress": f"{done}/{len(ORDER)}",
             "violations": sorted({v["rule"] for v in r["violations"].values()}),
             "next_retry": iso(nr) if nr is not None else None,
             "retry_wait_s": max(0.0, round(nr - now, 3)) if nr is not None else None,

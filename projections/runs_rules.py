@@ -1,4 +1,10 @@
-"""The seven hard rules of the outer loop (CONTRACT.md), as pure checks over one tick's changes.
+"""The per-run hard rules of the outer loop (CONTRACT.md), as pure checks over one tick's changes.
+
+The seven of the contract plus ``reconciled-no-reupload``, ``launch-request-stable`` and
+``upload-needs-audit``; the cross-run rules (quota, duplicates, concurrency, daily cap, inactive
+boards) are in ``projections.runs_quota``. ``data.reconciled`` is read by value: ``"yes"`` (or
+``true``) = the upload was found on the account page, ``"no"`` = it was not; anything else is
+not a reconciliation.
 
 Each check returns ``(Rule, step, key, detail)``; ``key`` names the occurrence so that
 ``projections.runs.detect`` reports it once (the folded state remembers reported keys).
@@ -55,6 +61,24 @@ class Rule(str, Enum):
     AUDIT_BRANCH = "audit-branch"
     NO_REDO = "no-redo"
     RETRY_BACKOFF = "retry-backoff"
+    RECONCILED_NO_REUPLOAD = "reconciled-no-reupload"
+    LAUNCH_REQUEST_STABLE = "launch-request-stable"
+    UPLOAD_NEEDS_AUDIT = "upload-needs-audit"
+    BOARD_DAILY_QUOTA = "board-daily-quota"
+    DUPLICATE_UPLOAD = "duplicate-upload"
+    SESSION_CONCURRENCY = "session-concurrency"
+    SESSION_DAILY_CAP = "session-daily-cap"
+    INACTIVE_BOARD = "inactive-board"
+
+
+def reconciled(data: dict) -> str:
+    """``data.reconciled`` by value: "yes", "no", or "" (absent or any other value)."""
+    v = data.get("reconciled")
+    if v is True:
+        return "yes"
+    if isinstance(v, str) and v.strip().lower() in ("yes", "no"):
+        return v.strip().lower()
+    return ""
 
 
 def _present(v: Any) -> bool:
@@ -72,9 +96,10 @@ def restricted(rid: str, fields: dict, view: dict, ctx: Any) -> str:
         why.append(f"audit verdict is {data['verdict']}")
     if data.get("tainted"):
         why.append("audit is tainted")
-    cf = fields.get("continue_from")
-    if cf and cf != rid and ctx.tainted(cf):
-        why.append(f"it continues from tainted run {cf}")
+    li = view.get("launch_intent")
+    for cf in dict.fromkeys((fields.get("continue_from"), (li[3] if li else {}).get("continue_from"))):
+        if isinstance(cf, str) and cf and cf != rid and ctx.tainted(cf):
+            why.append(f"it continues from tainted run {cf}")
     return ", ".join(why)
 
 
@@ -84,7 +109,7 @@ def intents_index(ctx: Any) -> list[tuple[int, float, str]]:
     out = []
     for run in set(ctx.snap.runs) | set(ctx.runs):
         st, t, data = ctx.step_of(run, "upload_intent")
-        if st not in ("begin", "done", "fail") or data.get("reconciled"):
+        if st not in ("begin", "done", "fail") or reconciled(data):
             continue
         if ctx.step_of(run, "upload_confirmed")[0] == "done":
             continue
@@ -103,12 +128,29 @@ def check_step_rules(rid: str, fields: dict, view: dict, changes: list, ctx: Any
     for name, pst, st, at, t, data, _, n, new, p in changes:
         if st == "":
             continue
+        branch = False
+        cf_new = name == "launch_intent" and data.get("continue_from") != (p["data"] if p else {}).get("continue_from")
+        if name in GATED and (new or cf_new):
+            why = restricted(rid, fields, view, ctx)
+            if why:
+                branch = True
+                out.append((Rule.AUDIT_BRANCH, name, f"{Rule.AUDIT_BRANCH.value}:{name}#{n}",
+                            f"{name} began while {why}"))
+        if name == "launch_intent":
+            d = _request_changed(data, p, rs)
+            if d:
+                out.append((Rule.LAUNCH_REQUEST_STABLE, name,
+                            f"{Rule.LAUNCH_REQUEST_STABLE.value}:{name}#{n}:{str(data['request_id'])[:64]}", d))
         if new:
-            if name in GATED:
-                why = restricted(rid, fields, view, ctx)
-                if why:
-                    out.append((Rule.AUDIT_BRANCH, name, f"{Rule.AUDIT_BRANCH.value}:{name}#{n}",
-                                f"{name} began while {why}"))
+            if name == "upload_intent" and p is not None and p["status"] in ("begin", "done", "fail") and \
+                    "yes" in (reconciled(p["data"]), reconciled(data)):
+                out.append((Rule.RECONCILED_NO_REUPLOAD, name, f"{Rule.RECONCILED_NO_REUPLOAD.value}:{name}#{n}",
+                            f"upload_intent began again (attempt {n}) after reconciled: yes "
+                            "(found on the account page: never re-upload)"))
+            if name == "upload_intent" and not branch:
+                d = _audit_passed(view)
+                if d:
+                    out.append((Rule.UPLOAD_NEEDS_AUDIT, name, f"{Rule.UPLOAD_NEEDS_AUDIT.value}:{name}#{n}", d))
             if p is not None and (p["done"] or pst == "done"):
                 out.append((Rule.NO_REDO, name, f"{Rule.NO_REDO.value}:{name}#{n}",
                             f"{name} was done and began again (attempt {n})"))
@@ -141,7 +183,7 @@ def _open_intent(rid: str, t: float | None, data: dict, p: dict | None, rs: dict
     if p is not None and p["status"] in ("begin", "done", "fail"):
         confirmed = view.get("upload_confirmed", ("",))[0] == "done" or (
             rs is not None and rs["steps"].get("upload_confirmed", {}).get("status") == "done")
-        if not confirmed and not p["data"].get("reconciled") and not data.get("reconciled"):
+        if not confirmed and not reconciled(p["data"]) and not reconciled(data):
             return "an earlier upload_intent of this run was neither confirmed nor reconciled"
     ours = (1, t if t is not None else math.inf, rid)
     for key in ctx.intents():
@@ -149,6 +191,32 @@ def _open_intent(rid: str, t: float | None, data: dict, p: dict | None, rs: dict
             break
         if key[2] != rid:
             return f"run {key[2]} has an open upload_intent (no upload_confirmed, not reconciled)"
+    return ""
+
+
+def _request_changed(data: dict, p: dict | None, rs: dict | None) -> str:
+    """launch_intent carries another request_id than the run's first one ("" when stable)."""
+    new = data.get("request_id")
+    if not _present(new):
+        return ""
+    old = (rs or {}).get("launch_rid")
+    if not _present(old) and p is not None:
+        old = p["data"].get("request_id")
+    if _present(old) and str(old) != str(new):
+        return f"launch_intent retried with request_id {str(new)[:64]!r}, first {str(old)[:64]!r} (a retry keeps its id)"
+    return ""
+
+
+def _audit_passed(view: dict) -> str:
+    """Why upload_intent may not begin for want of a passed audit ("" when audit is done, pass)."""
+    a = view.get("audit")
+    if a is None or a[0] == "":
+        return "upload_intent began with no audit"
+    if a[0] != "done":
+        return f"upload_intent began while audit is {a[0]} (done with verdict pass required)"
+    v = a[3].get("verdict")
+    if v != "pass":
+        return f"upload_intent began after audit verdict {str(v)[:32] if v is not None else 'missing'} (pass required)"
     return ""
 
 

@@ -8,16 +8,18 @@ Invariants
 - ``swarm.changed`` once per child status change (first sight included); ``to = null`` when a
   child disappears from a source that answered this tick. Rows of a failed source keep their state.
 - A group is settled when none of its children is queued or running.
-- Caps are policy, not state: ``status(..., max_concurrent=N, max_children=N)`` flags a group
-  whose running children exceed ``max_concurrent`` or whose children exceed ``max_children``
-  (0 = no cap). ``max_concurrent`` is per group; the total running is reported too.
+- Caps (the swarm design's 8 / 50 / 200; 0 = no cap), per group: ``max_concurrent`` running
+  children, ``max_children`` active (queued + running) children, ``max_total`` children ever
+  seen (``ever`` counts first sights; a group whose children all disappear is forgotten).
+  ``detect`` gives one ``swarm.capped`` per breach episode; the fold ends an episode when the
+  count is back at or under the limit (never, for ``max-total``). ``status`` flags the levels.
 """
 from __future__ import annotations
 
 import enum
 from typing import Any
 
-from events.types import SwarmChanged
+from events.types import SwarmCapped, SwarmChanged
 
 NAME = "swarms"
 
@@ -31,6 +33,24 @@ _ALIASES = {"pending": "queued", "waiting": "queued", "in_progress": "running", 
 class CapFlag(str, enum.Enum):
     CONCURRENCY = "max-concurrent"
     CHILDREN = "max-children"
+    TOTAL = "max-total"
+
+
+CAPS = (8, 50, 200)  # the swarm design's defaults: max_concurrent, max_children, max_total
+
+
+def cap_counts(counts: dict[str, int], ever: int) -> dict[str, int]:
+    """The level each cap limits: running, active (queued + running), children ever seen."""
+    return {CapFlag.CONCURRENCY.value: counts.get("running", 0),
+            CapFlag.CHILDREN.value: sum(counts.get(s, 0) for s in ACTIVE), CapFlag.TOTAL.value: ever}
+
+
+def _counts(children: dict[str, Any]) -> dict[str, int]:
+    c: dict[str, int] = {}
+    for ch in children.values():
+        st = ch if isinstance(ch, str) else ch["status"]
+        c[st] = c.get(st, 0) + 1
+    return c
 
 
 def initial() -> dict[str, Any]:
@@ -42,16 +62,21 @@ def norm_status(raw: Any) -> str:
     return _ALIASES.get(s, s) or "unknown"
 
 
-TYPES = frozenset(("swarm.changed",))  # the event types fold reads (others: no-op)
+TYPES = frozenset(("swarm.changed", "swarm.capped"))  # the event types fold reads (others: no-op)
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     if rec.type not in TYPES:
         return state
     ev = rec.event
+    gs = state["groups"]
+    if isinstance(ev, SwarmCapped):
+        g = gs.get(ev.group)
+        if g is not None:
+            g.setdefault("capped", {})[ev.cap] = ev.limit
+        return state
     if not isinstance(ev, SwarmChanged):
         return state
-    gs = state["groups"]
     g = gs.get(ev.group)
     if ev.to is None:
         if g is not None:
@@ -61,15 +86,27 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
                 del gs[ev.group]
         return state
     if g is None:
-        g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time}
+        g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time, "ever": 0, "capped": {}}
+    if ev.child not in g["children"]:
+        g["ever"] = g.get("ever", len(g["children"])) + 1
     g["children"][ev.child] = {"status": ev.to, "label": ev.label, "since": rec.time, "source": ev.source}
     g["last_change"] = rec.time
+    capped = g.get("capped")
+    if capped:
+        level = cap_counts(_counts(g["children"]), g["ever"])
+        for cap in [c for c, lim in capped.items() if level.get(c, 0) <= lim]:
+            del capped[cap]  # the episode is over: the next breach is a new one
     return state
 
 
-def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list[Any]:
-    """Child status transitions for this tick (edge-triggered). Caps are not events: see status."""
+def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = CAPS[0], max_children: int = CAPS[1],
+           max_total: int = CAPS[2], **_policy: Any) -> list[Any]:
+    """Child status transitions for this tick (edge-triggered), then one ``swarm.capped`` per
+    group and cap that the view after them breaks outside an open episode."""
     out: list[Any] = []
+    view: dict[str, dict[str, str]] = {g: {c: ch["status"] for c, ch in d["children"].items()}
+                                       for g, d in state["groups"].items()}
+    ever = {g: d.get("ever", len(d["children"])) for g, d in state["groups"].items()}
     failed = getattr(snap, "failed", {}) or {}
     live = {r.name for r in getattr(snap, "results", []) if r.ok} - set(failed)
     seen: set[tuple[str, str]] = set()
@@ -91,16 +128,31 @@ def detect(state: dict[str, Any], snap: Any, now: float, **_policy: Any) -> list
         if old is None or old["status"] != st:
             out.append(SwarmChanged(group=g, child=c, from_=old["status"] if old else None, to=st,
                                     label=label, source=r.source))
+        if old is None:
+            ever[g] = ever.get(g, 0) + 1
+        view.setdefault(g, {})[c] = st
     for g in sorted(state["groups"]):
         for c in sorted(state["groups"][g]["children"]):
             ch = state["groups"][g]["children"][c]
             if (g, c) not in seen and ch["source"] in live:
                 out.append(SwarmChanged(group=g, child=c, from_=ch["status"], to=None, source=ch["source"]))
+                view[g].pop(c, None)
+    limits = {CapFlag.CONCURRENCY.value: max_concurrent, CapFlag.CHILDREN.value: max_children,
+              CapFlag.TOTAL.value: max_total}
+    for g in sorted(view):
+        if not view[g]:
+            continue  # the group is forgotten
+        capped = state["groups"].get(g, {}).get("capped") or {}
+        for cap, n in cap_counts(_counts(view[g]), ever.get(g, 0)).items():
+            lim = limits[cap]
+            if lim > 0 and n > lim and cap not in capped:
+                out.append(SwarmCapped(group=g, cap=cap, count=n, limit=lim))
     return out
 
 
-def status(state: dict[str, Any], now: float, max_concurrent: int = 0, max_children: int = 0) -> dict[str, Any]:
-    """Per group: counts by status, active, settled, caps flagged."""
+def status(state: dict[str, Any], now: float, max_concurrent: int = CAPS[0], max_children: int = CAPS[1],
+           max_total: int = CAPS[2]) -> dict[str, Any]:
+    """Per group: counts by status, active, settled, children ever seen, caps flagged."""
     groups: dict[str, Any] = {}
     total_running = 0
     for gid in sorted(state["groups"]):
@@ -113,18 +165,22 @@ def status(state: dict[str, Any], now: float, max_concurrent: int = 0, max_child
         flags = []
         if max_concurrent and counts["running"] > max_concurrent:
             flags.append(CapFlag.CONCURRENCY.value)
-        if max_children and len(g["children"]) > max_children:
+        if max_children and active > max_children:
             flags.append(CapFlag.CHILDREN.value)
-        groups[gid] = {"children": len(g["children"]), "counts": counts, "active": active,
+        ever = g.get("ever", len(g["children"]))
+        if max_total and ever > max_total:
+            flags.append(CapFlag.TOTAL.value)
+        groups[gid] = {"children": len(g["children"]), "counts": counts, "active": active, "ever": ever,
                        "settled": active == 0, "flags": flags,
                        "first_seen": g["first_seen"], "last_change": g["last_change"]}
     return {"groups": groups, "running": total_running,
-            "caps": {"max_concurrent": max_concurrent, "max_children": max_children}}
+            "caps": {"max_concurrent": max_concurrent, "max_children": max_children, "max_total": max_total}}
 
 
-def items(state: dict[str, Any], now: float, max_concurrent: int = 0, max_children: int = 0) -> list[tuple[str, str]]:
+def items(state: dict[str, Any], now: float, max_concurrent: int = CAPS[0], max_children: int = CAPS[1],
+          max_total: int = CAPS[2]) -> list[tuple[str, str]]:
     """(group, line): one ``swarms`` progress line per group, plus ``violations`` for caps."""
-    st = status(state, now, max_concurrent, max_children)
+    st = status(state, now, max_concurrent, max_children, max_total)
     prog, vi = [], []
     for gid, g in st["groups"].items():
         c = g["counts"]
@@ -134,7 +190,9 @@ def items(state: dict[str, Any], now: float, max_concurrent: int = 0, max_childr
         if CapFlag.CONCURRENCY.value in g["flags"]:
             vi.append(("violations", f"swarm {gid}: {c['running']} running > max_concurrent {max_concurrent}"))
         if CapFlag.CHILDREN.value in g["flags"]:
-            vi.append(("violations", f"swarm {gid}: {g['children']} children > max_children {max_children}"))
+            vi.append(("violations", f"swarm {gid}: {g['active']} active children > max_children {max_children}"))
+        if CapFlag.TOTAL.value in g["flags"]:
+            vi.append(("violations", f"swarm {gid}: {g['ever']} children ever > max_total {max_total}"))
     return vi + prog
 
 

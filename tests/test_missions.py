@@ -167,7 +167,8 @@ def test_end_to_end_fixture(mdb):
     con.close()
     st, evs = tick(st, [wp_source(mdb).poll(T0), circ_source(mdb).poll(T0)])
     assert sorted((tag_of(e), getattr(e, "wp", getattr(e, "scope", None))) for e in evs) == [
-        ("circuit.changed", "m2"), ("wp.changed", "m1-wp2"), ("wp.changed", "m1-wp4")]
+        ("circuit.changed", "m2"), ("wp.changed", "m1-wp2"), ("wp.changed", "m1-wp4"),
+        ("wp.flagged", "m1-wp4"), ("wp.flagged", "m1-wp4")]  # retries and same-error: once per crossing
     s = missions.status(st, T0)
     assert s["missions"]["m1"]["runnable"] == ["m1-wp3"]
     assert s["missions"]["m1"]["flagged"][0]["flags"] == ["retries", "same-error"]

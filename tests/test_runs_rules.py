@@ -181,4 +181,7 @@ def test_retry_backoff_fail_status_is_not_evidence(h):
 def test_rule_names_are_the_contract():
     assert sorted(r.value for r in runs.Rule) == sorted([
         "upload-intent-evidence", "single-open-intent", "launch-request-id", "deploy-gate",
-        "audit-branch", "no-redo", "retry-backoff"])
+        "audit-branch", "no-redo", "retry-backoff",
+        # issue 22 (CONTRACT.md "More rules")
+        "reconciled-no-reupload", "launch-request-stable", "upload-needs-audit", "board-daily-quota",
+        "duplicate-upload", "session-concurrency", "session-daily-cap", "inactive-board"])

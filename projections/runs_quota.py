@@ -1,0 +1,211 @@
+"""The outer loop's cross-run rules, as pure checks over one tick's changes of one run.
+
+Each check sees every run the watcher knows (this tick's snapshot first, then the folded state)
+through the detect context of ``projections.runs`` and returns ``(Rule, step, key, detail)``
+rows like ``projections.runs_rules``; the key makes each occurrence reported once.
+
+- ``board-daily-quota``: more than ``board_daily_quota`` runs of one board (steps.json's
+  top-level ``board``) with ``upload_confirmed`` done on one UTC day (the day of its ``at``).
+  The confirmations are ranked by (at, run); each one past the quota is one violation.
+- ``duplicate-upload``: an ``upload_intent`` begins with the (board, sha256) of another run's
+  earlier upload that went through (upload_intent done, upload_confirmed done or reconciled yes).
+- ``session-concurrency``: a run starts being in flight while another one is (concurrency 1).
+  In flight: not gone, not ``work_complete``, under 3 failures, some step in ``begin``.
+- ``session-daily-cap``: more than ``sessions_per_day`` runs started on one UTC day (a run starts
+  at its earliest step ``at``, else when first seen); each run past the cap is one violation.
+- ``inactive-board``: a ``launch_intent`` begins on a board listed in ``inactive_boards``.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+from projections.runs_rules import MAX_FAILURES, SHA256, Rule, reconciled, ts
+
+CONCURRENCY = 1
+
+
+def day(t: float | None) -> str:
+    """The UTC date of an epoch ("" for None)."""
+    return "" if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d")
+
+
+def _doc(ctx: Any, run: str) -> dict | None:
+    o = ctx.snap.runs.get(run)
+    if o is not None and o.error is None and isinstance(o.doc, dict):
+        return o.doc
+    return None
+
+
+def board_of(ctx: Any, run: str) -> str | None:
+    d = _doc(ctx, run)
+    if d is not None:
+        b = d.get("board")
+        return b if isinstance(b, str) and b else None
+    r = ctx.runs.get(run)
+    return r.get("board") if r else None
+
+
+def _all_runs(ctx: Any) -> list[str]:
+    c = ctx.cache.get("all")
+    if c is None:
+        c = ctx.cache["all"] = sorted(set(ctx.snap.runs) | set(ctx.runs))  # gone runs happened too
+    return c
+
+
+def in_flight_now(ctx: Any, run: str) -> bool:
+    """In flight in this tick's view (snapshot, else state)."""
+    d = _doc(ctx, run)
+    if d is None:
+        o = ctx.snap.runs.get(run)
+        r = ctx.runs.get(run)
+        return o is not None and r is not None and in_flight_before(r)  # unreadable: last known
+    if d.get("work_complete") is True:
+        return False
+    n = d.get("failures", 0)
+    if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= MAX_FAILURES:
+        return False
+    steps = d.get("steps")
+    return isinstance(steps, dict) and any(isinstance(e, dict) and e.get("status") == "begin" for e in steps.values())
+
+
+def in_flight_before(r: dict | None) -> bool:
+    """In flight in the folded state (before this tick)."""
+    if r is None or r["gone"] or r["work_complete"] or r["failures"] >= MAX_FAILURES:
+        return False
+    return any(s["status"] == "begin" for s in r["steps"].values())
+
+
+def _first_begin(ctx: Any, run: str) -> float:
+    d = _doc(ctx, run)
+    steps = d.get("steps") if d is not None else None
+    ats = []
+    if isinstance(steps, dict):
+        ats = [ts(e.get("at")) for e in steps.values() if isinstance(e, dict) and e.get("status") == "begin"]
+    else:
+        r = ctx.runs.get(run)
+        ats = [ts(s["at"]) for s in (r["steps"].values() if r else ()) if s["status"] == "begin"]
+    ats = [t for t in ats if t is not None]
+    return min(ats) if ats else math.inf
+
+
+def _started(ctx: Any, run: str) -> float:
+    """When a run started: its earliest step ``at``, else when first seen (else now)."""
+    d = _doc(ctx, run)
+    steps = d.get("steps") if d is not None else None
+    r = ctx.runs.get(run)
+    if isinstance(steps, dict):
+        ats = [ts(e.get("at")) for e in steps.values() if isinstance(e, dict)]
+    else:
+        ats = [ts(s["at"]) for s in (r["steps"].values() if r else ())]
+    ats = [t for t in ats if t is not None]
+    if ats:
+        return min(ats)
+    return ts(r["first_seen"]) or ctx.now if r else ctx.now
+
+
+def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily_quota: int = 3,
+                    sessions_per_day: int = 12, inactive_boards: tuple = ()) -> list:
+    """The cross-run rules for this tick's changes of run ``rid`` (rows of runs_rules)."""
+    out: list = []
+    board = fields.get("board")
+    rs = ctx.runs.get(rid)
+    for name, pst, st, at, t, data, _, n, new, p in changes:
+        if name == "upload_confirmed" and st == "done" and (new or pst != "done") and board and board_daily_quota > 0:
+            d = _quota(ctx, rid, board, t, board_daily_quota)
+            if d:
+                out.append((Rule.BOARD_DAILY_QUOTA, name, f"{Rule.BOARD_DAILY_QUOTA.value}:{d[0]}", d[1]))
+        if name == "upload_intent" and new and board:
+            d = _duplicate(ctx, rid, board, t, data)
+            if d:
+                out.append((Rule.DUPLICATE_UPLOAD, name, f"{Rule.DUPLICATE_UPLOAD.value}:{name}#{n}", d))
+        if name == "launch_intent" and new and board and board in inactive_boards:
+            out.append((Rule.INACTIVE_BOARD, name, f"{Rule.INACTIVE_BOARD.value}:{name}#{n}",
+                        f"launch_intent began on board {board}, listed in [steps] inactive_boards"))
+    begins = [c for c in changes if c[8] and c[2] == "begin"]
+    if begins and not in_flight_before(rs) and in_flight_now(ctx, rid):
+        d = _concurrent(ctx, rid)
+        if d:
+            c = begins[0]
+            out.append((Rule.SESSION_CONCURRENCY, c[0], f"{Rule.SESSION_CONCURRENCY.value}:{c[0]}#{c[7]}", d))
+    if rs is None and sessions_per_day > 0:
+        d = _daily_cap(ctx, rid, sessions_per_day)
+        if d:
+            out.append((Rule.SESSION_DAILY_CAP, None, f"{Rule.SESSION_DAILY_CAP.value}:{d[0]}", d[1]))
+    return out
+
+
+def _quota(ctx: Any, rid: str, board: str, t: float | None, quota: int) -> tuple[str, str] | None:
+    """(day, detail) when this confirmation is past the board's quota for its UTC day."""
+    dy = day(t if t is not None else ctx.now)
+    key = ("quota", board, dy)
+    ranked = ctx.cache.get(key)
+    if ranked is None:
+        rows = []
+        for run in _all_runs(ctx):
+            if board_of(ctx, run) != board:
+                continue
+            st, t2, _ = ctx.step_of(run, "upload_confirmed")
+            if st == "done":
+                t2 = t2 if t2 is not None else ctx.now
+                if day(t2) == dy:
+                    rows.append((t2, run))
+        ranked = ctx.cache[key] = [r for _, r in sorted(rows)]
+    if rid not in ranked or ranked.index(rid) < quota:
+        return None
+    i = ranked.index(rid)
+    return dy, f"upload {i + 1} confirmed on board {board} on {dy} (UTC): the quota is {quota} a day"
+
+
+def _uploaded(ctx: Any, run: str) -> tuple[str, float] | None:
+    """(sha256, at) of a run's upload that went through, else None."""
+    st, t, d = ctx.step_of(run, "upload_intent")
+    sha = d.get("sha256")
+    if not isinstance(sha, str) or SHA256.fullmatch(sha) is None:
+        return None
+    if st == "done" or reconciled(d) == "yes" or ctx.step_of(run, "upload_confirmed")[0] == "done":
+        return sha.lower(), t if t is not None else math.inf
+    return None
+
+
+def _duplicate(ctx: Any, rid: str, board: str, t: float | None, data: dict) -> str:
+    sha = data.get("sha256")
+    if not isinstance(sha, str) or SHA256.fullmatch(sha) is None:
+        return ""
+    ours = (t if t is not None else math.inf, rid)
+    for run in _all_runs(ctx):
+        if run == rid or board_of(ctx, run) != board:
+            continue
+        u = _uploaded(ctx, run)
+        if u is not None and u[0] == sha.lower() and (u[1], run) < ours:
+            return f"sha256 {sha[:12]}… was already uploaded to board {board} by run {run}"
+    return ""
+
+
+def _concurrent(ctx: Any, rid: str) -> str:
+    """Another run in flight (before this tick, or earlier this tick) while ``rid`` starts."""
+    ours = (_first_begin(ctx, rid), rid)
+    others = []
+    for run in _all_runs(ctx):
+        if run == rid or not in_flight_now(ctx, run):
+            continue
+        if in_flight_before(ctx.runs.get(run)) or (_first_begin(ctx, run), run) < ours:
+            others.append(run)
+    if len(others) + 1 <= CONCURRENCY:
+        return ""
+    shown = ", ".join(others[:3]) + (f" (+{len(others) - 3})" if len(others) > 3 else "")
+    return f"{len(others) + 1} outer-loop events in flight at once (at most {CONCURRENCY}): also {shown}"
+
+
+def _daily_cap(ctx: Any, rid: str, cap: int) -> tuple[str, str] | None:
+    start = _started(ctx, rid)
+    dy = day(start)
+    key = ("daily", dy)
+    ranked = ctx.cache.get(key)
+    if ranked is None:
+        rows = [(s, run) for run in _all_runs(ctx) for s in (_started(ctx, run),) if day(s) == dy]
+        ranked = ctx.cache[key] = [r for _, r in sorted(rows)]
+    if rid not in ranked or ranked.index(rid) < cap:
+        return None
+    return dy, f"session {ranked.index(rid) + 1} on {dy} (UTC): at most {cap} outer-loop events a day"
