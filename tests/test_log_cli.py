@@ -87,7 +87,10 @@ def test_tail_human_lines_are_plain_when_piped(cli, db_path):
     assert len(lines) == 2 and "\x1b[" not in r.stdout
     assert lines[0].split()[:4] == ["29", "2025-11-29T19:03:20.000Z", "run:T1", "v10"]
     assert "rule.violated" in lines[0] and 'detail="step 28"' in lines[0]
-    assert "notice=n29" in lines[1] and "covers=[29]" in lines[1] and "title" not in lines[1]
+    assert "notice:n29" in lines[1] and "notice=" not in lines[1]         # the id once, in the subject
+    assert "items=1" in lines[1] and "title" not in lines[1]
+    v = cli("tail", "-n", "1", "-v", "--db", db_path).stdout             # -v: every field
+    assert "covers=29" in v and "attempt=1" in v
 
 
 def test_tail_colours_on_a_tty(db_path):

@@ -1,8 +1,8 @@
 """`fleetwatch doctor`: a checklist (✓ ok, ! warning, ✗ failure + hint); exit 1 on any ✗.
 
-Checks the config, each source (agents found), the log (writable, `verify` head), notify URLs
-(parsed by apprise, never printed: only their count and schemes) and the systemd unit (installed
-and pointing at this install).
+Checks the config, each source (agents found; windows for tmux), the log (writable, `verify`
+head), notify URLs (parsed by apprise, never printed: only their count and schemes) and the
+systemd unit (pointing at this install; not installed is a warning, since the service is optional).
 """
 
 import logging
@@ -97,14 +97,23 @@ def check_sources(ck: Checklist, cfg, now: float) -> None:
             ck.bad(f"{label}: {res.error or 'failed'}", "check the path, command or query of this source")
             continue
         n = len(res.agents) + len(res.runs) + len(res.rows)
-        what = "agents" if res.agents or spec.kind in ("goals", "tmux") or spec.entity == "agent" else \
+        what = "agents" if res.agents or spec.kind == "goals" or spec.entity == "agent" else \
             "runs" if spec.kind == "steps" else "rows"
+        if spec.kind == "tmux":  # tmux enriches agents: it finds windows, not agents
+            n, what = tmux_windows(src), "windows"
         bad = sum(1 for a in res.agents if a.error) + sum(1 for r in res.runs if r.error)
         extra = f" ({bad} unreadable: MAL_LANZADO)" if bad else ""
         if n == 0:
             ck.warn(f"{label}: readable, 0 {what} found", "is the glob/command right? (fine if none run yet)")
         else:
             ck.ok(f"{label}: {n} {what}{extra}")
+
+
+def tmux_windows(src) -> int:
+    """How many distinct windows a polled tmux source saw (its ``windows`` map holds each window
+    under its name and its ``session:index`` target)."""
+    wins = getattr(src, "windows", None) or {}
+    return len({w.get("target") for w in wins.values() if isinstance(w, dict)})
 
 
 def check_log(ck: Checklist, cfg, db: str | None) -> None:
@@ -136,6 +145,21 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
     ck.ok(f"log: {path} writable, verify intact ({res.count} events, head seq {res.head_seq})")
 
 
+def disabled_plugins() -> dict[str, str]:
+    """scheme -> why apprise cannot use it here (a plugin whose packages or platform are missing)."""
+    import apprise
+
+    out: dict[str, str] = {}
+    for s in apprise.Apprise().details(show_disabled=True, show_requirements=True).get("schemas", []):
+        if s.get("enabled", True):
+            continue
+        req = (s.get("requirements") or {}).get("packages_required") or []
+        why = f"needs {', '.join(map(str, req))}" if req else "not available on this system"
+        for proto in [*(s.get("protocols") or ()), *(s.get("secure_protocols") or ())]:
+            out[str(proto).lower()] = f"{s.get('service_name', proto)} plugin {why}"
+    return out
+
+
 def check_notify(ck: Checklist, cfg) -> None:
     urls, conf = list(cfg.notify.urls), cfg.notify.config
     if not urls and not conf:
@@ -155,11 +179,17 @@ def check_notify(ck: Checklist, cfg) -> None:
     finally:
         restore()
     schemes = ", ".join(sorted({_scheme(u) for u in urls})) or "-"
+    plugins = disabled_plugins() if bad else {}
+    for i in (i for i in bad if _scheme(urls[i - 1]) in plugins):  # known scheme, plugin not usable
+        ck.bad(f"notify: URL #{i} ({_scheme(urls[i - 1])}): {plugins[_scheme(urls[i - 1])]}",
+               "install what the plugin needs (pip install into the same venv), or use another service")
+    plugin_bad = [i for i in bad if _scheme(urls[i - 1]) in plugins]
+    bad = [i for i in bad if _scheme(urls[i - 1]) not in plugins]
     if bad:
         ck.bad(f"notify: {len(bad)} of {len(urls)} URLs do not parse (#{', #'.join(map(str, bad))}; "
                f"schemes: {', '.join(_scheme(urls[i - 1]) for i in bad)})",
                "see https://github.com/caronc/apprise/wiki for the URL format; then `fleetwatch notify-test`")
-    elif urls:
+    elif urls and not plugin_bad:
         ck.ok(f"notify: {len(urls)} URL{'s' * (len(urls) != 1)} parse ({schemes})")
     if conf and not conf_ok:
         ck.bad("notify: the apprise config file [notify] config cannot be read", "check the path and its format")
@@ -170,8 +200,8 @@ def check_notify(ck: Checklist, cfg) -> None:
 def check_unit(ck: Checklist) -> None:
     d = units_dir()
     p = d / UNITS[0]
-    if not p.exists():
-        ck.bad(f"service: {p} not installed", "run `fleetwatch install-service`")
+    if not p.exists():  # optional: `fleetwatch run` in a terminal or under another supervisor is fine
+        ck.warn(f"service: {p} not installed (optional)", "for a systemd user service: `fleetwatch install-service`")
         return
     try:
         text = p.read_text()

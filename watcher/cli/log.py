@@ -22,62 +22,33 @@ from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors, open_lo
 
 _enc = msgspec.json.Encoder()
 
-# Colour per event family (rich styles), for a TTY only.
-_STYLE = {"agent": "cyan", "dod": "magenta", "run": "blue", "step": "blue", "rule": "bold red",
-          "wp": "green", "circuit": "yellow", "mission": "green", "swarm": "green",
-          "source": "yellow", "notice": "bright_black", "silence": "bright_black", "watcher": "dim"}
-_ALERT = ("failed", "violated", "abandoned", "overdue")
-
-
 def _json_line(rec: Any) -> str:
     return _enc.encode(rec.to_json()).decode() + "\n"
 
 
-def _value(v: Any) -> str:
-    plain = isinstance(v, str) and v and not any(c in v for c in ' ="\n')
-    s = v if plain else _enc.encode(v).decode()
-    return s if len(s) <= 80 else s[:77] + "..."
-
-
-def human_line(rec: Any) -> tuple[str, str, str]:
-    """(head, type, details) of a human line: ``seq time subject vN``, the type, ``k=v ...``
-    for every field that is not empty (None, "", [], {})."""
-    from events.types import data_dict
-
-    data = data_dict(rec.data)
-    details = " ".join(f"{k}={_value(v)}" for k, v in data.items() if v not in (None, "", [], {}))
-    return f"{rec.seq:>7} {rec.time} {rec.subject} v{rec.version}", rec.type, details
-
-
 class _Out:
-    """Writes records as JSON lines, plain lines (pipe) or coloured lines (TTY, via rich)."""
+    """Writes records as JSON lines, plain lines (pipe) or coloured lines (TTY, via rich). Human
+    lines come from the one event renderer (``watcher.cli.render`` over ``projections.render``):
+    escaped, short by default, every field with ``verbose``."""
 
-    def __init__(self, as_json: bool):
+    def __init__(self, as_json: bool, verbose: bool = False):
         self.as_json = as_json
+        self.verbose = verbose
         self.console = None
         if not as_json and sys.stdout.isatty():
-            from rich.console import Console
+            from watcher.cli.render import console
 
-            self.console = Console(highlight=False, soft_wrap=True)
+            self.console = console()
 
     def write(self, rec: Any) -> None:
+        from watcher.cli import render
+
         if self.as_json:
             sys.stdout.write(_json_line(rec))
-            return
-        head, type_, details = human_line(rec)
-        if self.console is None:
-            sys.stdout.write(f"{head} {type_} {details}".rstrip() + "\n")
-            return
-        from rich.text import Text
-
-        fam = type_.split(".", 1)[0]
-        style = "bold red" if type_.endswith(_ALERT) else _STYLE.get(fam, "")
-        t = Text(head, style="dim")
-        t.append(" ")
-        t.append(type_, style=style)
-        if details:
-            t.append(" " + details)
-        self.console.print(t)
+        elif self.console is None:
+            sys.stdout.write(render.tail_line(rec, verbose=self.verbose) + "\n")
+        else:
+            self.console.print(render.tail_text(rec, verbose=self.verbose))
 
     def flush(self) -> None:
         sys.stdout.flush()
@@ -97,6 +68,50 @@ def _expand_types(types: list[str] | None) -> list[str] | None:
             else:
                 out.append(part)
     return sorted(set(out)) or ["\x00none"]
+
+
+def unknown_types(types: list[str] | None) -> list[str]:
+    """The ``--type`` values (after comma splitting) that match no known event type."""
+    from events.types import EVENT_TYPES
+
+    bad = []
+    for t in types or []:
+        for part in filter(None, (p.strip() for p in t.split(","))):
+            if not any(fnmatch.fnmatchcase(k, part) for k in EVENT_TYPES):
+                bad.append(part)
+    return bad
+
+
+def subject_match(subject: str | None) -> tuple[str | None, str | None]:
+    """``--subject`` -> (prefix for ``log.read``, exact subject or None). A bare id is an agent
+    (``a1`` = ``agent:a1``) and, like ``agent:a1``, matches exactly (no more a10–a12); a trailing
+    ``*`` or ``:`` asks for a prefix (``agent:a1*``, ``run:``)."""
+    if subject is None or not subject.strip():
+        return None, None
+    s = subject.strip()
+    if ":" not in s.rstrip("*"):
+        s = f"agent:{s}"
+    if s.endswith("*"):
+        return s.rstrip("*"), None
+    if s.endswith(":"):
+        return s, None
+    return s, s
+
+
+def _only(recs: Iterable[Any], exact: str | None, limit: int | None = None) -> Iterable[Any]:
+    n = 0
+    for rec in recs:
+        if exact is None or rec.subject == exact:
+            yield rec
+            n += 1
+            if limit is not None and n >= limit:
+                return
+
+
+def _last_n(recs: Iterable[Any], exact: str, n: int) -> list[Any]:
+    from collections import deque
+
+    return list(deque((r for r in recs if r.subject == exact), maxlen=n)) if n else []
 
 
 def _quiet_pipe() -> None:
@@ -170,7 +185,8 @@ def register(app: typer.Typer) -> None:
         lines: Annotated[Optional[int], typer.Option("-n", "--lines", min=0, help="How many events: the last N (default 20); with --since, the first N after SEQ (default all).")] = None,
         since: Annotated[Optional[int], typer.Option("--since", min=0, help="Only events with seq > SEQ.")] = None,
         type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only this event type (repeatable; comma lists and globs like 'notice.*').")] = None,
-        subject: Annotated[Optional[str], typer.Option("--subject", "-s", help="Only subjects starting with S (e.g. agent:a7, run:).")] = None,
+        subject: Annotated[Optional[str], typer.Option("--subject", "-s", help="Only this subject, exactly: a bare agent id (a7) or agent:a7, run:T1; a trailing * (agent:a1*) or : (run:) matches a prefix.")] = None,
+        verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Every field of every event (default: the short line a person reads).")] = False,
         as_json: JsonOpt = False,
         config: ConfigOpt = None,
         db: DbOpt = None,
@@ -178,7 +194,11 @@ def register(app: typer.Typer) -> None:
         """Print events from the log: the last 20 by default, -f to follow live. --json prints
         one JSON object per line exactly as CONTRACT.md (as `export`)."""
         types = _expand_types(type_)
-        out = _Out(as_json)
+        for bad in unknown_types(type_):
+            print(f"fleetwatch: warning: no event type matches --type {bad!r}"
+                  " (see the Events section of the README)", file=sys.stderr)
+        subject, exact = subject_match(subject)
+        out = _Out(as_json, verbose)
         _, path = context(config, db)
         try:
             with (_Stopper() if follow else contextlib.nullcontext(lambda: False)) as stop:
@@ -193,15 +213,18 @@ def register(app: typer.Typer) -> None:
                 try:
                     if since is not None:
                         head = since
-                        recs = log.read(since, types=types, subject=subject, limit=lines)
+                        recs = log.read(since, types=types, subject=subject, limit=None if exact else lines)
                     else:
                         head = log.head()[0]
                         n = 20 if lines is None else lines
-                        recs = log.read(log.start_of_last(n, types=types, subject=subject),
-                                        types=types, subject=subject, limit=n) if n else iter(())
+                        recs = (log.read(log.start_of_last(n, types=types, subject=subject),
+                                         types=types, subject=subject, limit=n) if n else iter(())) \
+                            if not exact else iter(_last_n(log.read(0, types=types, subject=subject), exact, n))
+                    if exact:
+                        recs = _only(recs, exact, lines if since is not None else None)
                     last = _emit(out, recs)
                     if follow:
-                        for rec in log.follow(max(head, last), types=types, subject=subject, stop=stop):
+                        for rec in _only(log.follow(max(head, last), types=types, subject=subject, stop=stop), exact):
                             out.write(rec)
                             out.flush()
                 finally:
@@ -235,17 +258,28 @@ def register(app: typer.Typer) -> None:
         _, log = open_log(config, db)
         try:
             res = log.verify(expect_head=want)
+            from watcher.hub.store import host_report  # a hub's log: every host's chain, gaps per host
+
+            hosts, host_lines, hosts_ok = host_report(log.db)
         finally:
             log.close()
         if as_json:
-            sys.stdout.write(_enc.encode(res).decode() + "\n")
+            doc = msgspec.to_builtins(res)
+            if hosts:
+                doc["hosts"] = msgspec.to_builtins(hosts)
+            sys.stdout.write(_enc.encode(doc).decode() + "\n")
         elif res.ok:
             print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
         else:
             print(f"BROKEN at seq {res.bad_seq}: {res.problem}\n"
                   f"last good {res.head_seq}:{res.head_hash}")
+        if host_lines and not as_json:
+            print("\n".join(host_lines))
         if not res.ok:
             print(f"fleetwatch: verify failed at seq {res.bad_seq}: {res.problem}", file=sys.stderr)
+            raise typer.Exit(1)
+        if not hosts_ok:
+            print("fleetwatch: verify: a host chain is broken or has gaps (see above)", file=sys.stderr)
             raise typer.Exit(1)
 
     @app.command("export")

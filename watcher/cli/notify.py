@@ -6,6 +6,7 @@ tick. Silenced notices are recorded (``notice.silenced``), never sent.
 """
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from typing import Annotated, Any, Optional
@@ -23,6 +24,39 @@ class UnknownSilence(FleetwatchError):
     """``unsilence`` named an id that is not an active silence."""
 
     exit_code = 1
+
+
+# The notice classes the notify projection raises besides the agent classes (a silence may name
+# any of them; the agent classes come from projections.classes).
+NOTICE_CLASSES = ("APPROVAL_REQUIRED", "RULE_VIOLATED", "CONTRACT_CHANGED", "SELF_APPROVED", "CLAIM_UNVERIFIED",
+                  "SOURCE_FAILED", "STEP_OVERDUE", "RUN_ABANDONED", "NOTICE_ABANDONED", "VERDICT",
+                  "MISSION_COMPLETED", "SWARM", "FLAPPING", "HOST_SILENT")
+
+
+def silence_classes() -> list[str]:
+    """Every class a silence can name: the agent classes, then the notice classes."""
+    from projections import classes
+
+    return [*classes.ORDER, *NOTICE_CLASSES]
+
+
+def refusal(subject: str | None, cls: str | None, config: str | None, db: str | None) -> str | None:
+    """Why a silence must be refused (an unknown class, an agent the log never saw), or None."""
+    from projections.text import safe
+
+    if cls is not None:
+        known = silence_classes()
+        if cls.strip().upper() not in known:
+            return f"unknown class {safe(cls, 40)}; classes: {', '.join(known)}; --force mutes anyway"
+    if subject:
+        s = normalise_subject(subject)
+        fam, _, aid = s.partition(":")
+        if fam == "agent" and not any(c in aid for c in "*?["):
+            from watcher.cli.status import load_states, unknown_agent
+
+            _, states, _, _ = load_states(config, db)
+            return unknown_agent(aid, (states.get("fleet") or {}).get("agents", {}))
+    return None
 
 
 def normalise_subject(subject: str) -> str:
@@ -51,8 +85,9 @@ def register(app: typer.Typer) -> None:
     @errors
     def silence(
         subject: Annotated[Optional[str], typer.Argument(help="Subject to mute: an agent id (a7), or agent:a7, run:T1, mission:m1, source:fleet; globs like 'agent:*' work.")] = None,
-        cls: Annotated[Optional[str], typer.Option("--class", help="Mute this class everywhere (RECLAMA, ESTANCADO, RULE_VIOLATED, SOURCE_FAILED, ...).")] = None,
-        for_: Annotated[str, typer.Option("--for", help="How long: 30m, 2h, 1d.")] = "2h",
+        cls: Annotated[Optional[str], typer.Option("--class", help="Mute this class everywhere (RECLAMA, ESTANCADO, RULE_VIOLATED, SOURCE_FAILED, ...; an unknown class is refused with the list).")] = None,
+        for_: Annotated[Optional[str], typer.Option("--for", help="How long, required: 30m, 2h, 1d.")] = None,
+        force: Annotated[bool, typer.Option("--force", help="Mute even an agent or class the log does not know.")] = False,
         reason: Annotated[str, typer.Option("--reason", help="Why (shown by `silences`).")] = "",
         as_json: JsonOpt = False,
         config: ConfigOpt = None,
@@ -66,6 +101,12 @@ def register(app: typer.Typer) -> None:
 
         if not subject and not cls:
             raise typer.BadParameter("give a SUBJECT, --class CLASS, or both")
+        if for_ is None:
+            raise typer.BadParameter("say for how long, e.g. --for 2h (30m, 1d)", param_hint="--for")
+        why = refusal(subject, cls, config, db) if not force else None
+        if why:
+            print(f"fleetwatch: refused: {why}; nothing written", file=sys.stderr)
+            raise typer.Exit(2)
         secs = parse_duration(for_, "--for")
         if secs <= 0:
             raise ConfigError("--for: must be longer than 0", key="--for")

@@ -17,14 +17,13 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
+from projections import views
+from projections.text import safe
+from watcher.cli import render
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
-from projections.text import age as fmt_age
 
 log = logging.getLogger("fleetwatch.status")
 
-CLASS_ORDER = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "TRABAJANDO", "CERRADO")
-SUMMARY_GROUPS = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "approvals", "violations",
-                  "sources", "runs", "swarms")
 EVIDENCE_MAX = 2000
 _json = msgspec.json.Encoder(order="sorted")
 
@@ -53,198 +52,36 @@ def load_states(config: str | None, db: str | None) -> tuple[Any, dict[str, Any]
         elog.close()
 
 
-def _since_s(iso_s: str | None, now: float) -> float | None:
-    from events.log import parse_iso
-
-    if not iso_s:
-        return None
-    try:
-        return now - parse_iso(iso_s)
-    except ValueError:
-        return None
-
-
 def build_status(cfg: Any, states: dict[str, Any], head: int, now: float) -> dict[str, Any]:
-    """The `status --json` document (pure over the folded states)."""
-    from events.log import iso
-    from projections.base import registry
-
-    mods = registry()
-    fleet = states.get("fleet") or {"agents": {}, "sources": {}}
-    dod_st = mods["dod"].status(states["dod"], now) if "dod" in mods else {"agents": {}, "counts": {}}
-    agents = []
-    counts = {c: 0 for c in CLASS_ORDER}
-    for aid in sorted(fleet["agents"]):
-        a = fleet["agents"][aid]
-        counts[a["class"]] = counts.get(a["class"], 0) + 1
-        d = dod_st["agents"].get(aid, {})
-        agents.append({"agent": aid, "class": a["class"], "since": a["since"],
-                       "age_s": _r(_since_s(a["since"], now)), "state": a.get("state"), "phase": a.get("phase"),
-                       "reason": a.get("reason", ""), "source": a.get("source", ""),
-                       "dod_status": d.get("status", "pending"),
-                       "dod": {k: d.get(k) for k in ("verdict", "verifier", "verdict_at", "claim_age_s",
-                                                     "contract_changed", "contract_changes")} if d else None})
-    rank = {c: i for i, c in enumerate(CLASS_ORDER)}
-    agents.sort(key=lambda x: (rank.get(x["class"], 99), x["agent"]))
-    doc: dict[str, Any] = {
-        "head": head, "generated_at": iso(now), "agents": agents, "classes": counts,
-        "dod": dod_st.get("counts", {}),
-        "sources": [{"source": k, **v} for k, v in sorted(fleet.get("sources", {}).items())],
-        "runs": _runs(mods, states, now),
-        "missions": mods["missions"].status(states["missions"], now) if "missions" in mods
-        else {"missions": {}, "circuits": {}, "open_circuits": []},
-        "swarms": mods["swarms"].status(states["swarms"], now, cfg.swarm.max_concurrent, cfg.swarm.max_children)
-        if "swarms" in mods else {"groups": {}},
-    }
-    return doc
-
-
-def _runs(mods: dict[str, Any], states: dict[str, Any], now: float) -> Any:
-    """projections.runs.status gives {"runs": [...]}: the list goes under "runs"."""
-    m = mods.get("runs")
-    if m is None or not hasattr(m, "status"):
-        return []
-    st = m.status(states["runs"], now)
-    return st.get("runs", st) if isinstance(st, dict) else st
-
-
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 1)
+    """The `status --json` document (pure over the folded states; see projections.views)."""
+    return views.status_doc(states, head, now, max_concurrent=cfg.swarm.max_concurrent,
+                            max_children=cfg.swarm.max_children)
 
 
 def summary_groups(cfg: Any, states: dict[str, Any], now: float) -> list[tuple[str, list[str]]]:
-    """[(group, lines)] in the fixed order: the four attention classes, then approvals, violations,
-    failed sources, runs, swarms. Empty groups are left out. Pure over the folded states."""
-    from projections.base import registry
-
-    mods = registry()
-    fleet = states.get("fleet") or {"agents": {}, "sources": {}}
-    dod_agents = mods["dod"].status(states["dod"], now)["agents"] if "dod" in mods else {}
-    groups: dict[str, list[str]] = {g: [] for g in SUMMARY_GROUPS}
-    by_class: dict[str, list[tuple[str, str]]] = {}
-    for aid, a in fleet["agents"].items():
-        by_class.setdefault(a["class"], []).append((a["since"] or "", aid))
-    for cls in ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO"):
-        for since, aid in sorted(by_class.get(cls, [])):
-            a = fleet["agents"][aid]
-            age = fmt_age(_since_s(since, now))
-            if cls == "RECLAMA":
-                line = f"{aid}: {a.get('state') or '-'}/{a.get('phase') or '-'} for {age}"
-            elif cls == "DICE_TERMINADO":
-                line = f"{aid}: claims done {age} ago, DoD {dod_agents.get(aid, {}).get('status', 'pending')}"
-            elif cls == "ESTANCADO":
-                line = f"{aid}: stalled for {age} ({a.get('phase') or '-'})"
-            else:
-                line = f"{aid}: {a.get('reason') or 'mal lanzado'}"
-            groups[cls].append(line)
-    for name in ("dod", "missions"):
-        if name in mods and hasattr(mods[name], "items"):
-            for g, line in mods[name].items(states[name], now):
-                groups.setdefault(g, []).append(line)
-    if "swarms" in mods:
-        for g, line in mods["swarms"].items(states["swarms"], now, cfg.swarm.max_concurrent, cfg.swarm.max_children):
-            groups.setdefault(g, []).append(line)
-    if "runs" in mods:
-        m = mods["runs"]
-        if hasattr(m, "items"):
-            for g, line in m.items(states["runs"], now):
-                groups.setdefault(g, []).append(str(line))
-        elif hasattr(m, "summary"):
-            groups["violations"] += [_text(x) for x in m.summary(states["runs"], now)]
-    for src, s in sorted(fleet.get("sources", {}).items()):
-        if s.get("failed"):
-            groups["sources"].append(f"{src}: failed for {fmt_age(_since_s(s.get('since'), now))}: {s.get('error', '')}")
-    order = list(SUMMARY_GROUPS) + sorted(g for g in groups if g not in SUMMARY_GROUPS)
-    return [(g, groups[g]) for g in order if groups[g]]
+    """[(GROUP, lines)] in the fixed order of projections.views.GROUPS (empty groups left out)."""
+    return views.summary_groups(states, now, max_concurrent=cfg.swarm.max_concurrent,
+                                max_children=cfg.swarm.max_children)
 
 
-def _text(x: Any) -> str:
-    if isinstance(x, str):
-        return x
-    for attr in ("text", "line", "title"):
-        if hasattr(x, attr):
-            return str(getattr(x, attr))
-    if isinstance(x, dict):
-        return str(x.get("text") or x.get("line") or x)
-    return str(x)
+def near(name: str, known: Any, n: int = 3) -> list[str]:
+    """Known names close to ``name`` (for a refusal that helps), most similar first."""
+    import difflib
+
+    ks = [k for k in known if isinstance(k, str)]
+    out = difflib.get_close_matches(name, ks, n=n, cutoff=0.5)
+    low = name.lower()
+    out += [k for k in sorted(ks) if low and low in k.lower() and k not in out]
+    return out[:n]
 
 
-def render_summary(groups: list[tuple[str, list[str]]], fleet_size: int) -> str:
-    if not groups:
-        return f"all quiet: {fleet_size} agent(s), nothing needs you\n"
-    out = []
-    for g, lines in groups:
-        out.append(f"{g.upper()} ({len(lines)})")
-        out += [f"  {line}" for line in lines]
-    return "\n".join(out) + "\n"
-
-
-# ---- human status -----------------------------------------------------------------------------
-def _tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    t = []
-    t.append(("Fleet", ["agent", "class", "for", "state/phase", "DoD"],
-              [[a["agent"], a["class"], fmt_age(a["age_s"]), f"{a['state'] or '-'}/{a['phase'] or '-'}", a["dod_status"]]
-               for a in doc["agents"]]))
-    ms = doc["missions"].get("missions", {})
-    if ms:
-        t.append(("Missions", ["mission", "WPs", "by state", "runnable", "approval", "circuit", "flagged", "done"],
-                  [[mid, str(m["wps"]), " ".join(f"{k}:{v}" for k, v in m["counts"].items()),
-                    ",".join(m["runnable"]) or "-", ",".join(m["approval_required"]) or "-", m["circuit"],
-                    ",".join(f["wp"] for f in m["flagged"]) or "-", "yes" if m["completed"] else "no"]
-                   for mid, m in ms.items()]))
-    gs = doc["swarms"].get("groups", {})
-    if gs:
-        t.append(("Swarms", ["group", "children", "queued", "running", "done", "failed", "killed", "timeout",
-                             "settled", "flags"],
-                  [[gid, str(g["children"]), *[str(g["counts"].get(s, 0)) for s in
-                                               ("queued", "running", "done", "failed", "killed", "timeout")],
-                    "yes" if g["settled"] else "no", ",".join(g["flags"]) or "-"] for gid, g in gs.items()]))
-    runs = doc.get("runs") or []
-    if isinstance(runs, list) and runs:
-        t.append(("Runs", ["run", "branch", "progress", "at", "failures", "next retry", "violations"],
-                  [[str(r.get("run")), str(r.get("branch") or "-"), str(r.get("progress") or "-"),
-                    str(r.get("current") or "-"), str(r.get("failures", 0)),
-                    ("abandoned" if r.get("abandoned") else str(r.get("next_retry") or "-")),
-                    ",".join(r.get("violations") or []) or "-"]
-                   for r in runs if isinstance(r, dict) and not r.get("gone")]))
-    if doc["sources"]:
-        t.append(("Sources", ["source", "state", "since", "error"],
-                  [[s["source"], "FAILED" if s.get("failed") else "ok", s.get("since") or "-", s.get("error") or ""]
-                   for s in doc["sources"]]))
-    return t
-
-
-def render_plain(doc: dict[str, Any]) -> str:
-    counts = " ".join(f"{c}:{n}" for c, n in doc["classes"].items() if n)
-    out = [" · ".join(x for x in (f"fleet: {len(doc['agents'])} agent(s)", counts, f"log head {doc['head']}") if x)]
-    for title, head, rows in _tables(doc):
-        if not rows:
-            continue
-        w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-        out.append("")
-        out.append(title)
-        out.append("  " + "  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip())
-        out += ["  " + "  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in rows]
-    return "\n".join(out) + "\n"
-
-
-def render_rich(doc: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    con = Console()
-    con.print(f"[bold]fleet[/]: {len(doc['agents'])} agent(s) · " +
-              " ".join(f"{c}:{n}" for c, n in doc["classes"].items() if n) + f" · log head {doc['head']}")
-    for title, head, rows in _tables(doc):
-        if not rows:
-            continue
-        tb = Table(title=title, title_justify="left")
-        for h in head:
-            tb.add_column(h)
-        for r in rows:
-            tb.add_row(*(escape(c) for c in r))
-        con.print(tb)
+def unknown_agent(agent: str, known: Any) -> str | None:
+    """The refusal text for an agent id the log has never classified, or None if it is known."""
+    if agent in known:
+        return None
+    hint = near(agent, known)
+    return (f"unknown agent {safe(agent, 80)!s}" + (f"; did you mean: {', '.join(safe(h, 80) for h in hint)}?"
+            if hint else f" ({len(known)} known agent(s); see `fleetwatch status`)") + "; --force records anyway")
 
 
 # ---- commands ---------------------------------------------------------------------------------
@@ -261,9 +98,9 @@ def register(app: typer.Typer) -> None:
         if json:
             sys.stdout.write(_json.encode(doc).decode() + "\n")
         elif sys.stdout.isatty():
-            render_rich(doc)
+            render.status_rich(doc)
         else:
-            sys.stdout.write(render_plain(doc))
+            sys.stdout.write(render.status_plain(doc))
 
     @app.command("summary")
     @errors
@@ -278,8 +115,10 @@ def register(app: typer.Typer) -> None:
         if json:
             sys.stdout.write(_json.encode({"head": head, "groups": [
                 {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode() + "\n")
+        elif sys.stdout.isatty():
+            render.summary_rich(groups, len((states.get("fleet") or {}).get("agents", {})))
         else:
-            sys.stdout.write(render_summary(groups, len((states.get("fleet") or {}).get("agents", {}))))
+            sys.stdout.write(render.summary_text(groups, len((states.get("fleet") or {}).get("agents", {}))))
 
     @app.command("verdict")
     @errors
@@ -288,6 +127,7 @@ def register(app: typer.Typer) -> None:
         verdict: Annotated[str, typer.Argument(help="met | failed | unevaluable")],
         verifier: Annotated[str, typer.Option("--verifier", help="Who checked (never the agent itself).")],
         evidence: Annotated[str, typer.Option("--evidence", help="What was run and what it showed.")],
+        force: Annotated[bool, typer.Option("--force", help="Record even for an agent the log does not know.")] = False,
         config: ConfigOpt = None, db: DbOpt = None,
     ) -> None:
         """Record a verifier's verdict on an agent's DoD (works while the watcher runs)."""
@@ -296,12 +136,18 @@ def register(app: typer.Typer) -> None:
 
         v = verdict.strip().lower()
         if v not in ("met", "failed", "unevaluable"):
-            print(f"fleetwatch: verdict must be met, failed or unevaluable, got {verdict!r}", file=sys.stderr)
+            print(f"fleetwatch: verdict must be met, failed or unevaluable, got {safe(verdict, 40)!r}", file=sys.stderr)
             raise typer.Exit(2)
         refusal = check_verdict(agent, verifier)
         if refusal is not None:
             print(f"fleetwatch: refused: {refusal.value}; nothing written", file=sys.stderr)
             raise typer.Exit(2)
+        if not force:
+            _, states, _, _ = load_states(config, db)
+            why = unknown_agent(agent.strip(), (states.get("fleet") or {}).get("agents", {}))
+            if why:
+                print(f"fleetwatch: refused: {why}; nothing written", file=sys.stderr)
+                raise typer.Exit(2)
         cfg, path = context(config, db)
         elog = EventLog(path, durability=cfg.store.durability, create=False)
         try:
@@ -310,7 +156,7 @@ def register(app: typer.Typer) -> None:
             seq = elog.append([ev], time.time())[0]
         finally:
             elog.close()
-        print(f"recorded dod.verdict {v} for {agent.strip()} by {verifier.strip()} (seq {seq})")
+        print(f"recorded dod.verdict {v} for {safe(agent.strip(), 80)} by {safe(verifier.strip(), 80)} (seq {seq})")
 
     @app.command("rebuild")
     @errors

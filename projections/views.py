@@ -1,0 +1,150 @@
+"""What `status`, `summary` and the board show, computed from the folded states (pure).
+
+``status_doc`` is the `status --json` document; ``summary_groups`` the grouped summary. Both read
+only projection states (never sources), so `status`, `summary`, the board and `rebuild` agree.
+Class order, labels and colours come from ``projections.classes`` (the one class table).
+
+Invariants
+- Values here are raw (as recorded): escaping is the renderer's job (``projections.text.safe``),
+  so ``--json`` stays exact and valid JSON.
+- Agents sort by class rank (``classes.rank``), then id. The summary groups are upper case and in
+  one fixed order: the four attention classes, APPROVALS, VIOLATIONS, SOURCES, RUNS, SWARMS.
+- DICE_TERMINADO lists only agents whose DoD is not already met (a met DoD needs nobody).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from events.timefmt import iso, parse_iso
+from projections import classes
+from projections.text import age as fmt_age
+
+ATTENTION = tuple(c for c in classes.ORDER if c not in ("TRABAJANDO", "CERRADO"))
+GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS")
+
+
+def since_s(iso_s: str | None, now: float) -> float | None:
+    """Seconds from an ISO time to ``now`` (None when absent or unreadable)."""
+    if not iso_s or not isinstance(iso_s, str):
+        return None
+    try:
+        return now - parse_iso(iso_s)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def _mods() -> dict[str, Any]:
+    from projections.base import registry
+
+    return registry()
+
+
+def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per known agent, most urgent first."""
+    fleet = states.get("fleet") or {"agents": {}}
+    rows = []
+    for aid, a in fleet["agents"].items():
+        d = dod_agents.get(aid, {})
+        rows.append({
+            "agent": aid, "class": a["class"], "since": a["since"], "age_s": _r(since_s(a["since"], now)),
+            "state": a.get("state"), "phase": a.get("phase"), "task": a.get("task"), "target": a.get("target"),
+            "last_activity": a.get("last_activity"), "activity_age_s": _r(since_s(a.get("last_activity"), now)),
+            "reason": a.get("reason", ""), "source": a.get("source", ""),
+            "dod_status": d.get("status", "pending"),
+            "dod": {k: d.get(k) for k in ("verdict", "verifier", "verdict_at", "claim_age_s",
+                                          "contract_changed", "contract_changes")} if d else None})
+    rows.sort(key=lambda x: (classes.rank(x["class"]), x["agent"]))
+    return rows
+
+
+def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent: int = 0,
+               max_children: int = 0) -> dict[str, Any]:
+    """The `status --json` document."""
+    mods = _mods()
+    fleet = states.get("fleet") or {"agents": {}, "sources": {}}
+    dod_st = mods["dod"].status(states["dod"], now) if "dod" in mods else {"agents": {}, "counts": {}}
+    agents = agent_rows(states, now, dod_st["agents"])
+    counts = {c: 0 for c in classes.ORDER}
+    for a in agents:
+        counts[a["class"]] = counts.get(a["class"], 0) + 1
+    return {
+        "head": head, "generated_at": iso(now), "agents": agents, "classes": counts,
+        "dod": dod_st.get("counts", {}),
+        "sources": [{"source": k, **v} for k, v in sorted(fleet.get("sources", {}).items())],
+        "runs": _runs(mods, states, now),
+        "missions": mods["missions"].status(states["missions"], now) if "missions" in mods
+        else {"missions": {}, "circuits": {}, "open_circuits": []},
+        "swarms": mods["swarms"].status(states["swarms"], now, max_concurrent, max_children)
+        if "swarms" in mods else {"groups": {}},
+        "notify": notify_health(states.get("notify"), now),
+    }
+
+
+def notify_health(st: Any, now: float) -> dict[str, Any]:
+    """Last push, pending retries (failed deliveries) and active silences, read by shape from the
+    notify state (``last`` {severity: t}, ``retry`` {cond: [attempt, at]}, ``silences`` {id: {until}})."""
+    out: dict[str, Any] = {"last_sent": None, "last_sent_age_s": None, "failures": 0, "silences": 0}
+    if not isinstance(st, dict):
+        return out
+    last = [t for t in (st.get("last") or {}).values() if isinstance(t, (int, float))]
+    if last:
+        out["last_sent"], out["last_sent_age_s"] = iso(max(last)), _r(now - max(last))
+    out["failures"] = len(st.get("retry") or {})
+    out["silences"] = sum(1 for v in (st.get("silences") or {}).values()
+                          if isinstance(v, dict) and (v.get("until") or 0) > now)
+    return out
+
+
+def _runs(mods: dict[str, Any], states: dict[str, Any], now: float) -> Any:
+    """projections.runs.status gives {"runs": [...]}: the list goes under "runs"."""
+    m = mods.get("runs")
+    if m is None or not hasattr(m, "status"):
+        return []
+    st = m.status(states["runs"], now)
+    return st.get("runs", st) if isinstance(st, dict) else st
+
+
+def _agent_line(cls: str, aid: str, a: dict[str, Any], age: str, dod: str) -> str:
+    if cls == "RECLAMA":
+        return f"{aid}: {a.get('state') or '-'}/{a.get('phase') or '-'} for {age}"
+    if cls == "DICE_TERMINADO":
+        return f"{aid}: claims done {age} ago, DoD {dod}"
+    if cls == "ESTANCADO":
+        return f"{aid}: stalled for {age} ({a.get('phase') or '-'})"
+    return f"{aid}: {a.get('reason') or 'mal lanzado'}"
+
+
+def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 0,
+                   max_children: int = 0) -> list[tuple[str, list[str]]]:
+    """[(GROUP, lines)] in the fixed order ``GROUPS`` (then any other group a projection adds,
+    upper-cased, sorted). Empty groups are left out."""
+    mods = _mods()
+    fleet = states.get("fleet") or {"agents": {}, "sources": {}}
+    dod_agents = mods["dod"].status(states["dod"], now)["agents"] if "dod" in mods else {}
+    groups: dict[str, list[str]] = {g: [] for g in GROUPS}
+    by_class: dict[str, list[tuple[str, str]]] = {}
+    for aid, a in fleet["agents"].items():
+        by_class.setdefault(a["class"], []).append((a["since"] or "", aid))
+    for cls in ATTENTION:
+        for since, aid in sorted(by_class.get(cls, [])):
+            dod = dod_agents.get(aid, {}).get("status", "pending")
+            if cls == "DICE_TERMINADO" and dod == "met":
+                continue
+            groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod))
+    extra: list[tuple[str, str]] = []
+    for name in ("dod", "missions", "runs"):
+        if name in mods and hasattr(mods[name], "items"):
+            extra += [(g, str(line)) for g, line in mods[name].items(states[name], now)]
+    if "swarms" in mods:
+        extra += mods["swarms"].items(states["swarms"], now, max_concurrent, max_children)
+    for g, line in extra:
+        groups.setdefault(g.upper(), []).append(line)
+    for src, s in sorted(fleet.get("sources", {}).items()):
+        if s.get("failed"):
+            groups["SOURCES"].append(f"{src}: failed for {fmt_age(since_s(s.get('since'), now))}: {s.get('error', '')}")
+    order = list(GROUPS) + sorted(g for g in groups if g not in GROUPS)
+    return [(g, groups[g]) for g in order if groups[g]]

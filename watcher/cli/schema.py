@@ -1,0 +1,27 @@
+"""`fleetwatch schema goal`: print the JSON Schema of goal.json (shipped in the package)."""
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from watcher.cli.util import errors
+
+SCHEMAS = ("goal",)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("schema")
+    @errors
+    def schema_cmd(
+        name: Annotated[str, typer.Argument(metavar="NAME", help="Which schema: goal (goal.json).")] = "goal",
+    ) -> None:
+        """Print a JSON Schema: `fleetwatch schema goal` is the format of goal.json (validate your
+        files with any JSON Schema tool, e.g. `check-jsonschema --schemafile`)."""
+        from watcher.schema import goal_schema_text
+
+        if name not in SCHEMAS:
+            print(f"fleetwatch: unknown schema {name[:40]!r}; known: {', '.join(SCHEMAS)}", file=sys.stderr)
+            raise typer.Exit(2)
+        sys.stdout.write(goal_schema_text())
