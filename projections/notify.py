@@ -8,7 +8,9 @@ State (JSON, string keys, bounded):
 - ``conds``: condition id -> condition. A condition id is ``"<subject>|<CLASS>#<seq>"`` (one
   instance: a RECLAMA that clears and comes back is a new condition). Fields: subject, cls, sev,
   name, text, seq, last_seq, since, changed, rev, oneshot, cleared, cleared_by, sends, sent_at,
-  sent_rev (-1 = never sent), silenced.
+  sent_rev (-1 = never sent), silenced; set by the phone loop when it happens: notice (the last
+  notice that pushed it), acked (until; NEVER = until it clears), acked_at, escalated, held
+  (end of the quiet hours that held it), resolved (its "all clear" was sent).
 - ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
 - ``classes``: subject -> its last 41 classes as a flat ``[class, time, seq, ...]`` (flap
@@ -42,14 +44,13 @@ import msgspec
 from events.timefmt import parse_iso
 from projections.notify_flap import HIST_KEEP
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
-    AGENT_SEV, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, swarm_text)
+    AGENT_SEV, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"
 
 MAX_CONDS = 2000
 MAX_RECENT = 300
 MAX_EXPIRY = 4 * MAX_CONDS   # an expiry queue is rebuilt from ``conds`` beyond this (stale entries)
-NEVER = 1e18                 # prune_at with both queues empty (JSON has no infinity)
 SWEEP_S = 60.0               # the small tables are swept at most once per this (event time)
 CLEARED_KEEP_S = 300.0   # cleared conditions stay visible (inhibit reasons, status) this long
 ONESHOT_KEEP_S = 86400.0
@@ -259,6 +260,12 @@ def _mark(st: dict, ev: Any, t: float, status: str) -> list[tuple[str, int | Non
 def _delivered(st: dict, ev: Any, t: float, status: str) -> None:
     for cid, rev in _mark(st, ev, t, status):
         st["retry"].pop(cid, None)
+        base, _, kind = cid.rpartition("@")
+        if kind in ("resolved", "esc"):  # an all-clear / a given-up escalation (notify_escalate)
+            c = st["conds"].get(base)
+            if c is not None:
+                c["resolved" if kind == "resolved" else "escalated"] = t
+            continue
         subj, _, rest = cid.partition("|")
         if rest.startswith("FLAPPING#"):
             st["flap_sent"][subj] = [cid, t]
@@ -267,6 +274,7 @@ def _delivered(st: dict, ev: Any, t: float, status: str) -> None:
             continue
         c["sends"] += 1
         c["sent_at"] = t
+        c["notice"] = ev.notice
         c["sent_rev"] = c["rev"] if rev is None else rev
         if c["oneshot"] and c["sent_rev"] >= c["rev"]:
             del st["conds"][cid]
@@ -303,6 +311,32 @@ def _notice_silenced(st: dict, ev: Any, seq: int, t: float) -> None:
             c["silenced"] = ev.silence
 
 
+def _notice_acked(st: dict, ev: Any, seq: int, t: float) -> None:
+    until = parse_iso(ev.until) if ev.until else NEVER
+    for k in ev.conditions:
+        c = st["conds"].get(_split_key(k)[0])
+        if c is not None:
+            c["acked"], c["acked_at"] = until, t
+
+
+def _notice_escalated(st: dict, ev: Any, seq: int, t: float) -> None:
+    st["recent"][ev.notice] = {"attempt": ev.attempt, "status": "escalated", "at": t}
+    for k in ev.conditions:
+        cid = _split_key(k)[0]
+        st["retry"].pop(cid + "@esc", None)
+        c = st["conds"].get(cid)
+        if c is not None:
+            c["escalated"] = t
+
+
+def _notice_held(st: dict, ev: Any, seq: int, t: float) -> None:
+    until = parse_iso(ev.until) if ev.until else t
+    for k in ev.keys:
+        c = st["conds"].get(_split_key(k)[0])
+        if c is not None:
+            c["held"] = until
+
+
 def _silence_added(st: dict, ev: Any, seq: int, t: float) -> None:
     until = parse_iso(ev.until) if ev.until else t
     st["silences"][ev.silence] = {"subject": ev.subject_match, "cls": ev.class_match, "until": until,
@@ -322,6 +356,7 @@ _HANDLERS = {
     "wp.changed": _wp, "mission.completed": _mission_completed, "swarm.changed": _swarm,
     "notice.sent": _notice_sent, "notice.failed": _notice_failed, "notice.abandoned": _notice_abandoned,
     "notice.silenced": _notice_silenced, "silence.added": _silence_added, "silence.removed": _silence_removed,
+    "notice.acked": _notice_acked, "notice.escalated": _notice_escalated, "notice.held": _notice_held,
 }
 TYPES = frozenset(_HANDLERS)   # fold is a no-op for every other type
 

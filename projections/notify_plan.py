@@ -15,8 +15,6 @@ Timing (CONTRACT.md "Writers and notification timing"):
 """
 from __future__ import annotations
 
-import fnmatch
-import hashlib
 import logging
 from enum import Enum
 from typing import Any
@@ -24,31 +22,24 @@ from typing import Any
 import msgspec
 
 from events.timefmt import iso
-from events.types import NoticeSilenced
-from projections.notify_policy import SEV_RANK, Policy, swarm_text
+from events.types import NoticeHeld, NoticeSilenced
+from projections.notify_escalate import AckReason, ack_stage, escalations, resolved, snooze_due
 from projections.notify_flap import flap_state
-from projections.text import age
+from projections.notify_msg import (  # noqa: F401  (re-exported: the planner's public names)
+    APPRISE_TYPE, BUCKETS, LABELS, MAX_LINES, Decision, Item, Message, dest, message, notice_id)
+from projections.notify_policy import SEV_RANK, Policy, matching_silence, swarm_text
+from projections.notify_quiet import QuietReason, quiet_stage
 
 log = logging.getLogger("fleetwatch.notify")
 
 INF = float("inf")
 EPS = 0.001  # event times are stored to the millisecond (rounded): never wait on the rounding
-MAX_LINES = 40
-# body order and title labels: RECLAMA > DICE_TERMINADO > ESTANCADO > MAL_LANZADO > the rest
-BUCKETS: list[tuple[str, tuple[str, ...]]] = [
-    ("need you", ("RECLAMA", "APPROVAL_REQUIRED")), ("say done", ("DICE_TERMINADO",)),
-    ("stalled", ("ESTANCADO",)), ("mislaunched", ("MAL_LANZADO",))]
-LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract changed",
-          "SELF_APPROVED": "self-approved", "CLAIM_UNVERIFIED": "unverified claim",
-          "SOURCE_FAILED": "source down", "STEP_OVERDUE": "step overdue", "RUN_ABANDONED": "run abandoned",
-          "NOTICE_ABANDONED": "undelivered", "VERDICT": "verdict", "MISSION_COMPLETED": "mission done",
-          "SWARM": "swarm", "FLAPPING": "flapping"}
-APPRISE_TYPE = {"urgent": "failure", "warning": "warning", "info": "info"}
 
 
 class RouteReason(str, Enum):
     ROUTED = "routed"
     BELOW_MIN_SEVERITY = "below-min-severity"
+    DOD_MET = "dod-already-met"           # a "claims done" whose DoD a verifier already met
 
 
 class InhibitReason(str, Enum):
@@ -101,31 +92,6 @@ class NudgeReason(str, Enum):
     IN_FLIGHT = "in-flight"
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True):
-    notice: str            # deterministic: hash of the covered conditions and their send counts
-    covers: list[int]      # seqs of the events covered
-    keys: list[str]        # condition ids "cid@rev"
-    title: str
-    lines: list[str]
-    severity: str
-    tag: str               # apprise tag ("" = every URL)
-    attempt: int = 1
-
-    @property
-    def body(self) -> str:
-        return "\n".join(self.lines)
-
-    @property
-    def notify_type(self) -> str:
-        return APPRISE_TYPE.get(self.severity, "info")
-
-
-class Decision(msgspec.Struct, frozen=True):
-    key: str
-    stage: str
-    reason: str
-
-
 class Plan(msgspec.Struct, kw_only=True):
     send: list[Message] = []
     record: list[Any] = []            # events to append (NoticeSilenced)
@@ -133,18 +99,12 @@ class Plan(msgspec.Struct, kw_only=True):
     decisions: list[Decision] = []
 
 
-class Item(msgspec.Struct, kw_only=True):
-    cid: str
-    c: dict
-    due: float
-    attempt: int = 1
-    retry: bool = False
-
-
 # ---- stages --------------------------------------------------------------------------------
-def route(c: dict, policy: Policy) -> RouteReason:
-    if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):  # noqa: SIM103
+def route(c: dict, policy: Policy, dod: dict | None = None) -> RouteReason:
+    if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):
         return RouteReason.BELOW_MIN_SEVERITY
+    if dod and c["cls"] == "DICE_TERMINADO" and dod.get(c["name"]) == "met":
+        return RouteReason.DOD_MET
     return RouteReason.ROUTED
 
 
@@ -154,22 +114,6 @@ def inhibit(c: dict) -> InhibitReason:
     if c["sent_rev"] >= 0:
         return InhibitReason.RESOLVED
     return InhibitReason.CLOSED if c["cleared_by"] == "CERRADO" else InhibitReason.CLEARED
-
-
-def matching_silence(c: dict, silences: dict, now: float) -> str | None:
-    """The id of an active silence matching the condition (subject glob and/or class)."""
-    if not silences:
-        return None
-    for sid in sorted(silences):
-        s = silences[sid]
-        if s["until"] <= now:
-            continue
-        if s["subject"] and not fnmatch.fnmatchcase(c["subject"], s["subject"]):
-            continue
-        if s["cls"] and s["cls"] != c["cls"]:
-            continue
-        return sid
-    return None
 
 
 def silence(c: dict, silences: dict, now: float) -> tuple[SilenceReason, str | None]:
@@ -206,14 +150,13 @@ def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[st
     if c["rev"] > c["sent_rev"]:
         due = max(c["changed"], (c["sent_at"] or 0.0) + policy.group_interval)
         return (DedupeReason.UPDATE_WAIT if now < due else DedupeReason.UPDATE_DUE), due, 1
+    snoozed = snooze_due(c)
+    if snoozed is not None:  # a snooze ended: one reminder at its end
+        return (DedupeReason.ALREADY_SENT if now < snoozed else DedupeReason.REPEAT_DUE), snoozed, 1
     if c["oneshot"] or policy.repeat_interval <= 0:
         return DedupeReason.ALREADY_SENT, None, 1
     due = (c["sent_at"] or 0.0) + policy.repeat_interval
     return (DedupeReason.ALREADY_SENT if now < due else DedupeReason.REPEAT_DUE), due, 1
-
-
-def dest(sev: str, policy: Policy) -> str:
-    return policy.tags.get(sev, "")
 
 
 def ready_at(it: Item, policy: Policy, last_dest: float) -> tuple[float, GroupReason]:
@@ -234,10 +177,11 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
     decisions: list[Decision] = []
     by: dict[str, list[Item]] = {}
     for it in items:
-        by.setdefault(dest(it.c["sev"], policy), []).append(it)
+        by.setdefault(dest(it.c, policy), []).append(it)
     for d in sorted(by):
         its = by[d]
-        last_dest = max([last.get(s, -INF) for s in SEV_RANK if dest(s, policy) == d] or [-INF])
+        sevs = [s for s in SEV_RANK if d.startswith("route:") or policy.tags.get(s, "") == d]
+        last_dest = max([last.get(s, -INF) for s in sevs] or [-INF])
         ready = {it.cid: ready_at(it, policy, last_dest) for it in its}
         flush = min(r[0] for r in ready.values())
         if now < flush:
@@ -248,44 +192,6 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
         decisions += [Decision(it.cid, "group", GroupReason.SEND if ready[it.cid][0] <= now
                                else GroupReason.RIDE_ALONG) for it in its]
     return batches, wakes, decisions
-
-
-# ---- text ----------------------------------------------------------------------------------
-
-
-def _bucket(cls: str) -> tuple[int, str]:
-    for i, (label, classes) in enumerate(BUCKETS):
-        if cls in classes:
-            return i, label
-    return len(BUCKETS), LABELS.get(cls, cls.lower().replace("_", " "))
-
-
-def notice_id(items: list[Item]) -> str:
-    raw = "|".join(sorted(f"{it.cid}.{it.c['sends']}.{it.c['rev']}" for it in items))
-    return "n" + hashlib.sha1(raw.encode()).hexdigest()[:15]
-
-
-def message(items: list[Item], now: float, policy: Policy) -> Message:
-    """One message: title counts per bucket, body lines grouped in bucket order."""
-    buckets = {cls: _bucket(cls) for cls in {it.c["cls"] for it in items}}
-    keyed = sorted(items, key=lambda it: (buckets[it.c["cls"]][0], -SEV_RANK.get(it.c["sev"], 0),
-                                          buckets[it.c["cls"]][1], it.c["since"], it.c["name"]))
-    counts: dict[str, int] = {}
-    lines: list[str] = []
-    for it in keyed:
-        label = buckets[it.c["cls"]][1]
-        counts[label] = counts.get(label, 0) + 1
-        c = it.c
-        text = f" · {c['text']}" if c["text"] else ""
-        lines.append(f"{c['cls']} {c['name']} · {age(now - c['since'])}{text}")
-    if len(lines) > MAX_LINES:
-        lines = lines[: MAX_LINES - 1] + [f"… and {len(lines) - MAX_LINES + 1} more (fleetwatch summary)"]
-    title = " · ".join(f"{n} {label}" for label, n in counts.items())
-    sev = max((it.c["sev"] for it in items), key=lambda s: SEV_RANK.get(s, 0))
-    covers = sorted({s for it in items for s in (it.c["seq"], it.c["last_seq"])})
-    return Message(notice=notice_id(items), covers=covers, keys=sorted(f"{it.cid}@{it.c['rev']}" for it in items),
-                   title=title, lines=lines, severity=sev, tag=dest(sev, policy),
-                   attempt=max(it.attempt for it in items))
 
 
 # ---- the pipeline --------------------------------------------------------------------------
@@ -312,20 +218,24 @@ def flap_conds(state: dict, now: float, policy: Policy) -> tuple[set[str], dict[
 
 
 def plan(state: dict[str, Any], now: float, policy: Policy,
-         inflight: frozenset[str] | set[str] = frozenset()) -> Plan:
+         inflight: frozenset[str] | set[str] = frozenset(), quiet_end: float | None = None) -> Plan:
     """The whole decision for ``now``: messages to send, events to record, when to call again.
 
-    ``inflight``: condition ids of notices handed to the deliverer and not yet folded back."""
+    ``inflight``: condition ids of notices handed to the deliverer and not yet folded back.
+    ``quiet_end``: when the current quiet hours end (None: not in quiet hours), from
+    ``projections.notify_quiet.quiet_until`` at the edge. ``now`` must not step back between
+    calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock)."""
     now += EPS
     decisions: list[Decision] = []
     record: list[Any] = []
     wakes: list[float] = []
     items: list[Item] = []
+    held: list[Item] = []
     flapping, flaps = flap_conds(state, now, policy)
     conds = list(state["conds"].items()) + list(flaps.items())
     silences = state["silences"]
     for cid, c in conds:
-        r = route(c, policy)
+        r = route(c, policy, state["dod"])
         if r is not RouteReason.ROUTED:
             decisions.append(Decision(cid, "route", r))
             continue
@@ -346,9 +256,22 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
         if f is not FlapReason.PASS:
             decisions.append(Decision(cid, "flap", f))
             continue
+        a, until = ack_stage(c, now)
+        if a is not AckReason.PASS:
+            decisions.append(Decision(cid, "ack", a))
+            if until is not None:
+                wakes.append(until)
+            continue
         d, due, attempt = dedupe(cid, c, now, policy, inflight, state["retry"])
         decisions.append(Decision(cid, "dedupe", d))
         if d in (DedupeReason.NEW, DedupeReason.RETRY_DUE, DedupeReason.UPDATE_DUE, DedupeReason.REPEAT_DUE):
+            q = quiet_stage(c, quiet_end, policy.quiet_urgent)
+            if q in (QuietReason.HELD, QuietReason.HELD_RECORDED):
+                decisions.append(Decision(cid, "quiet", q))
+                wakes.append(quiet_end or now)
+                if q is QuietReason.HELD and cid not in flaps:
+                    held.append(Item(cid=cid, c=c, due=now))
+                continue
             if c["cls"] == "SWARM":  # its line is built from the group's counts now
                 c = {**c, "text": swarm_text(state["swarms"].get(c["name"], {}))}
             items.append(Item(cid=cid, c=c, due=due, attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
@@ -358,12 +281,25 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     decisions += gdec
     if flapping:  # a quiet flapping subject settles by time: look again when changes age out
         wakes.append(now + 60.0)
-    send = [message(b, now, policy) for b in batches]
+    send = [message(b, now, policy, prefix=_held_prefix(b)) for b in batches]
+    if held:
+        record.append(NoticeHeld(notice=notice_id(held, "held"), covers=sorted({s for it in held for s in
+                                                                             (it.c["seq"], it.c["last_seq"])}),
+                                 keys=sorted(f"{it.cid}@{it.c['rev']}" for it in held), reason="quiet",
+                                 until=iso(quiet_end or now)))
+    for stage in (escalations(state, now, policy, inflight, quiet_end), resolved(state, now, policy, quiet_end)):
+        send += stage[0]
+        wakes += stage[1]
+        decisions += stage[2]
     if log.isEnabledFor(logging.DEBUG):
         for d in decisions:
             log.debug("notify %s %s: %s", d.stage, d.key, str.__str__(d.reason))
     future = [w for w in wakes + gwakes if w > now]
     return Plan(send=send, record=record, next_wake=min(future) if future else None, decisions=decisions)
+
+
+def _held_prefix(batch: list[Item]) -> str:
+    return "after quiet hours: " if any(it.c.get("held") is not None for it in batch) else ""
 
 
 # ---- nudges --------------------------------------------------------------------------------
@@ -422,4 +358,4 @@ def nudges(state: dict, now: float, policy: Policy, targets: dict[str, str | Non
 
 
 __all__ = ["Plan", "Message", "Decision", "NudgeAction", "plan", "nudges", "route", "inhibit", "silence",
-           "flap_hold", "dedupe", "group", "message", "iso"]
+           "flap_hold", "dedupe", "group", "message", "iso", "AckReason", "QuietReason"]

@@ -1,10 +1,12 @@
 """Notification policy and text helpers shared by the notify fold and its planner (pure).
 
 ``Policy`` holds the timing and routing knobs; ``redact``/``short`` keep URLs and secrets out of
-every line; ``swarm_text`` builds a group's summary line. Imports nothing of fleetwatch.
+every line; ``swarm_text`` builds a group's summary line; ``NEVER`` is "no end" in state (JSON
+has no infinity). Imports nothing of fleetwatch.
 """
 from __future__ import annotations
 
+import fnmatch
 import re
 from functools import lru_cache
 
@@ -14,6 +16,7 @@ SEVERITIES = ("info", "warning", "urgent")
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 AGENT_SEV = {"RECLAMA": "urgent", "ESTANCADO": "warning", "MAL_LANZADO": "warning", "DICE_TERMINADO": "info"}
 TEXT_MAX = 80
+NEVER = 1e18
 
 _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 
@@ -36,6 +39,12 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     nudge_after: float = 0.0
     nudge_gap: float = 300.0              # at least this between two nudges of one stall
     nudge_needs_target: bool = False      # argv uses {target}
+    # the phone loop
+    escalate_after: float = 0.0           # 0 = no escalation
+    escalate_urls: bool = False           # escalations go to their own destination ("escalate")
+    quiet_urgent: bool = True             # urgent items still pushed during quiet hours
+    send_resolved: bool = False           # one grouped "all clear" for pushed conditions that cleared
+    routes: tuple[dict[str, str], ...] = ()   # [[notify.routes]] matches, in order (first wins)
 
 
 def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
@@ -61,3 +70,19 @@ def retry_delay(attempt: int, policy: Policy) -> float | None:
 def swarm_text(counts: dict[str, int]) -> str:
     """A group's summary line ("2 done · 1 running"); built when a message is, not per event."""
     return short(" · ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no children")
+
+
+def matching_silence(c: dict, silences: dict, now: float) -> str | None:
+    """The id of an active silence matching the condition (subject glob and/or class)."""
+    if not silences:
+        return None
+    for sid in sorted(silences):
+        s = silences[sid]
+        if s["until"] <= now:
+            continue
+        if s["subject"] and not fnmatch.fnmatchcase(c["subject"], s["subject"]):
+            continue
+        if s["cls"] and s["cls"] != c["cls"]:
+            continue
+        return sid
+    return None

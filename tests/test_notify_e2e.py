@@ -194,7 +194,7 @@ def test_silence_command_records_not_sends(tmp_path, rx):
     cfgfile = tmp_path / "c.toml"
     cfgfile.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nurls = ["{rx.url()}"]\n')
     d = Driver(cfg, tmp_path / "e.db")
-    r = CliRunner().invoke(app, ["silence", "a1", "--for", "1h", "--reason", "on it", "--config", str(cfgfile)])
+    r = CliRunner().invoke(app, ["silence", "a1", "--for", "1h", "--reason", "on it", "--force", "--config", str(cfgfile)])
     assert r.exit_code == 0, r.output
     sid = r.output.split()[1].rstrip(":")
     r = CliRunner().invoke(app, ["silences", "--json", "--config", str(cfgfile)])

@@ -1,18 +1,28 @@
 """The notification edge: runs the pure plan each tick and delivers with apprise in a worker.
 
 ``Notifier(cfg).step(states, now)`` harvests finished deliveries (as ``notice.sent`` /
-``notice.failed`` / ``notice.abandoned`` / ``agent.nudged`` events for the loop to append),
-plans with ``projections.notify_plan.plan`` and hands new messages and nudges to one worker
-thread. The tick never waits for the network.
+``notice.failed`` / ``notice.abandoned`` / ``notice.escalated`` / ``agent.nudged`` events for the
+loop to append), plans with ``projections.notify_plan.plan`` and hands new messages and nudges to
+one worker thread. The tick never waits for the network.
 
 Invariants
 - A notice handed to the worker stays "in flight" (never planned again) until the state folded
   from the log shows its outcome; so a notice is sent once unless the process dies between a
   successful send and its record (then that one message may repeat once after a restart).
 - Secrets never leave: apprise's logger is pinned to WARNING and filtered, error texts are
-  redacted (URLs and every component of the configured URLs), messages carry no ``dod`` text.
+  redacted (URLs and every component of every configured URL: ``urls``, routes,
+  ``escalate_urls``, the apprise ``config`` file, the heartbeat URL), messages carry no ``dod``
+  text.
+- The planner's clock never steps back: :class:`PlanClock` is the wall clock, but never less
+  than the last value plus the monotonic time since (a wall clock stepped back 1 h delays no
+  urgent push beyond ``group_wait``); it rejoins the wall clock once nothing in the state is
+  newer than it.
+- With ``[web]``, every push body ends with one signed link to its phone page
+  (``watcher.runtime.links``); with ``heartbeat_url``, a GET every ``heartbeat_every`` while
+  ticks run (its own thread: a slow push never delays it, a dead watcher sends none).
 - After the last retry a notice is abandoned and written to the service log (WARNING) as the
-  last-resort local channel.
+  last-resort local channel. A configured URL apprise cannot use is logged (WARNING, naming the
+  key and why) and recorded once as ``source.failed`` of source ``notify-urls``.
 """
 from __future__ import annotations
 
@@ -21,19 +31,24 @@ import queue
 import subprocess
 import threading
 import time
-from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+import urllib.request
+from typing import Any, Callable
 
 import msgspec
 
 from events.log import iso
-from events.types import AgentNudged, NoticeAbandoned, NoticeFailed, NoticeSent
+from events.types import (AgentNudged, NoticeAbandoned, NoticeEscalated, NoticeFailed, NoticeSent, SourceFailed,
+                          SourceRecovered)
 from projections.notify import Policy, redact, retry_delay
 from projections.notify_plan import Message, NudgeAction, nudges, plan
-from watcher.config import Config, expand, parse_duration
+from projections.notify_quiet import quiet_until
+from watcher.config import Config, parse_duration
+from watcher.runtime.deliver import (  # noqa: F401  (re-exported: older imports)
+    PINNED_LOGGERS, Deliverer, Outcome, _RedactFilter, all_secrets, pin_apprise_logger, secrets_of, url_problems)
 
 log = logging.getLogger("fleetwatch.notify")
 NUDGE_TIMEOUT = 10.0
+URLS_SOURCE = "notify-urls"     # the source.failed name for unusable notify URLs
 
 
 def policy_from_config(cfg: Config) -> Policy:
@@ -44,119 +59,47 @@ def policy_from_config(cfg: Config) -> Policy:
         retry=tuple(parse_duration(v, f"notify.retry[{i}]") for i, v in enumerate(n.retry)),
         flap_high=n.flap_high, flap_low=n.flap_low, source_failed_after=cfg.dur("notify.source_failed_after"),
         nudge_enabled=g.enabled, nudge_max=g.max_per_stall, nudge_after=cfg.dur("nudge.after"),
-        nudge_needs_target=any("{target}" in a for a in g.argv))
+        nudge_needs_target=any("{target}" in a for a in g.argv),
+        escalate_after=cfg.dur("notify.escalate_after"), escalate_urls=bool(n.escalate_urls),
+        quiet_urgent=n.quiet_urgent, send_resolved=n.send_resolved,
+        routes=tuple(dict(r.match) for r in n.routes))
 
 
-def secrets_of(urls: list[str]) -> tuple[str, ...]:
-    """Every component of the URLs that could be a credential (user, password, path parts,
-    query values, host), longest first, so redaction never leaves a piece behind."""
-    out: set[str] = set()
-    for u in urls:
-        out.add(u)
-        try:
-            p = urlsplit(u)
-        except ValueError:
-            continue
-        parts = [p.username, p.password, p.hostname, *p.path.split("/"),
-                 *(v for _, v in parse_qsl(p.query, keep_blank_values=True))]
-        netloc = p.netloc.rpartition("@")[0]
-        parts += netloc.split(":")
-        for x in parts:
-            if x and len(x) >= 4:
-                out.add(x)
-                out.add(unquote(x))
-    return tuple(sorted(out, key=len, reverse=True))
+def quiet_zone(cfg: Config):
+    """The tzinfo of ``quiet_tz`` (None = the system zone)."""
+    if not cfg.notify.quiet_tz:
+        return None
+    import zoneinfo
+
+    return zoneinfo.ZoneInfo(cfg.notify.quiet_tz)
 
 
-class _RedactFilter(logging.Filter):
-    def __init__(self, secrets: tuple[str, ...]):
-        super().__init__()
-        self.secrets = secrets
+class PlanClock:
+    """Wall-clock time for the planner that never steps back (see the module invariants)."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            msg = record.getMessage()
-        except Exception:
-            msg = str(record.msg)
-        record.msg, record.args = redact(msg, self.secrets), ()
-        return True
+    def __init__(self, mono: Callable[[], float] = time.monotonic):
+        self.mono = mono
+        self._last: tuple[float, float] | None = None   # (plan time, monotonic) of the last call
 
-
-# apprise and the HTTP stack under it print URLs (with tokens in paths) at DEBUG/INFO
-PINNED_LOGGERS = ("apprise", "urllib3", "requests", "requests_oauthlib", "httpx", "httpcore")
-
-
-def pin_apprise_logger(secrets: tuple[str, ...] = ()) -> None:
-    """Keep apprise and its HTTP libraries at WARNING and redact whatever they still log."""
-    for name in PINNED_LOGGERS:
-        lg = logging.getLogger(name)
-        lg.setLevel(logging.WARNING)
-        for f in list(lg.filters):
-            if isinstance(f, _RedactFilter):
-                lg.removeFilter(f)
-        lg.addFilter(_RedactFilter(secrets))
+    def __call__(self, wall: float, newest: Callable[[], float] | None = None) -> float:
+        m = self.mono()
+        t = wall
+        if self._last is not None:
+            floor = self._last[0] + max(0.0, m - self._last[1])
+            if floor > wall and (newest is None or newest() > wall):
+                t = floor   # the wall clock stepped back: keep going from where we were
+        self._last = (t, m)
+        return t
 
 
-class Outcome(msgspec.Struct, frozen=True):
-    ok: bool
-    error: str = ""       # redacted, short
-    partial: bool = False
-
-
-class Deliverer:
-    """apprise behind one method. Build and use it in one thread."""
-
-    def __init__(self, cfg: Config):
-        import apprise
-
-        self.cfg = cfg
-        self.timeout = cfg.dur("notify.timeout")
-        self.secrets = secrets_of(list(cfg.notify.urls))
-        pin_apprise_logger(self.secrets)
-        self.ap = apprise.Apprise()
-        self.bad = 0
-        for u in cfg.notify.urls:
-            if not self.ap.add(u):
-                self.bad += 1
-        if cfg.notify.config:
-            ac = apprise.AppriseConfig()
-            ac.add(expand(cfg.notify.config))
-            self.ap.add(ac)
-        for server in self.ap:  # connect/read timeouts of every service
-            for attr in ("socket_connect_timeout", "socket_read_timeout"):
-                if hasattr(server, attr):
-                    setattr(server, attr, self.timeout)
-        if self.bad:
-            log.warning("notify: %d of %d notify.urls are not valid apprise URLs (ignored)", self.bad,
-                        len(cfg.notify.urls))
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.cfg.notify.urls or self.cfg.notify.config)
-
-    def send(self, title: str, body: str, notify_type: str = "info", tag: str = "") -> Outcome:
-        from apprise.result import AppriseResultStatus as S
-
-        try:
-            kw: dict[str, Any] = {"tag": tag} if tag else {}
-            res = self.ap.notify(body=body, title=title, notify_type=notify_type,
-                                 timeout=self.timeout * 2 + 1, **kw)
-        except Exception as e:  # apprise should not raise; never let it kill the worker
-            return Outcome(False, redact(f"{type(e).__name__}: {e}", self.secrets)[:200])
-        status = getattr(res, "status", None)
-        if status is None:  # apprise < 1.10 returned a plain bool
-            return Outcome(bool(res), "" if res else "delivery failed")
-        if status == S.SUCCESS:
-            return Outcome(True)
-        if status == S.PARTIAL:
-            return Outcome(True, f"delivered to {res.success_count} of {len(res.results)} services", True)
-        if status == S.NOMATCH:
-            why = f"no notify URL has tag {tag!r}" if tag else "no notify URLs loaded"
-            return Outcome(False, why)
-        failed = ", ".join(sorted({f"{r.name} {r.status.name.lower()}" for r in res.results
-                                   if r.status != S.SUCCESS}))[:200]
-        return Outcome(False, redact(f"{status.name.lower()}: {failed}" if failed else status.name.lower(),
-                                     self.secrets))
+def newest_time(st: dict[str, Any]) -> float:
+    """The latest event time the notify state holds (what a stepped-back clock must not undercut)."""
+    best = max(st["last"].values(), default=0.0)
+    for c in st["conds"].values():
+        best = max(best, c["since"], c["changed"], c["sent_at"] or 0.0, c["cleared"] or 0.0)
+    for v in st["silences"].values():
+        best = max(best, v.get("at", 0.0))
+    return best
 
 
 class _Job(msgspec.Struct):
@@ -164,18 +107,25 @@ class _Job(msgspec.Struct):
     msg: Message | None = None
     nudge: NudgeAction | None = None
     outcome: Outcome | None = None
+    body: str = ""
 
 
 class Notifier:
-    """Per tick: ``step(states, now) -> events``; ``next_wake``; ``close(timeout)``."""
+    """Per tick: ``step(states, now) -> events``; ``next_wake``; ``close(timeout)``.
 
-    def __init__(self, cfg: Config, *, wake: Any = None):
+    ``mono``: the monotonic clock (a virtual one in tests); ``heartbeat``: replace the GET (tests)."""
+
+    def __init__(self, cfg: Config, *, wake: Any = None, mono: Callable[[], float] = time.monotonic):
         self.cfg = cfg
         self.policy = policy_from_config(cfg)
-        self.secrets = secrets_of(list(cfg.notify.urls))
+        n = cfg.notify
+        self.enabled = bool(n.urls or n.config or any(r.urls for r in n.routes))
+        self.secrets = all_secrets(cfg) if (self.enabled or n.heartbeat_url) else ()
         pin_apprise_logger(self.secrets)
-        self.enabled = bool(cfg.notify.urls or cfg.notify.config)
         self.wake = wake                 # optional callable: wakes the loop when a job finishes
+        self.mono = mono
+        self.clock = PlanClock(mono)
+        self.tz = quiet_zone(cfg)
         self._todo: queue.Queue[_Job | None] = queue.Queue()
         self._done: queue.Queue[_Job] = queue.Queue()
         self._inflight: dict[str, Message] = {}          # notice id -> message (until folded back)
@@ -184,41 +134,120 @@ class Notifier:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._key: bytes | None = None
+        if cfg.web is not None:
+            from watcher.runtime.links import key_path, load_key
+
+            self._key = load_key(key_path(cfg))
+        self.problems = url_problems(cfg) if self.enabled else []
+        for p in self.problems:
+            log.warning("notify: %s", p)
+        self._problems_recorded = False
+        self.hb_every = cfg.dur("notify.heartbeat_every")
+        self._hb_next = mono()            # the first heartbeat goes with the first tick
+        self._hb_thread: threading.Thread | None = None
+        self.hb_ok = self.hb_failed = 0
+        self._hb_failing = False
         if not self.enabled:
             log.info("notify: no [notify] urls or config: notifications are off")
 
     # ---- the tick side --------------------------------------------------------------------
+    def _clock(self, st: dict[str, Any], now: float) -> tuple[float, float | None]:
+        t = self.clock(now, lambda: newest_time(st))
+        return t, quiet_until(t, self.cfg.notify.quiet, self.tz) if self.cfg.notify.quiet else None
+
     def step(self, states: dict[str, Any], now: float) -> list[Any]:
         st = states["notify"]
-        out = self._harvest(now)
+        t, quiet_end = self._clock(st, now)
+        out = self._harvest(t)
         self._release(st)
         if self._closed:  # after close(): only record what finished, start nothing new
             return out
+        out += self._url_record(states)
+        self._heartbeat()
         if self.enabled:
-            p = plan(st, now, self.policy, inflight=self._inflight_keys())
+            p = plan(st, t, self.policy, inflight=self._inflight_keys(), quiet_end=quiet_end)
             out += p.record
             for m in p.send:
                 self._inflight[m.notice] = m
-                self._submit(_Job("notice", msg=m))
-        acts, _ = nudges(st, now, self.policy, _targets(states), set(self._nudging))
+                self._submit(_Job("notice", msg=m, body=self._body(m, t)))
+        acts, _ = nudges(st, t, self.policy, _targets(states), set(self._nudging))
         for a in acts:
             self._nudging[(a.agent, a.stall_seq, a.attempt)] = a
             self._submit(_Job("nudge", nudge=a))
         return out
 
     def next_wake(self, states: dict[str, Any], now: float) -> float | None:
+        """The next wall-clock time a step could have something to do."""
         st = states["notify"]
+        t, quiet_end = self._clock(st, now)
         wakes = []
         if self.enabled:
-            w = plan(st, now, self.policy, inflight=self._inflight_keys()).next_wake
+            w = plan(st, t, self.policy, inflight=self._inflight_keys(), quiet_end=quiet_end).next_wake
             if w is not None:
                 wakes.append(w)
-        _, w = nudges(st, now, self.policy, _targets(states), set(self._nudging))
+        _, w = nudges(st, t, self.policy, _targets(states), set(self._nudging))
         if w is not None:
             wakes.append(w)
         if self._inflight or self._nudging:
-            wakes.append(now + 0.25)  # record outcomes promptly
-        return min(wakes) if wakes else None
+            wakes.append(t + 0.25)  # record outcomes promptly
+        if self.cfg.notify.heartbeat_url:
+            wakes.append(t + max(0.0, self._hb_next - self.mono()))
+        return min(wakes) - (t - now) if wakes else None
+
+    def _body(self, m: Message, now: float) -> str:
+        """The message body, with the signed link to its phone page when ``[web]`` is set."""
+        if self._key is None:
+            return m.body
+        from watcher.runtime.links import link
+
+        return m.body + "\n" + link(self.cfg, self._key, m.notice, now)
+
+    def _url_record(self, states: dict[str, Any]) -> list[Any]:
+        """``source.failed`` (source notify-urls) once for unusable URLs; recovered once fixed."""
+        if self._problems_recorded:
+            return []
+        self._problems_recorded = True
+        known = states.get("fleet", {}).get("sources", {}).get(URLS_SOURCE) if isinstance(states.get("fleet"), dict) \
+            else None
+        err = redact("; ".join(self.problems), self.secrets)[:500]
+        if self.problems and not (known and known.get("failed") and known.get("error") == err):
+            return [SourceFailed(source=URLS_SOURCE, error=err)]
+        if not self.problems and known and known.get("failed"):
+            return [SourceRecovered(source=URLS_SOURCE, error=known.get("error", ""))]
+        return []
+
+    # ---- the heartbeat (dead-man's switch) -----------------------------------------------------
+    def _heartbeat(self) -> None:
+        url = self.cfg.notify.heartbeat_url
+        if not url or self.mono() < self._hb_next:
+            return
+        if self._hb_thread is not None and self._hb_thread.is_alive():
+            return  # the last one still hangs: no pile-up
+        self._hb_next = self.mono() + self.hb_every
+        self._hb_thread = threading.Thread(target=self._hit, args=(url,), name="fleetwatch-heartbeat", daemon=True)
+        self._hb_thread.start()
+
+    def _hit(self, url: str) -> None:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="GET"),
+                                        timeout=self.cfg.dur("notify.timeout")) as r:
+                ok = 200 <= r.status < 300
+        except Exception as e:  # the URL is a secret: only the error class is logged
+            ok = False
+            why = type(e).__name__
+        else:
+            why = "non-2xx answer"
+        if ok:
+            self.hb_ok += 1
+            if self._hb_failing:
+                log.info("heartbeat: reachable again")
+            self._hb_failing = False
+        else:
+            self.hb_failed += 1
+            if not self._hb_failing:
+                log.warning("heartbeat: GET of notify.heartbeat_url failed (%s)", redact(why, self.secrets))
+            self._hb_failing = True
 
     def pending(self) -> int:
         """Jobs queued or running in the worker."""
@@ -277,8 +306,12 @@ class Notifier:
             if o.ok:
                 if o.partial:
                     log.warning("notice %s only partly delivered: %s", m.notice, o.error)
-                out.append(NoticeSent(notice=m.notice, covers=m.covers, attempt=m.attempt, title=m.title,
-                                      severity=m.severity, keys=m.keys))
+                if m.kind == "escalate":
+                    out.append(NoticeEscalated(notice=m.notice, conditions=m.conditions, after=m.after,
+                                               covers=m.covers, attempt=m.attempt))
+                else:
+                    out.append(NoticeSent(notice=m.notice, covers=m.covers, attempt=m.attempt, title=m.title,
+                                          severity=m.severity, keys=m.keys))
                 continue
             delay = retry_delay(m.attempt, self.policy)
             if delay is not None:
@@ -309,10 +342,11 @@ class Notifier:
             try:
                 if job.kind == "notice":
                     if deliverer is None:
-                        deliverer = Deliverer(self.cfg)
+                        deliverer = Deliverer(self.cfg, self.secrets)
                     m = job.msg
                     assert m is not None
-                    job.outcome = deliverer.send(m.title, m.body, m.notify_type, m.tag)
+                    job.outcome = deliverer.send(m.title, job.body or m.body, m.notify_type, m.tag, route=m.route,
+                                                 priority=m.priority)
                 else:
                     job.outcome = self._nudge(job.nudge)
             except Exception as e:

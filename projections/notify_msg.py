@@ -1,0 +1,144 @@
+"""Messages of the notify pipeline (pure): destinations, grouping labels and the text of a push.
+
+- :func:`dest` is the routing stage's answer: the first ``[[notify.routes]]`` whose ``match``
+  (severity, class, subject glob; every given key must hold) fits the condition gives
+  ``"route:<i>"``; otherwise the top-level URLs with the severity's apprise tag (``""`` = all).
+- :func:`message` builds ONE push from a batch: the title counts items per group (the group
+  names are the class labels of ``projections.classes``, as in `fleetwatch summary`), the body is
+  one line per item in urgency order. Every agent-controlled string (ids, reasons) goes through
+  ``projections.text.safe``, so a value is one line of inert text and no line can be forged.
+- :func:`notice_id` is deterministic (same conditions, same send counts -> same id), so a
+  restart re-plans the same notice; escalations and all-clear messages get their own ids.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+
+import msgspec
+
+from projections.classes import LABEL
+from projections.notify_policy import SEV_RANK, Policy
+from projections.text import age, safe
+
+MAX_LINES = 40
+# body order and title labels: RECLAMA > DICE_TERMINADO > ESTANCADO > MAL_LANZADO > the rest
+BUCKETS: list[tuple[str, tuple[str, ...]]] = [
+    (LABEL["RECLAMA"], ("RECLAMA", "APPROVAL_REQUIRED")), (LABEL["DICE_TERMINADO"], ("DICE_TERMINADO",)),
+    (LABEL["ESTANCADO"], ("ESTANCADO",)), (LABEL["MAL_LANZADO"], ("MAL_LANZADO",))]
+LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract changed",
+          "SELF_APPROVED": "self-approved", "CLAIM_UNVERIFIED": "unverified claim",
+          "SOURCE_FAILED": "source down", "STEP_OVERDUE": "step overdue", "RUN_ABANDONED": "run abandoned",
+          "NOTICE_ABANDONED": "undelivered", "VERDICT": "verdict", "MISSION_COMPLETED": "mission done",
+          "SWARM": "swarm", "FLAPPING": "flapping"}
+APPRISE_TYPE = {"urgent": "failure", "warning": "warning", "info": "info"}
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    notice: str            # deterministic: hash of the covered conditions and their send counts
+    covers: list[int]      # seqs of the events covered
+    keys: list[str]        # condition ids "cid@rev" ("cid@esc" escalation, "cid@resolved" all clear)
+    title: str
+    lines: list[str]
+    severity: str
+    tag: str               # apprise tag ("" = every URL)
+    attempt: int = 1
+    kind: str = "notice"   # notice | escalate | resolved
+    route: str = ""        # "" = the top-level urls; "route:<i>"; "escalate" = escalate_urls
+    priority: bool = False  # ask the services for their highest priority
+    after: float = 0.0     # escalate: how long it went unanswered (escalate_after)
+
+    @property
+    def body(self) -> str:
+        return "\n".join(self.lines)
+
+    @property
+    def notify_type(self) -> str:
+        return APPRISE_TYPE.get(self.severity, "info")
+
+    @property
+    def conditions(self) -> list[str]:
+        return [k.rpartition("@")[0] for k in self.keys]
+
+
+class Decision(msgspec.Struct, frozen=True):
+    key: str
+    stage: str
+    reason: str
+
+
+class Item(msgspec.Struct, kw_only=True):
+    cid: str
+    c: dict
+    due: float
+    attempt: int = 1
+    retry: bool = False
+
+
+def route_match(c: dict, match: dict[str, str]) -> bool:
+    """Every key given in ``match`` holds for the condition (subject is a glob)."""
+    for k, v in match.items():
+        if k == "severity" and c["sev"] != v:
+            return False
+        if k == "class" and c["cls"] != v.upper():
+            return False
+        if k == "subject" and not (fnmatch.fnmatchcase(c["subject"], v)
+                                   or fnmatch.fnmatchcase(c["subject"].partition(":")[2], v)):
+            return False
+    return bool(match)
+
+
+def dest(c: dict, policy: Policy) -> str:
+    """The destination key: ``route:<i>`` for the first matching route, else the severity's tag."""
+    for i, m in enumerate(policy.routes):
+        if route_match(c, m):
+            return f"route:{i}"
+    return policy.tags.get(c["sev"], "")
+
+
+def bucket(cls: str) -> tuple[int, str]:
+    for i, (label, classes) in enumerate(BUCKETS):
+        if cls in classes:
+            return i, label
+    return len(BUCKETS), LABELS.get(cls, cls.lower().replace("_", " "))
+
+
+def notice_id(items: list[Item], kind: str = "notice") -> str:
+    raw = "|".join(sorted(f"{it.cid}.{it.c['sends']}.{it.c['rev']}" for it in items))
+    if kind != "notice":
+        raw = f"{kind}|{raw}"
+    return "n" + hashlib.sha1(raw.encode()).hexdigest()[:15]
+
+
+def item_line(c: dict, now: float) -> str:
+    text = f" · {safe(c['text'], 200)}" if c["text"] else ""
+    return f"{c['cls']} {safe(c['name'], 80)} · {age(now - c['since'])}{text}"
+
+
+def message(items: list[Item], now: float, policy: Policy, *, kind: str = "notice", key: str | None = None,
+            prefix: str = "") -> Message:
+    """One message: title counts per group, body lines grouped in urgency order. ``key``: the
+    destination (default: that of the most severe item); ``prefix`` heads the title."""
+    buckets = {cls: bucket(cls) for cls in {it.c["cls"] for it in items}}
+    keyed = sorted(items, key=lambda it: (buckets[it.c["cls"]][0], -SEV_RANK.get(it.c["sev"], 0),
+                                          buckets[it.c["cls"]][1], it.c["since"], it.c["name"]))
+    counts: dict[str, int] = {}
+    lines: list[str] = []
+    for it in keyed:
+        label = buckets[it.c["cls"]][1]
+        counts[label] = counts.get(label, 0) + 1
+        lines.append(item_line(it.c, now))
+    if len(lines) > MAX_LINES:
+        lines = lines[: MAX_LINES - 1] + [f"… and {len(lines) - MAX_LINES + 1} more (fleetwatch summary)"]
+    title = prefix + " · ".join(f"{n} {label}" for label, n in counts.items())
+    top = max(items, key=lambda it: SEV_RANK.get(it.c["sev"], 0))
+    sev = top.c["sev"]
+    d = dest(top.c, policy) if key is None else key
+    covers = sorted({s for it in items for s in (it.c["seq"], it.c["last_seq"])})
+    suffix = {"escalate": "esc", "resolved": "resolved"}.get(kind)
+    keys = sorted(f"{it.cid}@{suffix if suffix else it.c['rev']}" for it in items)
+    route = d if d.startswith("route:") or d == "escalate" else ""
+    return Message(notice=notice_id(items, kind), covers=covers, keys=keys, title=title, lines=lines,
+                   severity=sev, tag="" if route else d, attempt=max(it.attempt for it in items), kind=kind,
+                   route=route, priority=sev == "urgent" or kind == "escalate",
+                   after=policy.escalate_after if kind == "escalate" else 0.0)

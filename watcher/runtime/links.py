@@ -1,0 +1,127 @@
+"""Signed links to the phone page: ``<public_url>/n/<notice>?t=<token>``.
+
+A token is ``<expiry, base 36>.<HMAC-SHA256(key, "n1|<notice>|<expiry>"), base64url, 32 chars>``:
+it names exactly one notice, expires (``[web] token_ttl``, 24 h by default) and holds nothing
+but the expiry and the MAC (never an apprise secret, never the key). The key is 32 random bytes
+that fleetwatch creates on first use (mode 0600, folder 0700) at ``[web] key_file``, default
+``$XDG_STATE_HOME/fleetwatch/web.key``, outside the event log: deleting it revokes every link.
+Verification is constant-time (``hmac.compare_digest``). Used by the notifier (signing, when
+``[web]`` is set) and by ``watcher.web`` (checking).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import stat
+
+from events.errors import FleetwatchError
+from watcher.config import Config, expand, parse_duration, xdg
+
+NOTICE_RE = re.compile(r"^n[0-9a-f]{15}$")
+TOKEN_RE = re.compile(r"^([0-9a-z]{1,10})\.([A-Za-z0-9_-]{32})$")
+KEY_BYTES = 32
+
+
+class KeyError_(FleetwatchError):
+    """The web key file cannot be created or read safely."""
+
+    exit_code = 2
+
+
+def key_path(cfg: Config) -> str:
+    web = cfg.web
+    return expand(web.key_file) if web is not None and web.key_file else os.path.join(xdg("state"), "web.key")
+
+
+def load_key(path: str, *, create: bool = True) -> bytes:
+    """The HMAC key at ``path``, created (0600, O_EXCL, no symlink followed) when missing.
+    Refuses a key file that is not a regular file, is readable by others, or is too short."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        if not create:
+            raise KeyError_("no web key yet", op="web key", path=path) from None
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        key = os.urandom(KEY_BYTES)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:  # another process made it first: use theirs
+            return load_key(path, create=False)
+        try:
+            os.write(fd, key.hex().encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return key
+    except OSError as e:
+        raise KeyError_(f"cannot open the web key: {e.strerror}", op="web key", path=path,
+                        hint="it must be a regular file (not a symlink)") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyError_("the web key is not a regular file", op="web key", path=path)
+        if st.st_mode & 0o077:
+            raise KeyError_("the web key is readable by others", op="web key", path=path,
+                            hint=f"chmod 600 {path}")
+        raw = os.read(fd, 256).strip()
+    finally:
+        os.close(fd)
+    try:
+        key = bytes.fromhex(raw.decode())
+    except (ValueError, UnicodeDecodeError):
+        key = b""
+    if len(key) < 16:
+        raise KeyError_("the web key is damaged", op="web key", path=path,
+                        hint="delete it: a new one is made (old links stop working)")
+    return key
+
+
+def _mac(key: bytes, notice: str, exp: int) -> str:
+    d = hmac.new(key, f"n1|{notice}|{exp}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(d).decode()[:32]
+
+
+def _b36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if not n:
+            return out
+
+
+def sign(key: bytes, notice: str, now: float, ttl: float) -> str:
+    exp = int(now + ttl)
+    return f"{_b36(exp)}.{_mac(key, notice, exp)}"
+
+
+def check(key: bytes, notice: str, token: str | None, now: float) -> bool:
+    """True only for an unexpired token made with ``key`` for exactly this notice."""
+    if not token or not NOTICE_RE.match(notice or ""):
+        return False
+    m = TOKEN_RE.match(token)
+    if m is None:
+        return False
+    exp = int(m.group(1), 36)
+    if now >= exp:
+        return False
+    return hmac.compare_digest(m.group(2), _mac(key, notice, exp))
+
+
+def public_base(cfg: Config) -> str:
+    web = cfg.web
+    if web is None:
+        return ""
+    return (web.public_url or f"http://{web.listen}").rstrip("/")
+
+
+def link(cfg: Config, key: bytes, notice: str, now: float) -> str:
+    """The page link for one notice (empty without ``[web]``)."""
+    if cfg.web is None:
+        return ""
+    ttl = parse_duration(cfg.web.token_ttl, "web.token_ttl")
+    return f"{public_base(cfg)}/n/{notice}?t={sign(key, notice, now, ttl)}"
