@@ -8,8 +8,14 @@ Invariants
   difference between the observed digest and the last known one is exactly one
   ``dod.contract_changed`` event (edge-triggered, never repeated while the level persists).
 - A verdict whose verifier is the agent itself is never a verdict (the CLI refuses it; goal.json
-  gives ``dod.flagged`` ``self-approved`` instead).
-- ``unevaluable`` escalates and never closes: only another verdict replaces it.
+  gives ``dod.flagged`` ``self-approved`` instead). "Itself" is by identity, not spelling
+  (``projections.identity``: NFKC, casefold, no whitespace/format characters, no ``agent:``
+  prefix, Cyrillic/Greek homoglyphs as the Latin letter they imitate).
+- A verdict read from the agent's own goal.json (``dod_status``/``dod_verifier``) is a claim
+  with the provenance "claimed by the agent's file": kept apart (``claimed``), never the DoD's
+  verdict, so it never closes a DoD on its own (a ``met`` there counts as a claim).
+- ``unevaluable`` escalates (notify: urgent, "needs a human: <evidence>") and never closes:
+  only another verdict replaces it.
 - ``claim-unverified`` is flagged at most once per claim (a claim = one DICE_TERMINADO period).
 - Status precedence: unevaluable; else the most recent of verdict / self-approval / claim
   (by seq; ties: verdict > self-approval > claim); else pending.
@@ -24,12 +30,14 @@ from typing import Any, NamedTuple
 from events.timefmt import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
 from projections import fleet
+from projections.identity import same_identity
 from projections.text import age as fmt_age
 
 NAME = "dod"
 
 VERDICTS = ("met", "failed", "unevaluable")
 CLAIM_CLASS = "DICE_TERMINADO"
+FILE_PROVENANCE = "claimed by the agent's file"
 
 
 class Status(str, enum.Enum):
@@ -90,13 +98,16 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             fleet.prune_closed(state["agents"], rec.time, "class_since")
     elif isinstance(ev, DodVerdict):
         a = _agent(state, ev.agent)
-        if ev.verifier.strip().lower() == ev.agent.lower():
+        if same_identity(ev.verifier, ev.agent):
             return state  # self-approval is never a verdict
-        a["verdict"] = {"verdict": ev.verdict, "verifier": ev.verifier, "evidence": ev.evidence,
-                        "source": ev.source, "at": rec.time, "seq": rec.seq}
-        if ev.source == "goal.json":
+        v = {"verdict": ev.verdict, "verifier": ev.verifier, "evidence": ev.evidence,
+             "source": ev.source, "at": rec.time, "seq": rec.seq}
+        if ev.source == "goal.json":  # the agent's own file: a claim, never the verdict
+            a["claimed"] = v
             a["goal_key"] = f"{ev.verdict}|{ev.verifier}"
             a["self_key"] = None  # a later self-approval is a new one
+        else:
+            a["verdict"] = v
     elif isinstance(ev, DodContractChanged):
         a = _agent(state, ev.agent)
         a["current_sha256"] = ev.new_sha256
@@ -120,7 +131,7 @@ def _self_key(agent: str, status: str | None, verifier: str | None) -> str | Non
     if status != "met":
         return None
     v = (verifier or "").strip()
-    if not v or v.lower() == agent.lower():
+    if not v or same_identity(v, agent):
         return f"met|{v}"
     return None
 
@@ -243,7 +254,7 @@ def _agent_events(aid: str, obs: Any, a: dict[str, Any] | None) -> list[Any]:
     if sk is not None:
         if a is None or a["self_key"] != sk:
             out.append(DodFlagged(agent=aid, flag=Flag.SELF_APPROVED.value, detail=sk))
-    elif status in VERDICTS and verifier and verifier.lower() != aid.lower():
+    elif status in VERDICTS and verifier and not same_identity(verifier, aid):
         key = f"{status}|{verifier}"
         if a is None or a["goal_key"] != key:
             out.append(DodVerdict(agent=aid, verdict=status, verifier=verifier,
@@ -263,6 +274,9 @@ def agent_status(a: dict[str, Any]) -> Status:
         cands.append((a["self_seq"], 1, Status.SELF_APPROVED))
     if a["class"] == CLAIM_CLASS and a["claim_seq"]:
         cands.append((a["claim_seq"], 0, Status.CLAIMED))
+    c = a.get("claimed")
+    if c is not None and c["verdict"] == Status.MET.value:
+        cands.append((c["seq"], 0, Status.CLAIMED))  # the agent's file says met: a claim, not a verdict
     return max(cands)[2] if cands else Status.PENDING
 
 
@@ -282,6 +296,9 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
             "verdict": v["verdict"] if v else None, "verifier": v["verifier"] if v else None,
             "verdict_source": v["source"] if v else None, "verdict_at": v["at"] if v else None,
             "evidence": v["evidence"] if v else None,
+            "verdict_provenance": (f"recorded by {v['verifier']}" if v else None),
+            "claimed": ({"verdict": c["verdict"], "verifier": c["verifier"], "at": c["at"],
+                         "provenance": FILE_PROVENANCE} if (c := a.get("claimed")) else None),
             "contract_sha256": a["contract_sha256"], "contract_len": a["contract_len"],
             "contract_changes": a["contract_changes"],
             "contract_changed": a["contract_changes"] > 0,
@@ -304,6 +321,9 @@ def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
         if st is Status.UNEVALUABLE:
             v = a["verdict"]
             out.append(("violations", f"{aid}: DoD unevaluable per {v['verifier']} (needs a human)"))
+        c = a.get("claimed")
+        if c is not None and c["verdict"] == Status.MET.value and (a["verdict"] is None or a["verdict"]["seq"] < c["seq"]):
+            out.append(("violations", f"{aid}: DoD met {FILE_PROVENANCE} (verifier {c['verifier']}), no verdict"))
         if st is Status.CLAIMED and a["claim_flagged"] and a["claim_since"]:
             age = int(now - parse_iso(a["claim_since"]))
             out.append(("violations", f"{aid}: claims done, no verdict for {fmt_age(age)}"))

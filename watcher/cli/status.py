@@ -32,6 +32,7 @@ class Refusal(str, enum.Enum):
     SELF_VERDICT = "verifier is the agent (no self-approval)"
     EMPTY_VERIFIER = "the verifier id is empty"
     EMPTY_AGENT = "the agent id is empty"
+    EMPTY_EVIDENCE = "the evidence is empty (say what was run and what it showed)"
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -138,7 +139,7 @@ def register(app: typer.Typer) -> None:
         if v not in ("met", "failed", "unevaluable"):
             print(f"fleetwatch: verdict must be met, failed or unevaluable, got {safe(verdict, 40)!r}", file=sys.stderr)
             raise typer.Exit(2)
-        refusal = check_verdict(agent, verifier)
+        refusal = check_verdict(agent, verifier, evidence)
         if refusal is not None:
             print(f"fleetwatch: refused: {refusal.value}; nothing written", file=sys.stderr)
             raise typer.Exit(2)
@@ -187,15 +188,20 @@ def register(app: typer.Typer) -> None:
               + (": snapshots match" if check else ""))
 
 
-def check_verdict(agent: str, verifier: str) -> Refusal | None:
-    """Why a verdict must be refused, or None. Pure."""
+def check_verdict(agent: str, verifier: str, evidence: str | None = None) -> Refusal | None:
+    """Why a verdict must be refused, or None. Pure. Self-verdicts are refused by identity
+    (``projections.identity``: ``a 1``, ``ａ１``, Cyrillic ``а1``, ``agent:a1`` are all ``a1``)."""
+    from projections.identity import blank, same_identity
+
     a, v = agent.strip(), verifier.strip()
-    if not a:
+    if blank(a):
         return Refusal.EMPTY_AGENT
-    if not v:
+    if blank(v):
         return Refusal.EMPTY_VERIFIER
-    if a.lower() == v.lower():
+    if same_identity(a, v):
         return Refusal.SELF_VERDICT
+    if evidence is not None and blank(evidence):
+        return Refusal.EMPTY_EVIDENCE
     return None
 
 
