@@ -289,6 +289,8 @@ class FleetFanout(_E, frozen=True, tag="fleet.fanout"):
 class SourceFailed(_E, frozen=True, tag="source.failed"):
     source: str
     error: str = ""
+    error_class: str = ""       # typed cause (timeout, too-large, exit-status, root-missing, ...)
+    exit_code: int | None = None  # a command's exit status; never the child's stderr
 
     @property
     def subject(self) -> str:

@@ -238,7 +238,8 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
         known = prev["sources"].get(res.name)
         was_failed = bool(known and known["failed"])
         if not res.ok and not was_failed:
-            out.append(SourceFailed(source=res.name, error=res.error or "failed"))
+            out.append(SourceFailed(source=res.name, error=res.error or "failed",
+                                    error_class=res.error_class, exit_code=res.exit_code))
         elif res.ok and was_failed:
             out.append(SourceRecovered(source=res.name, error=known["error"] if known else ""))
     agents = prev["agents"]

@@ -52,6 +52,8 @@ class SourceResult(msgspec.Struct, kw_only=True):
     kind: str
     ok: bool = True
     error: str | None = None          # why the source failed this tick (no secrets, no content)
+    error_class: str = ""             # typed cause: timeout, too-large, exit-status, root-missing, ...
+    exit_code: int | None = None      # a command source's exit status, when it had one
     agents: list[AgentObs] = []
     runs: list[RunObs] = []
     rows: list[RowObs] = []

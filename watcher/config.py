@@ -15,22 +15,31 @@ from typing import Literal
 import msgspec
 
 from events.errors import ConfigError
+from watcher.config_limits import MAX_CONFIG_BYTES, check_ranges, private_dir, read_regular  # noqa: F401
 
-_DUR = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_DUR = re.compile(r"^\s*(\d{1,15})\s*(ms|s|m|h|d)\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+MAX_DURATION = 3650 * 86400.0    # ten years: anything longer is a typo (and overflows timers)
 
 
 def parse_duration(value: object, key: str = "duration") -> float:
-    """``"90s"`` -> 90.0 seconds. Integers are seconds. Anything else -> ConfigError(key)."""
+    """``"90s"`` -> 90.0 seconds. Integers are seconds. Anything else, or more than
+    ``MAX_DURATION`` -> ConfigError(key)."""
     if isinstance(value, bool):
         raise ConfigError(f"{key}: expected a duration like 90s, got {value!r}", key=key)
+    secs: float | None = None
     if isinstance(value, int) and value >= 0:
-        return float(value)
-    if isinstance(value, str):
+        secs = float(value) if value <= MAX_DURATION else MAX_DURATION + 1
+    elif isinstance(value, str):
         m = _DUR.match(value)
         if m:
-            return int(m.group(1)) * _UNIT[m.group(2)]
-    raise ConfigError(f"{key}: expected a duration like 500ms, 90s, 15m, 4h or 1d, got {value!r}", key=key)
+            secs = int(m.group(1)) * _UNIT[m.group(2)]
+    if secs is None:
+        raise ConfigError(f"{key}: expected a duration like 500ms, 90s, 15m, 4h or 1d, got {str(value)[:40]!r}",
+                          key=key)
+    if secs > MAX_DURATION:
+        raise ConfigError(f"{key}: {str(value)[:40]!r} is too long (at most 3650d)", key=key)
+    return secs
 
 
 def expand(path: str) -> str:
@@ -72,13 +81,13 @@ class Source(_S):
     kind: Literal["goals", "command", "tmux", "steps", "sqlite"]
     glob: str | None = None          # goals, steps
     argv: list[str] | None = None    # command
-    timeout: Dur = "10s"             # command, sqlite
+    timeout: Dur = "10s"             # command, sqlite; any kind: a poll longer than this fails the source
     socket: str | None = None        # tmux: -L SOCKET
     entity: Literal["agent", "wp", "circuit", "swarm"] | None = None  # command (agent|swarm), sqlite
     path: str | None = None          # sqlite database
     query: str | None = None         # sqlite
     key: list[str] | None = None     # sqlite
-    max_bytes: int = 1_048_576       # goals, steps: larger files are refused ("too large")
+    max_bytes: int | None = None     # goals, steps: per file (default 1 MiB); command: output (16 MiB)
 
 
 class Steps(_S):
@@ -186,12 +195,18 @@ def _where(err: msgspec.ValidationError) -> str:
 
 def parse(text: str, path: str = "<config>", *, check_paths: bool = True) -> Config:
     """Parse and validate config text. Raises ConfigError naming the key."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config is too large (over {MAX_CONFIG_BYTES} bytes)", key="", path=path, op="config")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config is not valid TOML: {e}", key="", path=path, op="config") from e
+    except RecursionError:
+        raise ConfigError("config is nested too deeply", key="", path=path, op="config") from None
     try:
         cfg = msgspec.convert(raw, Config, strict=True)
+    except RecursionError:
+        raise ConfigError("config is nested too deeply", key="", path=path, op="config") from None
     except msgspec.ValidationError as e:
         msg, where = str(e), _where(e)
         unk = re.search(r"Object contains unknown field `([^`]*)`", msg)
@@ -207,6 +222,7 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
     def bad(key: str, msg: str) -> ConfigError:
         return ConfigError(f"{key}: {msg}", key=key, path=path, op="config")
 
+    check_ranges(cfg, bad, parse_duration)  # every number and duration, key named
     for key in ("watch.interval", "watch.debounce", "watch.resync", "classify.stall_after", "classify.claim_unverified_after",
                 "steps.deadline", "notify.group_wait", "notify.group_interval", "notify.repeat_interval",
                 "notify.timeout", "notify.source_failed_after", "nudge.after"):
@@ -280,8 +296,7 @@ def load(explicit: str | None = None, *, required: bool = False, check_paths: bo
                               hint="create one with `fleetwatch init`")
         return Config()
     try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8-sig")
+        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read config: {e}", key="", path=path, op="config") from e
     return parse(text, path, check_paths=check_paths)

@@ -12,6 +12,7 @@ import typer
 from watcher.cli.util import ConfigOpt, DbOpt, errors
 
 log = logging.getLogger("fleetwatch.watcher")
+TICK_WAIT = 0.5  # seconds a tick waits for slow sources (their last view stands meanwhile)
 
 
 def _notifier(cfg, wake):
@@ -37,11 +38,16 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
 
     lock = WriterLock(db).acquire()
+    # SIGTERM/SIGINT are honoured from here on: a stop while the log opens, the projections load
+    # or the first tick runs ends the start cleanly (watcher.stopped whenever watcher.started)
+    stop = threading.Event()
+    prior = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     elog = EventLog(db, durability=cfg.store.durability)
     sd = SystemdNotifier.from_env()
     stop = threading.Event()
     reload_req = threading.Event()
     w = Watcher(cfg, elog)
+    w.cancel = stop  # a stop cuts the tick's wait for slow sources
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                   cfg.dur("watch.debounce"))
     if not once:
@@ -55,11 +61,19 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         reload_req.set()
         waker.event.set()
 
-    old = {s: signal.signal(s, on_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    old = dict(prior)
+    for s in prior:
+        signal.signal(s, on_stop)
     old[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
     reason = "signal"
+    started = False
     try:
+        if stop.is_set():  # stopped during start-up, before anything was recorded: a clean exit
+            return 0
         w.started(time.time())
+        started = True
+        if not once:  # after the first tick no source holds the tick longer than this
+            w.poll_wait = TICK_WAIT if sd.watchdog_interval is None else min(TICK_WAIT, sd.watchdog_interval / 4)
         w.tick(time.time(), full=True)
         last_full = last_resync = time.monotonic()
         log.info("watching %d sources; %d agents", len(w.sources), len(w.proj["fleet"]["agents"]))
@@ -124,7 +138,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         if w.notifier is not None:
             w.notifier.close(5.0)
             _record_last(w)
-        w.stopped(time.time(), reason)
+        if started:
+            w.stopped(time.time(), reason)
         waker.close()
         w.close()
         elog.close()

@@ -25,6 +25,7 @@ from events.types import WatcherStarted, WatcherStopped
 from projections import fleet
 from watcher.config import Config
 from watcher.sources import build_sources, merge
+from watcher.runtime.polls import Polls
 from watcher.runtime.state import Projections
 
 log = logging.getLogger("fleetwatch.watcher")
@@ -53,6 +54,10 @@ class Watcher:
         self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.pending: list[Any] = []
         self.notifier = notifier
+        self.polls = Polls(self.poll_one)
+        self.poll_wait: float | None = None  # a tick waits this long for sources (None: their deadlines)
+        self._polled = False                 # the first tick always waits up to the deadlines
+        self.cancel: Any = None              # a threading.Event (the stop request) that cuts the wait
         self.snap_seq = self.proj.seq
         self.snap_mono = time.monotonic()
 
@@ -61,19 +66,23 @@ class Watcher:
         """Poll every source. ``changed``: the paths inotify reported; file sources re-stat only
         those and reuse the rest of their cache (None: they stat every file). ``full`` False
         (a wake-up): the other sources reuse their last result too."""
-        results = []
-        for s in self.sources:
-            try:
-                if changed is not None and getattr(s, "partial", False):
-                    results.append(s.poll(now, False, changed=changed))
-                else:
-                    results.append(s.poll(now, full))
-            except Exception as e:  # a source bug must not stop the loop
-                from projections.observations import SourceResult
+        # each source polls in its own thread under a deadline (watcher/runtime/polls.py): a stuck
+        # one is one source.failed "timed out after …", the others and the tick go on
+        results, pending = self.polls.poll(self.sources, now, full, changed,
+                                           None if self.poll_wait is None or not self._polled else self.poll_wait,
+                                           cancel=self.cancel)
+        self._polled = True
+        snap = merge(self.sources, results)
+        for name in pending:  # slow first poll: nothing known yet, nothing concluded from it
+            snap.failed.setdefault(name, "pending")
+        return snap
 
-                log.exception("source %s crashed", s.name)
-                results.append(SourceResult(name=s.name, kind=s.kind, ok=False, error=f"internal error: {type(e).__name__}"))
-        return merge(self.sources, results)
+    @staticmethod
+    def poll_one(s: Any, now: float, full: bool, changed: set[str] | None):
+        """One source's poll (run in that source's worker thread by :class:`Polls`)."""
+        if changed is not None and getattr(s, "partial", False):
+            return s.poll(now, False, changed=changed)
+        return s.poll(now, full)
 
     def detect(self, snap, now: float) -> list[Any]:
         """Every projection's pure detector on this tick's snapshot. A detector that raises is
@@ -158,7 +167,8 @@ class Watcher:
 
     def suspects(self) -> bool:
         """True when a file failed its first read (the two-read rule wants a second one)."""
-        return any(e.fails == 1 for s in self.sources for e in getattr(s, "cache", {}).values())
+        return any(e.fails == 1 for s in self.sources if not self.polls.busy(s)
+                   for e in list(getattr(s, "cache", {}).values()))
 
     def next_wake(self, now: float) -> float | None:
         if self.notifier is None:
@@ -186,6 +196,7 @@ class Watcher:
             log.error("could not record watcher.stopped")
 
     def close(self) -> None:
+        self.polls.close()
         for s in self.sources:
             try:
                 s.close()

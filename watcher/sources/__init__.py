@@ -35,6 +35,23 @@ def build_sources(cfg: Config) -> list[Any]:
     return [make(s) for s in cfg.sources]
 
 
+def duplicate(cur: Any, other: Any) -> Any:
+    """One agent id claimed by two files (two folders, or two goals sources): the agent is
+    MAL_LANZADO with a reason naming both paths (a third one is added to the same reason), so
+    the real agent cannot be masked by a copy. The same id from a command or tmux source (no
+    path) is still merged: those enrich, they do not compete."""
+    import os
+
+    if os.path.realpath(cur.path) == os.path.realpath(other.path):
+        return cur  # one file reached by two globs
+    if cur.error and cur.error.startswith("duplicate id"):
+        if len(cur.error) > 600 or other.path in cur.error:
+            return cur
+        return msgspec.structs.replace(cur, error=f"{cur.error}, {other.path}")
+    first, second = sorted((cur.path, other.path))
+    return msgspec.structs.replace(cur, error=f"duplicate id {cur.agent!r} in {first} and {second}")
+
+
 def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
     snap = Snapshot(results=results)
     tmux = [s for s in sources if s.kind == "tmux"]
@@ -46,6 +63,8 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
             cur = snap.agents.get(a.agent)
             if cur is None:
                 snap.agents[a.agent] = a
+            elif a.path is not None and cur.path is not None and a.path != cur.path:
+                snap.agents[a.agent] = duplicate(cur, a)  # two files claim one id: never merged
             elif a.last_activity is not None and (cur.last_activity is None or a.last_activity > cur.last_activity):
                 snap.agents[a.agent] = msgspec.structs.replace(cur, last_activity=a.last_activity,
                                                                target=cur.target or a.target)

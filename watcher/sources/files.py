@@ -6,6 +6,13 @@
   good observation stands (a half-written file is not MAL_LANZADO).
 - Errors (unreadable file, symlink loop) become observations or a failed SourceResult, never
   exceptions out of ``poll``.
+- Nothing can block a read: a file is opened ``O_NONBLOCK`` and its open descriptor checked
+  (``fstat``) before one byte is read; anything but a regular file (FIFO, socket, device,
+  folder), also behind a symlink, is MAL_LANZADO "a FIFO, not a regular file" and never read.
+  Sizes are checked on the descriptor and again while reading (at most ``max_bytes + 1``).
+- A missing (or unlistable) ROOT is a failed source (``error_class`` "root-missing"), not an
+  empty fleet: its agents keep their class, and when ROOT returns the cached observations are
+  reused, so nothing is re-classified or pushed again.
 - Full polls (the periodic resync) stat every file; when no key changed the previous result is
   returned as it is, so unchanged files keep their very observation object (the detectors skip
   those). ROOT is listed again when its (dev, inode, mtime_ns) changed, its last listing is
@@ -28,6 +35,7 @@ from typing import Any
 
 from projections.observations import SourceResult
 from watcher.config import Source, expand
+from watcher.config_limits import NotRegular, file_kind, open_regular, read_fd
 from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
@@ -37,6 +45,7 @@ _KEY = operator.attrgetter("st_ino", "st_size", "st_mtime_ns")
 # the mtime as it was: the "racy" case git's index knows too).
 _RACY_NS = 2_000_000_000
 _RELIST_NS = 30_000_000_000  # and it is listed anyway this often (a file system whose mtimes lag)
+DEFAULT_MAX_BYTES = 1 << 20  # per goal.json / steps.json unless the source sets max_bytes
 
 
 def _folder_id(path: str) -> str:
@@ -55,24 +64,22 @@ def _stat(path: str) -> os.stat_result | OSError | None:
         return e if os.path.lexists(path) else None
 
 
-def _read_capped(path: str, limit: int) -> bytes:
-    """Up to ``limit`` bytes of ``path`` with plain os calls (no buffered file object per file)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+def _read_capped(path: str, limit: int) -> tuple[bytes, int]:
+    """Up to ``limit`` bytes of ``path`` with plain os calls (no buffered file object per file),
+    and the size the open descriptor reports. Raises NotRegular (nothing read) for anything but
+    a regular file, OSError otherwise."""
+    fd, st = open_regular(path)
     try:
-        chunk = os.read(fd, limit)
-        if len(chunk) < limit and chunk:
-            parts = [chunk]
-            n = len(chunk)
-            while n < limit:
-                more = os.read(fd, limit - n)
-                if not more:
-                    break
-                parts.append(more)
-                n += len(more)
-            chunk = b"".join(parts)
-        return chunk
+        return read_fd(fd, min(st.st_size + 65536, limit)), st.st_size
     finally:
         os.close(fd)
+
+
+def _not_regular(mode: int) -> str | None:
+    """Why a stat's file cannot be read ("a FIFO, not a regular file"); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return f"{file_kind(mode)}, not a regular file"
 
 
 class _Entry:
@@ -95,7 +102,7 @@ class GlobSource:
         self.name = spec.name
         self.spec = spec
         self.pattern = expand(spec.glob or "")
-        self.max_bytes = spec.max_bytes
+        self.max_bytes = spec.max_bytes or DEFAULT_MAX_BYTES
         self.cache: dict[str, _Entry] = {}
         self._names: list[str] | None = None   # ROOT's last listing (simple layout)
         self._paths: list[str] = []            # its candidate paths
@@ -131,13 +138,18 @@ class GlobSource:
     def _read(self, path: str, st: os.stat_result) -> Any:
         folder_id = _folder_id(path)
         mtime = st.st_mtime
+        why = _not_regular(st.st_mode)
+        if why is not None:
+            return self.error_obs(folder_id, path, why)
         if st.st_size > self.max_bytes:
             return self.error_obs(folder_id, path, f"too large ({st.st_size} bytes > {self.max_bytes})")
         try:
-            raw = _read_capped(path, min(st.st_size + 65536, self.max_bytes + 1))  # no 1 MB buffer per file
+            raw, size = _read_capped(path, self.max_bytes + 1)  # no 1 MB buffer per file
+        except NotRegular as e:  # replaced by a FIFO (or other) between the stat and the open
+            return self.error_obs(folder_id, path, e.strerror)
         except OSError as e:
             return self.error_obs(folder_id, path, f"unreadable: {e.strerror or type(e).__name__}")
-        if len(raw) > self.max_bytes:
+        if size > self.max_bytes or len(raw) > self.max_bytes:
             return self.error_obs(folder_id, path, f"too large (> {self.max_bytes} bytes)")
         return self.parse(raw, path, folder_id, mtime)
 
@@ -153,6 +165,10 @@ class GlobSource:
                 return
             yield from self._stat_all(paths)
             return
+        from watcher.config import _glob_root
+
+        if not os.path.isdir(_glob_root(self.pattern)):
+            raise FileNotFoundError(2, "folder missing")
         for path in glob.glob(self.pattern):
             try:
                 yield path, os.stat(path)
@@ -206,8 +222,13 @@ class GlobSource:
                                  f"unreadable: {st.strerror or type(st).__name__}")
             ent.key, ent.obs, ent.fails = None, obs, 2
             return ent
-        if stat.S_ISDIR(st.st_mode):
-            return None
+        why = _not_regular(st.st_mode)
+        if why is not None:  # a FIFO, folder, socket or device: never read, no second chance
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if key != ent.key or ent.obs is None or not self.is_error(ent.obs):
+                ent.obs = self.error_obs(_folder_id(path), path, why)
+            ent.key, ent.fails = key, 2
+            return ent
         key = (st.st_ino, st.st_size, st.st_mtime_ns)
         if key != ent.key or ent.fails == 1:
             obs = self._read(path, st)
@@ -234,6 +255,8 @@ class GlobSource:
             if self._simple is not None:
                 return self._poll_simple()
             stats = list(self._stats())
+        except FileNotFoundError:
+            return self._missing_root()
         except OSError as e:  # e.g. the root itself unreadable, a symlink loop in the pattern
             return self._failed(e)
         return self._rebuild(stats)
@@ -241,7 +264,18 @@ class GlobSource:
     def _failed(self, e: OSError) -> SourceResult:
         self._items = None
         return SourceResult(name=self.name, kind=self.spec.kind, ok=False,
-                            error=f"cannot list {self.pattern}: {e.strerror or type(e).__name__}")
+                            error=f"cannot list {self.pattern}: {e.strerror or type(e).__name__}",
+                            error_class="unlistable")
+
+    def _missing_root(self) -> SourceResult:
+        """ROOT is gone: a failed source (its agents keep their class), the cache kept so that
+        ROOT's return re-reads nothing that did not change."""
+        from watcher.config import _glob_root
+
+        self._items = None
+        self._root_key = None
+        return SourceResult(name=self.name, kind=self.spec.kind, ok=False, error_class="root-missing",
+                            error=f"folder {_glob_root(self.pattern)} is missing")
 
     def _rebuild(self, stats: list[tuple[str, os.stat_result | OSError]]) -> SourceResult:
         """A new cache from every (path, stat), in listing order."""
@@ -261,7 +295,7 @@ class GlobSource:
         paths = self._listing()
         if paths is None:
             self._keys = None
-            return self._rebuild([])
+            return self._missing_root()
         relisted = self._names_new
         self._names_new = False
         cache = self.cache

@@ -5,6 +5,8 @@ Invariants
   database is never written (its bytes are unchanged by polling).
 - A fresh connection per poll, closed before ``poll`` returns: no lock outlives the query.
 - A short busy timeout; the query itself is cut at the source's ``timeout``.
+- The path is stat'ed first: anything but a regular file (a FIFO would block SQLite's open) is
+  refused unopened. Failures carry an ``error_class`` (missing, busy, timeout, schema-changed …).
 - Every failure (missing file, locked, not a database, changed schema, timeout) is a value:
   ``SourceResult(ok=False, error=reason)``; never an exception. Errors name no row content.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 import urllib.parse
 from typing import Any
@@ -20,6 +23,7 @@ import apsw
 
 from projections.observations import RowObs, SourceResult
 from watcher.config import Source, expand, parse_duration
+from watcher.config_limits import file_kind
 
 log = logging.getLogger("fleetwatch.sources.sqlite")
 
@@ -47,9 +51,9 @@ class SqliteSource:
         self.timeout = parse_duration(spec.timeout)
         self.last: SourceResult | None = None
 
-    def _fail(self, error: str) -> SourceResult:
+    def _fail(self, error: str, cls: str = "query-failed") -> SourceResult:
         log.debug("source %s: %s", self.name, error)
-        return SourceResult(name=self.name, kind=self.kind, ok=False, error=error)
+        return SourceResult(name=self.name, kind=self.kind, ok=False, error=error, error_class=cls)
 
     def poll(self, now: float, full: bool = True) -> SourceResult:
         """Run the query once (on full ticks; wake-ups reuse the last result)."""
@@ -59,14 +63,18 @@ class SqliteSource:
         return self.last
 
     def _poll(self) -> SourceResult:
-        if not os.path.exists(self.path):
-            return self._fail(f"database missing: {self.path}")
-        if not os.path.isfile(self.path):
-            return self._fail(f"not a file: {self.path}")
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self._fail(f"database missing: {self.path}", "missing")
+        except OSError as e:
+            return self._fail(f"cannot open database: {e.strerror or type(e).__name__}", "unreadable")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block SQLite's open: never opened
+            return self._fail(f"not a file ({file_kind(st.st_mode)}): {self.path}", "not-regular")
         try:
             db = apsw.Connection(ro_uri(self.path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
         except apsw.Error as e:
-            return self._fail(f"cannot open database: {_reason(e)}")
+            return self._fail(f"cannot open database: {_reason(e)}", "unreadable")
         try:
             db.setbusytimeout(min(BUSY_TIMEOUT_MS, int(self.timeout * 1000)))
             deadline = time.monotonic() + self.timeout
@@ -81,11 +89,11 @@ class SqliteSource:
                 for r in cur:
                     rows.append(r)
                     if len(rows) > MAX_ROWS:
-                        return self._fail(f"query returned more than {MAX_ROWS} rows")
+                        return self._fail(f"query returned more than {MAX_ROWS} rows", "too-large")
             except apsw.BusyError:
-                return self._fail("database locked (busy past the timeout)")
+                return self._fail("database locked (busy past the timeout)", "busy")
             except apsw.InterruptError:
-                return self._fail(f"query timed out after {self.timeout:g}s")
+                return self._fail(f"query timed out after {self.timeout:g}s", "timeout")
             except apsw.SQLError as e:
                 return self._fail(f"query failed (schema changed?): {_reason(e)}")
             except apsw.Error as e:
@@ -99,7 +107,7 @@ class SqliteSource:
         missing = [c for c in need if c not in cols]
         if missing:
             return self._fail(f"schema changed: the query gives no column {', '.join(missing)} "
-                              f"(has {', '.join(cols) or 'none'})")
+                              f"(has {', '.join(cols) or 'none'})", "schema-changed")
         out = []
         for r in rows:
             row = {c: _plain(v) for c, v in zip(cols, r)}

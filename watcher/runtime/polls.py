@@ -1,0 +1,163 @@
+"""Source polls under a deadline the loop enforces: no source can stop the tick.
+
+Each source polls in its own worker thread (one per source object, started on first use, kept
+for the source's life). A tick hands every idle worker its poll and waits for the results, at
+most ``wait`` seconds in all (None: up to each source's deadline, as ``--once`` and tests want).
+
+Per source, after the wait:
+- the poll finished: its result;
+- it has run longer than its deadline (the source's ``timeout`` + ``GRACE``): one failed result
+  "timed out after Ns" (``error_class`` "deadline") every tick until the poll returns, so the
+  fold records one ``source.failed`` and the source's agents keep their last class; the stuck
+  worker is never started again meanwhile (a hung NFS read holds one thread, not the loop);
+- it is still within its deadline (slow, not stuck): the previous result again, or, before the
+  first one, ``pending`` (the name goes into ``Snapshot.failed`` without a result: nothing is
+  classified or closed from it and no event is written).
+A file source that missed a partial tick's paths while busy gets a full poll next time.
+Exceptions out of ``poll`` are a failed result ("internal error: TypeError"), logged once per
+poll with the traceback.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from projections.observations import SourceResult
+from watcher.config import parse_duration
+
+log = logging.getLogger("fleetwatch.watcher")
+
+GRACE = 1.0   # beyond the source's own timeout (a command kills its group at the timeout itself)
+
+
+def deadline_of(source: Any) -> float:
+    spec = getattr(source, "spec", None)
+    try:
+        return parse_duration(getattr(spec, "timeout", "10s")) + GRACE
+    except Exception:
+        return 10.0 + GRACE
+
+
+class _Worker:
+    """One source's poll thread; ``submit`` then ``wait``; ``busy`` while a poll runs."""
+
+    def __init__(self, source: Any, poll_one: Any):
+        self.source = source
+        self.poll_one = poll_one  # (source, now, full, changed) -> SourceResult: the loop's dispatch
+        self.deadline = deadline_of(source)
+        self.done = threading.Event()
+        self.done.set()
+        self.go = threading.Event()
+        self.job: tuple[float, bool, set[str] | None] | None = None
+        self.result: SourceResult | None = None  # of the poll that finished, not yet taken
+        self.last: SourceResult | None = None    # the last result handed to a tick
+        self.started = 0.0                       # monotonic start of the running poll
+        self.needs_full = False
+        self.thread = threading.Thread(target=self._run, name=f"source:{source.name}", daemon=True)
+        self.thread.start()
+
+    @property
+    def busy(self) -> bool:
+        return not self.done.is_set()
+
+    def submit(self, now: float, full: bool, changed: set[str] | None) -> None:
+        if self.needs_full:
+            full, changed, self.needs_full = True, None, False
+        self.job = (now, full, changed)
+        self.started = time.monotonic()
+        self.done.clear()
+        self.go.set()
+
+    def _run(self) -> None:
+        s = self.source
+        while True:
+            self.go.wait()
+            self.go.clear()
+            job = self.job
+            if job is None:  # closed
+                return
+            now, full, changed = job
+            try:
+                res = self.poll_one(s, now, full, changed)
+            except Exception as e:  # a source bug must not stop the loop
+                log.exception("source %s crashed", s.name)
+                res = SourceResult(name=s.name, kind=s.kind, ok=False, error=f"internal error: {type(e).__name__}",
+                                   error_class="internal")
+            self.result = res
+            self.done.set()
+
+    def take(self) -> SourceResult | None:
+        res, self.result = self.result, None
+        if res is not None:
+            self.last = res
+        return res
+
+    def close(self) -> None:
+        self.job = None
+        self.go.set()
+
+
+class Polls:
+    """The workers of the current sources (a reload's new source objects get new workers)."""
+
+    def __init__(self, poll_one: Any) -> None:
+        self.poll_one = poll_one
+        self._workers: dict[int, _Worker] = {}
+
+    def worker(self, source: Any) -> _Worker:
+        w = self._workers.get(id(source))
+        if w is None or w.source is not source:
+            w = self._workers[id(source)] = _Worker(source, self.poll_one)
+        return w
+
+    def busy(self, source: Any) -> bool:
+        w = self._workers.get(id(source))
+        return w is not None and w.source is source and w.busy
+
+    def poll(self, sources: list[Any], now: float, full: bool, changed: set[str] | None,
+             wait: float | None, cancel: threading.Event | None = None) -> tuple[list[SourceResult], list[str]]:
+        """(results in source order, names of sources still pending without any result).
+        ``cancel`` set (a stop request) ends the wait early: unfinished polls count as slow."""
+        live = {id(s) for s in sources}
+        for k in [k for k in self._workers if k not in live]:
+            self._workers.pop(k).close()
+        workers = [self.worker(s) for s in sources]
+        for w in workers:
+            if not w.busy:
+                w.take()  # a poll that finished after the last tick's wait: the freshest view
+                w.submit(now, full, changed)
+            elif changed:
+                w.needs_full = True  # these paths go unseen by this busy poll: look everywhere next
+        t0 = time.monotonic()
+        for w in workers:
+            limit = w.started + w.deadline
+            if wait is not None:
+                limit = min(limit, t0 + wait)
+            while not w.done.is_set() and not (cancel is not None and cancel.is_set()):
+                left = limit - time.monotonic()
+                if left <= 0:
+                    break
+                w.done.wait(left if cancel is None else min(left, 0.1))
+        results: list[SourceResult] = []
+        pending: list[str] = []
+        mono = time.monotonic()
+        for w in workers:
+            s = w.source
+            res = None if w.busy else w.take()
+            if res is None and w.busy and mono - w.started >= w.deadline:
+                res = SourceResult(name=s.name, kind=s.kind, ok=False, error_class="deadline",
+                                   error=f"timed out after {w.deadline:g}s (the poll is still running)")
+            elif res is None:
+                res = w.last  # slow, not stuck: the last view stands
+            if res is None:
+                pending.append(s.name)
+            else:
+                results.append(res)
+        return results, pending
+
+    def close(self) -> None:
+        for w in self._workers.values():
+            w.close()
+        self._workers.clear()

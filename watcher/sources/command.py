@@ -1,0 +1,216 @@
+"""Bounded child processes: ``run_bounded`` (and its short form ``run_argv``) and the ``command``
+source built on it.
+
+Invariants
+- No shell; stdin is /dev/null; the child runs in its own session (``start_new_session``), so its
+  whole process group can be killed: on timeout, on the output cap, and after it exits (helpers
+  it left behind holding our pipe are killed too, so a ``sh -c 'sleep 120 & echo []'`` leaves
+  nothing running and does not hold the poll until the timeout).
+- stdout is read incrementally and never beyond ``max_bytes``: at ``max_bytes + 1`` bytes the
+  group is killed and the result is "output too large" (RSS stays ~``max_bytes``, whatever the
+  child prints: ``yes`` or 1 GB).
+- stderr is never returned, logged or stored: at most its first 4 KiB are scanned in memory for a
+  few fixed phrases (``KNOWN_STDERR``, e.g. tmux's "no server running"); only the phrase found
+  travels on. Results carry a typed :class:`RunError` class and the exit code instead of text.
+- Never raises: every failure is a value.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import selectors
+import signal
+import subprocess
+import time
+from typing import NamedTuple
+
+from projections.observations import AgentObs, RowObs, SourceResult
+from watcher.config import Source, expand, parse_duration
+from watcher.sources.parse import ParseError, agent_from_obj, decode_json
+
+MAX_OUTPUT = 16 * 1024 * 1024   # a command's stdout cap unless its source sets max_bytes
+STDERR_SCAN = 4096              # bytes of stderr looked at (for KNOWN_STDERR), the rest dropped
+EXIT_GRACE = 0.5                # after the child exits, this long for the pipe's last bytes
+KNOWN_STDERR = ("no server running", "error connecting", "permission denied", "no such file or directory")
+_CHUNK = 65536
+
+
+class RunError(str, enum.Enum):
+    """Why a run gave no usable output (``SourceResult.error_class``, ``source.failed``)."""
+
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too-large"
+    EXIT = "exit-status"
+    SIGNAL = "signal"
+    NOT_FOUND = "not-found"
+    CANNOT_RUN = "cannot-run"
+    BAD_OUTPUT = "bad-output"
+
+
+class RunResult(NamedTuple):
+    out: bytes | None               # stdout when the run succeeded
+    error: str | None = None        # short, content-free ("exit status 3", "timed out after 2s")
+    error_class: RunError | None = None
+    exit_code: int | None = None
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(pid: int) -> bool:
+    """True once the child has exited, without reaping it (its pid, hence its process group id,
+    stays reserved until we reap: killing the group afterwards cannot hit a stranger)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _known(err: bytes) -> str:
+    low = err.decode("utf-8", "replace").lower()
+    return next((k for k in KNOWN_STDERR if k in low), "")
+
+
+def run_bounded(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT) -> RunResult:
+    """Run ``argv`` (see the module invariants). Success: ``RunResult(stdout)``."""
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True, close_fds=True)
+    except FileNotFoundError:
+        return RunResult(None, f"command not found: {argv[0] if argv else ''}", RunError.NOT_FOUND)
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        name = getattr(e, "strerror", None) or type(e).__name__
+        return RunResult(None, f"cannot run {argv[0] if argv else ''}: {name}", RunError.CANNOT_RUN)
+    out = bytearray()
+    err = bytearray()
+    cause: RunError | None = None
+    deadline = time.monotonic() + timeout
+    exit_seen: float | None = None
+    sel = selectors.DefaultSelector()
+    try:
+        assert p.stdout is not None and p.stderr is not None
+        for f in (p.stdout, p.stderr):
+            os.set_blocking(f.fileno(), False)
+            sel.register(f, selectors.EVENT_READ)
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                cause = RunError.TIMEOUT
+                break
+            if exit_seen is None and _exited(p.pid):
+                exit_seen = now
+            if exit_seen is not None and now - exit_seen >= EXIT_GRACE:
+                break  # exited; whoever still holds the pipe is killed below
+            wait = min(deadline - now, 0.05 if exit_seen is None else EXIT_GRACE)
+            for key, _ in sel.select(wait):
+                try:
+                    chunk = os.read(key.fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif key.fileobj is p.stdout:
+                    out += chunk
+                    if len(out) > max_bytes:
+                        cause = RunError.TOO_LARGE
+                        break
+                elif len(err) < STDERR_SCAN:
+                    err += chunk[:STDERR_SCAN - len(err)]
+            if cause is not None:
+                break
+        if cause is None:  # the pipes closed: let the child finish exiting (before the deadline)
+            pause = 0.001
+            while not _exited(p.pid):
+                if time.monotonic() >= deadline:
+                    cause = RunError.TIMEOUT
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+    finally:
+        sel.close()
+        _kill_group(p.pid)   # the child is not reaped yet: its pgid cannot have been reused
+        p.stdout.close()     # type: ignore[union-attr]
+        p.stderr.close()     # type: ignore[union-attr]
+        try:
+            code = p.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL was sent to the group
+            code = None
+    if cause is RunError.TIMEOUT:
+        return RunResult(None, f"timed out after {timeout:g}s", cause)
+    if cause is RunError.TOO_LARGE:
+        return RunResult(None, f"output too large (more than {max_bytes} bytes)", cause)
+    if code is not None and code < 0:
+        return RunResult(None, f"killed by signal {-code}", RunError.SIGNAL, code)
+    if code:
+        hint = _known(bytes(err))
+        return RunResult(None, f"exit status {code}" + (f" ({hint})" if hint else ""), RunError.EXIT, code)
+    return RunResult(bytes(out), None, None, code)
+
+
+def run_argv(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT) -> tuple[bytes | None, str | None]:
+    """(stdout, None) on success, (None, short content-free error) otherwise. Never raises."""
+    r = run_bounded(argv, timeout, max_bytes)
+    return r.out, r.error
+
+
+class CommandSource:
+    """``kind = "command"``: an argv printing a JSON array of agents (or swarm rows). Polls on
+    full resync ticks only; between them (inotify wake-ups) the last result is reused."""
+
+    kind = "command"
+
+    def __init__(self, spec: Source):
+        self.name = spec.name
+        self.spec = spec
+        self.argv = [expand(a) for a in spec.argv or []]
+        self.timeout = parse_duration(spec.timeout)
+        self.max_bytes = spec.max_bytes or MAX_OUTPUT
+        self.entity = spec.entity or "agent"
+        self.last: SourceResult | None = None
+
+    def _bad(self, why: str) -> SourceResult:
+        return SourceResult(name=self.name, kind=self.kind, ok=False, error=f"bad output: {why}",
+                            error_class=RunError.BAD_OUTPUT.value)
+
+    def parse(self, raw: bytes) -> SourceResult:
+        try:
+            doc = decode_json(raw)
+        except ParseError as e:
+            return self._bad(e.reason)
+        if not isinstance(doc, list):
+            return self._bad("not a JSON array")
+        if self.entity == "swarm":
+            rows = []
+            for item in doc:
+                if isinstance(item, dict) and isinstance(item.get("group"), str) and isinstance(item.get("child"), str):
+                    rows.append(RowObs(entity="swarm", source=self.name, key=(item["group"], item["child"]),
+                                       row={k: item.get(k) for k in ("group", "child", "status", "label")}))
+            return SourceResult(name=self.name, kind=self.kind, rows=rows)
+        agents: list[AgentObs] = []
+        for item in doc:
+            obs = agent_from_obj(item, source=self.name, fallback_id=None)
+            if obs.agent == "?":
+                continue  # an item without an id cannot be tracked
+            agents.append(obs)
+        return SourceResult(name=self.name, kind=self.kind, agents=agents)
+
+    def poll(self, now: float, full: bool = True) -> SourceResult:
+        if not full and self.last is not None:
+            return self.last
+        r = run_bounded(self.argv, self.timeout, self.max_bytes)
+        if r.error is not None:
+            res = SourceResult(name=self.name, kind=self.kind, ok=False, error=r.error,
+                               error_class=r.error_class.value if r.error_class else "", exit_code=r.exit_code)
+        else:
+            res = self.parse(r.out or b"")
+        self.last = res
+        return res
+
+    def close(self) -> None:
+        pass
