@@ -13,6 +13,7 @@ Detectors with ``detect_memo`` (and ``fleet.step``) carry a memo from tick to ti
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -34,6 +35,23 @@ SNAPSHOT_EVERY_EVENTS = 2000
 SNAPSHOT_EVERY_SECONDS = 60.0
 # events the notifier hands back are not re-derivable from sources: keep them until committed
 _KEEP_TYPES = ("notice.", "agent.nudged")
+
+
+GC_GEN0 = 50_000  # allocations between young collections once started (CPython's default: 700)
+
+
+def settle_gc() -> None:
+    """Tune the cyclic GC for a long-running process whose data is long-lived and acyclic
+    (projection states are dicts of dicts and strings). Called after start-up and again after
+    the first tick: one collection, then ``gc.freeze()`` moves every object alive now to the
+    permanent generation (never scanned again; still freed by reference counting, only cycles
+    among them would stay), and a higher young threshold so a tick that allocates 50,000
+    agents' records runs tens of collections, not thousands. With the defaults (700, 10, 10)
+    the collector took ~18 % of a first tick at 50,000 agents, rescanning the growing state."""
+    gc.collect()
+    gc.freeze()
+    _, g1, g2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0, g1, g2)
 
 
 def version() -> str:
@@ -60,6 +78,7 @@ class Watcher:
         self.cancel: Any = None              # a threading.Event (the stop request) that cuts the wait
         self.snap_seq = self.proj.seq
         self.snap_mono = time.monotonic()
+        self.snap_wanted = False
 
     # ---- pure-ish stages ------------------------------------------------------------------
     def observe(self, now: float, full: bool, changed: set[str] | None = None):
@@ -116,44 +135,61 @@ class Watcher:
     def commit(self, events: list[Any], now: float, *, force_snapshot: bool = False) -> int:
         """Append ``events`` (plus kept notifier records) in one transaction and fold them.
         On failure nothing is folded: level-based transitions are found again next tick and
-        notifier records stay pending."""
+        notifier records stay pending. Snapshots are not written here (see :meth:`snapshot`)
+        unless ``force_snapshot``."""
         batch = self.pending + list(events)
-        if not batch and not force_snapshot:
-            return 0
-        proj = self.proj
-        snapped: list[int | None] = [None]
+        if batch:
+            proj = self.proj
 
-        def fold_and_snapshot(recs):
-            if recs:
-                first = recs[0].seq
-                for r in self.log.read(proj.seq, limit=max(0, first - 1 - proj.seq)):
-                    proj.fold(r)  # foreign events that landed before ours
-            for r in recs:
-                proj.fold(r)
-            due = force_snapshot or (proj.seq - self.snap_seq >= SNAPSHOT_EVERY_EVENTS) or \
-                (time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS and proj.seq > self.snap_seq)
-            snapped[0] = proj.seq if due else None
-            return proj.encoded() if due else None
+            def fold(recs):
+                if recs:
+                    first = recs[0].seq
+                    for r in self.log.read(proj.seq, limit=max(0, first - 1 - proj.seq)):
+                        proj.fold(r)  # foreign events that landed before ours
+                for r in recs:
+                    proj.fold(r)
+                return None
 
-        try:
-            self.log.append(batch, now, snapshot=fold_and_snapshot)
-        except AppendFailed as e:
-            log.error("append failed, %d transitions kept for the next tick: %s", len(batch), e)
-            self.proj = Projections.load(self.log)
-            self.pending = [e for e in batch if _keep(e)]
-            raise
-        self.pending = []
-        if log.isEnabledFor(logging.INFO):
-            for e in batch:
-                log.info("%s", describe(e))
-        if snapped[0] is not None:
-            self.snap_seq, self.snap_mono = snapped[0], time.monotonic()
+            try:
+                self.log.append(batch, now, snapshot=fold)
+            except AppendFailed as e:
+                log.error("append failed, %d transitions kept for the next tick: %s", len(batch), e)
+                self.proj = Projections.load(self.log)
+                self.pending = [e for e in batch if _keep(e)]
+                raise
+            self.pending = []
+            if log.isEnabledFor(logging.INFO):
+                for e in batch:
+                    log.info("%s", describe(e))
+        if force_snapshot:
+            self.snapshot()
         return len(batch)
+
+    def snapshot_due(self) -> bool:
+        """Every ``max(SNAPSHOT_EVERY_EVENTS, agents)`` events (a snapshot's cost grows with the
+        fleet: one per that many events keeps it O(1) per event), or every
+        SNAPSHOT_EVERY_SECONDS when anything was folded."""
+        behind = self.proj.seq - self.snap_seq
+        every = max(SNAPSHOT_EVERY_EVENTS, len(self.proj["fleet"]["agents"]))
+        return behind >= every or (behind > 0 and time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS)
+
+    def snapshot(self) -> None:
+        """Store every projection's state at the seq it covers (its own transaction: snapshots
+        are a cache, they need not be atomic with the events they cover)."""
+        try:
+            self.log.put_snapshots(self.proj.seq, self.proj.encoded())
+        except Exception as e:  # a snapshot is only a cache: the next one is due again
+            log.error("could not store snapshots: %s", type(e).__name__)
+            return
+        self.snap_seq, self.snap_mono = self.proj.seq, time.monotonic()
 
     def tick(self, now: float, full: bool = True, changed: set[str] | None = None) -> int:
         """One tick. Returns how many events this tick appended. ``changed`` (the paths a
         :class:`Waker` collected): file sources look only there; None: they stat every file.
-        ``full`` False (woken early): command, tmux and sqlite sources are not run again."""
+        ``full`` False (woken early): command, tmux and sqlite sources are not run again.
+        A snapshot that came due in one tick is written at the end of the next one, so the tick
+        that made it due (the first tick of a big fleet above all) commits without encoding
+        every projection."""
         self.proj.catch_up(self.log)
         snap = self.observe(now, full, changed)
         n = 0
@@ -163,6 +199,9 @@ class Watcher:
                 n += self.commit(self.notifier.step(self.proj.states, now), now)
         except AppendFailed:
             pass
+        if self.snap_wanted:
+            self.snapshot()
+        self.snap_wanted = self.snapshot_due()
         return n
 
     def suspects(self) -> bool:

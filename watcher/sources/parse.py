@@ -96,7 +96,6 @@ def agent_from_obj(obj: Any, *, source: str, fallback_id: str | None, path: str 
         contract_sha256=sha, contract_len=clen,
         dod_status=_s(obj.get("dod_status")), dod_verifier=_s(obj.get("dod_verifier")),
         last_activity=la, ended=obj.get("ended") is True, target=_s(obj.get("target")),
-        tool_open=isinstance(obj.get("tools_open"), list) and bool(obj.get("tools_open")),
         task=(_s(obj.get("task")) or None) and obj["task"][:200],
     )
 
