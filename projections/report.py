@@ -1,0 +1,300 @@
+"""The report projection: DoD throughput and the human's load, folded from the log (pure).
+
+What it counts, per UTC day (``days[YYYY-MM-DD]``) and in total:
+- DoD: verdicts met / failed / unevaluable; claims (an agent entering DICE_TERMINADO);
+  false-done (a claim whose next verdict is ``failed``); claims never verified (a claim that
+  ends — the agent leaves DICE_TERMINADO — or is still open with no verdict); claim → verdict
+  time; self-approvals refused (``dod.flagged`` ``self-approved``).
+- The human's load: pushes (``notice.sent``) per day and per hour of day (UTC), items per push
+  (``covers``), RECLAMA episodes (an agent's stay in RECLAMA: count, agent-seconds, durations —
+  "time to answer" is the same interval, RECLAMA → the next class), acknowledgements,
+  escalations.
+- Stalls: ESTANCADO episodes, their length, the nudges in them and the class that followed.
+- Per agent: seconds in each class, DoD outcomes. Runs: steps done/failed, rule violations by
+  rule, retries (a step begun again), abandoned runs. Missions: WPs done, approvals (a WP's stay
+  in APPROVAL_REQUIRED), circuit opens, WP rule violations.
+- The watcher: uptime (``watcher.started`` → ``watcher.stopped``, or the last event), restarts
+  (a start after a start with no stop in between: the previous run died), source failures and
+  their length (``source.failed`` → ``source.recovered``).
+
+Intervals are cut at UTC midnight so agent-hours land on the day they were spent. Time comes
+from ``rec.time`` only. Durations are kept as lists per kind (for exact percentiles); the
+watcher's copy keeps ``KEEP_DAYS`` days of per-day figures and at most ``MAX_SAMPLES`` durations
+per kind (oldest dropped first), so its snapshot stays bounded; ``fleetwatch report`` folds the
+range it is asked for from a fresh state (no bound reached in practice: see ``MAX_SAMPLES``).
+Figures and percentiles for output are in ``projections.report_view``.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any
+
+from events.timefmt import parse_iso
+
+NAME = "report"
+KEEP_DAYS = 60
+MAX_SAMPLES = 20000
+KINDS = ("reclama", "stall", "claim_verdict", "approval", "source_failed")
+TYPES = frozenset((
+    "agent.classified", "agent.nudged", "dod.verdict", "dod.flagged", "notice.sent", "notice.acked",
+    "notice.escalated", "step.changed", "rule.violated", "run.abandoned", "wp.changed", "wp.violated",
+    "circuit.changed", "watcher.started", "watcher.stopped", "source.failed", "source.recovered"))
+DAY_FIELDS = ("met", "failed", "unevaluable", "claims", "false_done", "unverified", "pushes", "items",
+              "reclama", "reclama_s", "stalls", "stall_s", "nudges", "acks", "escalations",
+              "steps_done", "steps_failed", "violations", "wps_done", "uptime_s", "restarts",
+              "source_failures")
+_DAY_S = 86400.0
+
+
+def initial() -> dict[str, Any]:
+    return {"first": None, "last": None, "days": {}, "hours": [0] * 24, "agents": {}, "per_agent": {},
+            "samples": {k: [] for k in KINDS}, "stall_next": {}, "self_refused": 0,
+            "rules": {}, "wp_rules": {}, "retries": 0, "abandoned": 0, "approvals": 0,
+            "circuit_opens": 0, "wp_open": {}, "up_since": None, "uptime_s": 0.0, "starts": 0,
+            "restarts": 0, "src_down": {}, "src_failures": {}, "last_before": None, "stopped_at": None}
+
+
+@lru_cache(maxsize=1024)
+def day_name(day: int) -> str:
+    """``YYYY-MM-DD`` of UTC day number ``day`` (days since the epoch)."""
+    return datetime.fromtimestamp(day * _DAY_S, timezone.utc).strftime("%Y-%m-%d")
+
+
+@lru_cache(maxsize=1024)
+def _day_start(name: str) -> float:
+    return parse_iso(name + "T00:00:00Z")
+
+
+def event_time(time: str) -> float:
+    """Epoch seconds of a log time (``YYYY-MM-DDTHH:MM:SS.mmmZ``, as ``events.timefmt.iso``
+    writes it) without a datetime per event; any other shape goes through ``parse_iso``."""
+    if len(time) == 24 and time[10] == "T" and time[23] == "Z":
+        return _day_start(time[:10]) + int(time[11:13]) * 3600 + int(time[14:16]) * 60 + float(time[17:23])
+    return parse_iso(time)
+
+
+def day_key(t: float) -> str:
+    return day_name(int(t // _DAY_S))
+
+
+def _day(st: dict, key: str) -> dict:
+    d = st["days"].get(key)
+    if d is None:
+        d = st["days"][key] = dict.fromkeys(DAY_FIELDS, 0)
+        if len(st["days"]) > KEEP_DAYS:      # deterministic: drop the oldest day
+            del st["days"][min(st["days"])]
+    return d
+
+
+def count(st: dict, t: float, field: str, n: float = 1) -> None:
+    _day(st, day_key(t))[field] += n
+
+
+def _spread(st: dict, start: float, end: float, field: str) -> None:
+    """Add the seconds of [start, end) to ``field`` of each UTC day they fall on."""
+    t = start
+    while t < end:
+        midnight = (t // _DAY_S + 1) * _DAY_S
+        cut = min(end, midnight)
+        count(st, t, field, cut - t)
+        t = cut
+
+
+def _sample(st: dict, kind: str, value: float) -> None:
+    s = st["samples"][kind]
+    s.append(round(value, 3))
+    if len(s) > MAX_SAMPLES:
+        del s[0]
+
+
+def _agent_stats(st: dict, agent: str) -> dict:
+    a = st["per_agent"].get(agent)
+    if a is None:
+        a = st["per_agent"][agent] = {"time": {}, "met": 0, "failed": 0, "unevaluable": 0, "claims": 0}
+    return a
+
+
+# ---- folds per event type ------------------------------------------------------------------------
+def _classified(st: dict, ev: Any, t: float) -> None:
+    agents = st["agents"]
+    a = agents.get(ev.agent)
+    if a is not None:
+        close_class(st, ev.agent, a, t, ev.to)
+    if ev.to == "CERRADO":
+        agents.pop(ev.agent, None)
+        return
+    a = agents[ev.agent] = {"cls": ev.to, "since": t, "claim": a["claim"] if a else None, "nudges": 0}
+    if ev.to == "DICE_TERMINADO":
+        a["claim"] = t
+        count(st, t, "claims")
+        _agent_stats(st, ev.agent)["claims"] += 1
+    elif ev.to == "RECLAMA":
+        count(st, t, "reclama")
+    elif ev.to == "ESTANCADO":
+        count(st, t, "stalls")
+
+
+def close_class(st: dict, agent: str, a: dict, t: float, to: str) -> None:
+    """The agent leaves ``a["cls"]`` at ``t`` for ``to``: book the interval."""
+    cls, since = a["cls"], a["since"]
+    dur = max(0.0, t - since)
+    times = _agent_stats(st, agent)["time"]
+    times[cls] = times.get(cls, 0.0) + dur
+    if cls == "RECLAMA":
+        _spread(st, since, t, "reclama_s")
+        _sample(st, "reclama", dur)
+    elif cls == "ESTANCADO":
+        _spread(st, since, t, "stall_s")
+        _sample(st, "stall", dur)
+        key = ("nudged:" if a["nudges"] else "not_nudged:") + to
+        st["stall_next"][key] = st["stall_next"].get(key, 0) + 1
+    elif cls == "DICE_TERMINADO" and a["claim"] is not None and to != "DICE_TERMINADO":
+        count(st, t, "unverified")      # the claim ended without a verdict
+        a["claim"] = None
+
+
+def _nudged(st: dict, ev: Any, t: float) -> None:
+    count(st, t, "nudges")
+    a = st["agents"].get(ev.agent)
+    if a is not None and a["cls"] == "ESTANCADO":
+        a["nudges"] += 1
+
+
+def _verdict(st: dict, ev: Any, t: float) -> None:
+    v = ev.verdict if ev.verdict in ("met", "failed", "unevaluable") else None
+    if v is None:
+        return
+    count(st, t, v)
+    _agent_stats(st, ev.agent)[v] += 1
+    a = st["agents"].get(ev.agent)
+    if a is not None and a["claim"] is not None:
+        _sample(st, "claim_verdict", max(0.0, t - a["claim"]))
+        if v == "failed":
+            count(st, t, "false_done")
+        a["claim"] = None
+
+
+def _flagged(st: dict, ev: Any, t: float) -> None:
+    if ev.flag == "self-approved":
+        st["self_refused"] += 1
+
+
+def _sent(st: dict, ev: Any, t: float, rec_time: str) -> None:
+    count(st, t, "pushes")
+    count(st, t, "items", len(ev.covers))
+    st["hours"][int(rec_time[11:13])] += 1
+
+
+def _step(st: dict, ev: Any, t: float) -> None:
+    if ev.to == "done":
+        count(st, t, "steps_done")
+    elif ev.to == "fail":
+        count(st, t, "steps_failed")
+    elif ev.to == "begin" and ev.attempt > 1:
+        st["retries"] += 1
+
+
+def _rule(st: dict, ev: Any, t: float, table: str) -> None:
+    count(st, t, "violations")
+    st[table][ev.rule] = st[table].get(ev.rule, 0) + 1
+
+
+def _wp(st: dict, ev: Any, t: float) -> None:
+    key = f"{ev.mission}/{ev.wp}"
+    opened = st["wp_open"].pop(key, None)
+    if opened is not None:
+        _sample(st, "approval", max(0.0, t - opened))
+    if ev.to == "APPROVAL_REQUIRED":
+        st["approvals"] += 1
+        st["wp_open"][key] = t
+    elif ev.to == "DONE" and ev.from_ != "DONE":
+        count(st, t, "wps_done")
+
+
+def _circuit(st: dict, ev: Any, t: float) -> None:
+    if ev.to == "OPEN" and ev.from_ != "OPEN":
+        st["circuit_opens"] += 1
+
+
+def _started(st: dict, ev: Any, t: float) -> None:
+    st["starts"] += 1
+    if st["up_since"] is not None:        # the previous run never recorded its stop: it died
+        st["restarts"] += 1
+        count(st, t, "restarts")
+        # it died after the last event it recorded (of the types read here): book up to that
+        book_uptime(st, st["up_since"], st["last_before"] if st["last_before"] is not None else t)
+    st["up_since"] = t
+
+
+def _stopped(st: dict, ev: Any, t: float) -> None:
+    if st["up_since"] is not None:
+        book_uptime(st, st["up_since"], t)
+        st["up_since"] = None
+    st["stopped_at"] = t
+
+
+def book_uptime(st: dict, start: float, end: float) -> None:
+    st["uptime_s"] += max(0.0, end - start)
+    _spread(st, start, end, "uptime_s")
+
+
+def _source_failed(st: dict, ev: Any, t: float) -> None:
+    if ev.source not in st["src_down"]:
+        st["src_down"][ev.source] = t
+        st["src_failures"][ev.source] = st["src_failures"].get(ev.source, 0) + 1
+        count(st, t, "source_failures")
+
+
+def _source_recovered(st: dict, ev: Any, t: float) -> None:
+    down = st["src_down"].pop(ev.source, None)
+    if down is not None:
+        _sample(st, "source_failed", max(0.0, t - down))
+
+
+def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+    typ = rec.type
+    if typ not in TYPES:
+        return state
+    t = event_time(rec.time)
+    st = state
+    if st["first"] is None:
+        st["first"] = t
+    st["last_before"] = st["last"]
+    st["last"] = t
+    ev = rec.event
+    if typ == "agent.classified":
+        _classified(st, ev, t)
+    elif typ == "agent.nudged":
+        _nudged(st, ev, t)
+    elif typ == "dod.verdict":
+        _verdict(st, ev, t)
+    elif typ == "dod.flagged":
+        _flagged(st, ev, t)
+    elif typ == "notice.sent":
+        _sent(st, ev, t, rec.time)
+    elif typ == "notice.acked":
+        count(st, t, "acks")
+    elif typ == "notice.escalated":
+        count(st, t, "escalations")
+    elif typ == "step.changed":
+        _step(st, ev, t)
+    elif typ == "rule.violated":
+        _rule(st, ev, t, "rules")
+    elif typ == "wp.violated":
+        _rule(st, ev, t, "wp_rules")
+    elif typ == "run.abandoned":
+        st["abandoned"] += 1
+    elif typ == "wp.changed":
+        _wp(st, ev, t)
+    elif typ == "circuit.changed":
+        _circuit(st, ev, t)
+    elif typ == "watcher.started":
+        _started(st, ev, t)
+    elif typ == "watcher.stopped":
+        _stopped(st, ev, t)
+    elif typ == "source.failed":
+        _source_failed(st, ev, t)
+    elif typ == "source.recovered":
+        _source_recovered(st, ev, t)
+    return st

@@ -1,0 +1,184 @@
+"""``fleetwatch report``: DoD throughput and the human's load, from the log.
+
+The figures are the ``report`` projection (projections/report.py) folded from a fresh state over
+the asked range — every event of its types with time in [since, until] — and shaped by
+``projections.report_view.figures``. The log is opened read-only (a read-only copy works).
+``--since``/``--until`` take a duration back from now (``7d``, ``12h``), a seq (``SEQ`` or
+``#SEQ``) or an ISO-8601 time. Output: rich tables with per-day sparklines, ``--json`` (stable
+field names, documented in the README), ``--html FILE`` (one self-contained page with charts,
+needs the ``report`` extra: matplotlib).
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+
+from events.errors import ConfigError
+from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def parse_bound(text: str | None, now: float, key: str) -> tuple[str, float] | None:
+    """("seq", n) or ("time", epoch) for a ``--since``/``--until`` value; None when absent."""
+    if text is None or text == "":
+        return None
+    t = text.strip()
+    if t.lstrip("#").isdigit():
+        return ("seq", float(int(t.lstrip("#"))))
+    from watcher.config import parse_duration
+
+    try:
+        return ("time", now - parse_duration(t))
+    except Exception:
+        pass
+    try:
+        from events.timefmt import parse_iso
+
+        return ("time", parse_iso(t))
+    except ValueError:
+        raise ConfigError(f"{key} {text!r} is not a duration (7d, 12h), a seq or an ISO-8601 time",
+                          op="report", key=key, hint="e.g. --since 7d, --since 1200, --since 2026-11-24T00:00:00Z")
+
+
+def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] | None) -> tuple[dict, float | None]:
+    """Fold the report over the range; (state, since as epoch or None)."""
+    from projections import report
+
+    st = report.initial()
+    start_seq = int(since[1]) if since and since[0] == "seq" else 0
+    t_from = since[1] if since and since[0] == "time" else None
+    seq_to = int(until[1]) if until and until[0] == "seq" else None
+    t_to = until[1] if until and until[0] == "time" else None
+    first_t = None
+    for rec in log.read(max(0, start_seq - 1) if start_seq else 0, types=sorted(report.TYPES)):
+        if seq_to is not None and rec.seq > seq_to:
+            break
+        if t_from is not None or t_to is not None:
+            t = report.event_time(rec.time)
+            if t_from is not None and t < t_from:
+                continue
+            if t_to is not None and t > t_to:
+                break
+        st = report.fold(st, rec)
+        if first_t is None:
+            first_t = st["first"]
+    return st, (t_from if t_from is not None else first_t)
+
+
+def spark(values: list[float]) -> str:
+    top = max(values) if values else 0
+    if top <= 0:
+        return SPARK[0] * len(values)
+    return "".join(SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1) + 0.5))] for v in values)
+
+
+def _dur(s: float | None) -> str:
+    from projections.text import age
+
+    return "-" if s is None else age(s)
+
+
+def render(fig: dict[str, Any]) -> None:
+    """The terminal report (rich; no colour when NO_COLOR is set or not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from events.timefmt import iso
+    from projections.text import safe
+
+    con = Console(highlight=False)
+    days = fig["days"]
+    rng = fig["range"]
+    since = iso(rng["since"]) if rng["since"] else "-"
+    con.print(f"[bold]fleetwatch report[/bold]  {since[:16]} → {iso(rng['until'])[:16]} UTC  ({rng['days']} days)")
+    d, ld, st = fig["dod"], fig["load"], fig["stalls"]
+    rate = "-" if d["false_done_rate"] is None else f"{d['false_done_rate'] * 100:.0f} %"
+    t = Table(title="DoD", show_header=True, header_style="bold", title_justify="left")
+    for c in ("met", "failed", "unevaluable", "claims", "false done", "never verified", "claim → verdict p50", "self-approvals refused"):
+        t.add_column(c, justify="right")
+    t.add_row(str(d["met"]), str(d["failed"]), str(d["unevaluable"]), str(d["claims"]), rate,
+              str(d["never_verified"]), _dur(d["claim_to_verdict"]["p50_s"]), str(d["self_approvals_refused"]))
+    con.print(t)
+    r = ld["reclama"]
+    t = Table(title="Your load", show_header=True, header_style="bold", title_justify="left")
+    for c in ("pushes", "items/push", "waits (RECLAMA)", "agent-hours waiting", "p50", "p90", "max", "acks", "escalations"):
+        t.add_column(c, justify="right")
+    t.add_row(str(ld["pushes"]), "-" if ld["items_per_push"] is None else f"{ld['items_per_push']:.1f}",
+              str(r["episodes"]) + (f" ({r['open']} open)" if r["open"] else ""), f"{r['agent_hours']:.1f}",
+              _dur(r["p50_s"]), _dur(r["p90_s"]), _dur(r["max_s"]), str(ld["acks"]), str(ld["escalations"]))
+    con.print(t)
+    con.print(f"pushes by hour (UTC 0–23): {spark(ld['pushes_by_hour'])}")
+    helped = sum(n for c, n in st["after_nudge"].items() if c in ("TRABAJANDO", "DICE_TERMINADO"))
+    nudged = sum(st["after_nudge"].values())
+    con.print(f"stalls: {st['episodes']} (p50 {_dur(st['p50_s'])}, max {_dur(st['max_s'])}), "
+              f"nudges {st['nudges']}" + (f", back to work after a nudge {helped}/{nudged}" if nudged else ""))
+    if days:
+        t = Table(title="Per day", show_header=True, header_style="bold", title_justify="left")
+        t.add_column("")
+        t.add_column("trend")
+        t.add_column("total", justify="right")
+        for label, field, scale in (("DoD met", "met", 1), ("false done", "false_done", 1), ("pushes", "pushes", 1),
+                                    ("hours waiting on you", "reclama_s", 3600), ("stalls", "stalls", 1)):
+            vals = [x[field] / scale for x in days]
+            tot = sum(vals)
+            t.add_row(label, spark(vals), f"{tot:.1f}" if scale != 1 else str(int(tot)))
+        con.print(t)
+    if fig["agents"]:
+        t = Table(title="Per agent", show_header=True, header_style="bold", title_justify="left")
+        for c in ("agent", "working", "waiting on you", "stalled", "claims", "met", "failed"):
+            t.add_column(c, justify="right" if c != "agent" else "left")
+        for a, v in fig["agents"].items():
+            s = v["seconds"]
+            t.add_row(safe(a, 40), _dur(s.get("TRABAJANDO")), _dur(s.get("RECLAMA")), _dur(s.get("ESTANCADO")),
+                      str(v["claims"]), str(v["met"]), str(v["failed"]))
+        con.print(t)
+    ru, mi, w = fig["runs"], fig["missions"], fig["watcher"]
+    viol = ", ".join(f"{safe(k)} {n}" for k, n in ru["violations"].items()) or "none"
+    con.print(f"runs: steps done {ru['steps_done']}, failed {ru['steps_failed']}, retries {ru['retries']}, "
+              f"abandoned {ru['abandoned']}; rule violations: {viol}")
+    con.print(f"missions: WPs done {mi['wps_done']}, approvals {mi['approvals']} (p50 wait "
+              f"{_dur(mi['approval_wait']['p50_s'])}), circuit opens {mi['circuit_opens']}")
+    down = ", ".join(f"{safe(k)} {n}" for k, n in w["source_failures"].items()) or "none"
+    con.print(f"watcher: up {_dur(w['uptime_s'])}, starts {w['starts']}, restarts {w['restarts']}; "
+              f"source failures: {down}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    @errors
+    def report_cmd(
+        since: Annotated[Optional[str], typer.Option("--since", help="Start: a duration back (7d), a seq, or an ISO time. Default: the whole log.")] = None,
+        until: Annotated[Optional[str], typer.Option("--until", help="End: a duration back, a seq, or an ISO time. Default: now.")] = None,
+        html: Annotated[Optional[str], typer.Option("--html", help="Also write one self-contained HTML page with charts to FILE.")] = None,
+        as_json: JsonOpt = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """DoD throughput and the human's load, measured from the log (read-only)."""
+        from events.log import EventLog
+        from projections.report_view import figures
+
+        now = time.time()
+        s, u = parse_bound(since, now, "--since"), parse_bound(until, now, "--until")
+        _, path = context(config, db)
+        log = EventLog(path, create=False, readonly=True)
+        try:
+            st, t_from = collect(log, s, u)
+        finally:
+            log.close()
+        end = u[1] if u and u[0] == "time" else (st["last"] if u else now)
+        fig = figures(st, end if end is not None else now, t_from)
+        if html:
+            from watcher.cli.report_html import write_html
+
+            write_html(fig, html)
+        if as_json:
+            print(json.dumps(fig, ensure_ascii=False, sort_keys=True))
+        else:
+            render(fig)
+            if html:
+                print(f"wrote {html}")

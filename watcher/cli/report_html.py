@@ -1,0 +1,115 @@
+"""``fleetwatch report --html FILE``: one self-contained page with charts.
+
+Charts are drawn by matplotlib (the ``report`` extra) as inline SVG — no JavaScript, no build
+step, no file beside the page: DoD met (and failed) per day, agent-hours waiting on the human per
+day, pushes per hour of day. Every agent-controlled string on the page is HTML-escaped. The page
+is written atomically (temp file + rename), so a reader never sees half a page.
+"""
+from __future__ import annotations
+
+import html
+import io
+import os
+import tempfile
+from typing import Any
+
+from events.errors import FleetwatchError
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]          # drop the XML prolog and doctype: inline in HTML
+
+
+def charts(fig: dict[str, Any]) -> dict[str, str]:
+    """{chart id: inline SVG} for the three charts."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")                 # no display; deterministic SVG output
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise FleetwatchError("the HTML report needs matplotlib", op="report --html",
+                              hint="pip install 'fleetwatch[report]'") from e
+    days = fig["days"]
+    labels = [d["day"][5:] for d in days]
+    x = list(range(len(days)))
+    out = {}
+    plt.rcParams.update({"svg.hashsalt": "fleetwatch", "font.size": 9})
+
+    f, ax = plt.subplots(figsize=(7, 2.6))
+    ax.bar(x, [d["met"] for d in days], color="#2e7d32", label="met")
+    ax.bar(x, [d["failed"] for d in days], bottom=[d["met"] for d in days], color="#c62828", label="failed")
+    ax.set_title("DoD verdicts per day")
+    ax.set_xticks(x, labels, rotation=45 if len(x) > 10 else 0)
+    ax.legend(frameon=False)
+    out["dod"] = _svg(f)
+    plt.close(f)
+
+    f, ax = plt.subplots(figsize=(7, 2.6))
+    ax.bar(x, [d["reclama_s"] / 3600.0 for d in days], color="#ef6c00")
+    ax.set_title("Agent-hours waiting on you per day (RECLAMA)")
+    ax.set_xticks(x, labels, rotation=45 if len(x) > 10 else 0)
+    out["waiting"] = _svg(f)
+    plt.close(f)
+
+    f, ax = plt.subplots(figsize=(7, 2.6))
+    ax.bar(range(24), fig["load"]["pushes_by_hour"], color="#1565c0")
+    ax.set_title("Pushes per hour of day (UTC)")
+    ax.set_xticks(range(0, 24, 2))
+    out["hours"] = _svg(f)
+    plt.close(f)
+    return out
+
+
+def page(fig: dict[str, Any]) -> str:
+    e = html.escape
+    d, ld = fig["dod"], fig["load"]
+    rate = "–" if d["false_done_rate"] is None else f"{d['false_done_rate'] * 100:.0f} %"
+    tiles = [("DoD met", d["met"]), ("failed", d["failed"]), ("false done", rate),
+             ("never verified", d["never_verified"]), ("pushes", ld["pushes"]),
+             ("hours waiting on you", f"{ld['reclama']['agent_hours']:.1f}"), ("stalls", fig["stalls"]["episodes"])]
+    tile_html = "".join(f'<div class="tile"><b>{e(str(v))}</b><span>{e(k)}</span></div>' for k, v in tiles)
+    rows = "".join(
+        f"<tr><td>{e(a)}</td><td>{v['claims']}</td><td>{v['met']}</td><td>{v['failed']}</td>"
+        f"<td>{round(v['seconds'].get('RECLAMA', 0) / 60)}</td></tr>" for a, v in fig["agents"].items())
+    svgs = charts(fig)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>fleetwatch report</title>
+<style>body{{font-family:system-ui,sans-serif;margin:1.5em;max-width:60em;color:#222}}
+.tiles{{display:flex;flex-wrap:wrap;gap:.6em}}.tile{{border:1px solid #ddd;border-radius:6px;padding:.5em .8em}}
+.tile b{{display:block;font-size:1.6em}}.tile span{{color:#666;font-size:.85em}}
+figure{{margin:1em 0}}figure svg{{max-width:100%;height:auto}}table{{border-collapse:collapse}}
+td,th{{border-bottom:1px solid #eee;padding:.2em .6em;text-align:right}}td:first-child,th:first-child{{text-align:left}}</style>
+</head><body>
+<h1>fleetwatch report</h1>
+<p>{fig['range']['days']} days · generated from the event log (no LLM)</p>
+<div class="tiles">{tile_html}</div>
+<figure id="chart-dod">{svgs['dod']}</figure>
+<figure id="chart-waiting">{svgs['waiting']}</figure>
+<figure id="chart-hours">{svgs['hours']}</figure>
+<h2>Per agent</h2>
+<table><tr><th>agent</th><th>claims</th><th>met</th><th>failed</th><th>minutes waiting on you</th></tr>{rows}</table>
+</body></html>
+"""
+
+
+def write_html(fig: dict[str, Any], path: str) -> None:
+    text = page(fig)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise FleetwatchError(f"cannot write the report: {e.strerror}", op="report --html", path=path,
+                              hint="check that the folder exists and is writable") from e
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
