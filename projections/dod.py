@@ -94,7 +94,7 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
                 a["claim_seq"], a["claim_since"], a["claim_flagged"] = rec.seq, rec.time, False
         if ev.to != CLAIM_CLASS:
             a["claim_seq"], a["claim_since"], a["claim_flagged"] = 0, None, False
-        if rec.seq % fleet.PRUNE_EVERY == 0:
+        if fleet.prune_due(rec.seq, state["agents"]):
             fleet.prune_closed(state["agents"], rec.time, "class_since")
     elif isinstance(ev, DodVerdict):
         a = _agent(state, ev.agent)

@@ -49,7 +49,7 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             "target": ev.target or state["agents"].get(ev.agent, {}).get("target"),
             "task": ev.task, "last_activity": ev.last_activity,
         }
-        if rec.seq % PRUNE_EVERY == 0:
+        if prune_due(rec.seq, state["agents"]):
             prune_closed(state["agents"], rec.time, "since")
     elif rec.type == "agent.updated":
         old = state["agents"].get(ev.agent)
@@ -65,6 +65,17 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
 
 PRUNE_EVERY = 512                 # seqs: prune on agent.classified events whose seq is a multiple
 CLOSED_KEEP_S = 7 * 86400         # a CERRADO agent is forgotten this long after it closed
+
+
+def prune_due(seq: int, agents: dict[str, Any]) -> bool:
+    """Whether the fold at ``seq`` scans ``agents`` for agents to forget: on seqs that are a
+    multiple of PRUNE_EVERY, or of the power of two at or above the agent count when that is
+    larger. A scan of N agents then comes at most once per N seqs (amortized O(1) per event: a
+    first tick of 50,000 agents scans ~100,000 records, not 2.5 million), and the state never
+    grows past about twice its live size. Deterministic: seq and state only."""
+    n = len(agents)
+    every = PRUNE_EVERY if n <= PRUNE_EVERY else 1 << (n - 1).bit_length()
+    return seq % every == 0
 
 
 def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> None:

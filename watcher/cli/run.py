@@ -34,7 +34,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     from events.lock import WriterLock
     from events.log import EventLog
     from watcher.config import load
-    from watcher.runtime.loop import Waker, Watcher
+    from watcher.runtime.loop import Waker, Watcher, settle_gc
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
 
     lock = WriterLock(db).acquire()
@@ -47,6 +47,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     stop = threading.Event()
     reload_req = threading.Event()
     w = Watcher(cfg, elog)
+    settle_gc()  # after start-up: imports, config and the loaded projections are long-lived
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                   cfg.dur("watch.debounce"))
@@ -75,6 +76,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         if not once:  # after the first tick no source holds the tick longer than this
             w.poll_wait = TICK_WAIT if sd.watchdog_interval is None else min(TICK_WAIT, sd.watchdog_interval / 4)
         w.tick(time.time(), full=True)
+        settle_gc()  # and the first tick's records (every agent) are too
         last_full = last_resync = time.monotonic()
         log.info("watching %d sources; %d agents", len(w.sources), len(w.proj["fleet"]["agents"]))
         if once:
