@@ -14,7 +14,6 @@ Detectors with ``detect_memo`` (and ``fleet.step``) carry a memo from tick to ti
 from __future__ import annotations
 
 import gc
-import gc
 import logging
 import os
 import threading
@@ -36,23 +35,6 @@ SNAPSHOT_EVERY_EVENTS = 2000
 SNAPSHOT_EVERY_SECONDS = 60.0
 # events the notifier hands back are not re-derivable from sources: keep them until committed
 _KEEP_TYPES = ("notice.", "agent.nudged")
-
-
-GC_GEN0 = 50_000  # allocations between young collections once started (CPython's default: 700)
-
-
-def settle_gc() -> None:
-    """Tune the cyclic GC for a long-running process whose data is long-lived and acyclic
-    (projection states are dicts of dicts and strings). Called after start-up and again after
-    the first tick: one collection, then ``gc.freeze()`` moves every object alive now to the
-    permanent generation (never scanned again; still freed by reference counting, only cycles
-    among them would stay), and a higher young threshold so a tick that allocates 50,000
-    agents' records runs tens of collections, not thousands. With the defaults (700, 10, 10)
-    the collector took ~18 % of a first tick at 50,000 agents, rescanning the growing state."""
-    gc.collect()
-    gc.freeze()
-    _, g1, g2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0, g1, g2)
 
 
 GC_GEN0 = 50_000  # allocations between young collections once started (CPython's default: 700)
@@ -96,7 +78,6 @@ class Watcher:
         self.cancel: Any = None              # a threading.Event (the stop request) that cuts the wait
         self.snap_seq = self.proj.seq
         self.snap_mono = time.monotonic()
-        self.snap_wanted = False
         self.snap_wanted = False
 
     # ---- pure-ish stages ------------------------------------------------------------------
