@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from projections import classes
 from projections.render import plain, record_segments
-from projections.text import age as fmt_age
+from projections.tables import tables
 from projections.text import safe
 
 
@@ -24,52 +24,6 @@ def console(file: TextIO | None = None) -> Any:
     from rich.console import Console
 
     return Console(file=file or sys.stdout, highlight=False, soft_wrap=True)
-
-
-def _cell(v: Any, limit: int = 60) -> str:
-    return safe("-" if v in (None, "") else v, limit)
-
-
-def fleet_rows(doc: dict[str, Any]) -> list[list[str]]:
-    """agent, class, for, state/phase, task, active (last activity age), target, DoD."""
-    return [[_cell(a["agent"], 40), a["class"], fmt_age(a["age_s"]),
-             f"{_cell(a.get('state'), 12)}/{_cell(a.get('phase'), 14)}", _cell(a.get("task"), 40),
-             fmt_age(a.get("activity_age_s")), _cell(a.get("target"), 30), _cell(a["dod_status"], 12)]
-            for a in doc["agents"]]
-
-
-FLEET_HEAD = ["agent", "class", "for", "state/phase", "task", "active", "target", "DoD"]
-
-
-def tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) of every non-empty section, all cells escaped."""
-    t = [("Fleet", FLEET_HEAD, fleet_rows(doc))]
-    ms = doc["missions"].get("missions", {})
-    if ms:
-        t.append(("Missions", ["mission", "WPs", "by state", "runnable", "approval", "circuit", "flagged", "done"],
-                  [[_cell(mid), str(m["wps"]), _cell(" ".join(f"{k}:{v}" for k, v in m["counts"].items())),
-                    _cell(",".join(m["runnable"])), _cell(",".join(m["approval_required"])), _cell(m["circuit"]),
-                    _cell(",".join(f["wp"] for f in m["flagged"])), "yes" if m["completed"] else "no"]
-                   for mid, m in ms.items()]))
-    gs = doc["swarms"].get("groups", {})
-    if gs:
-        t.append(("Swarms", ["group", "children", "queued", "running", "done", "failed", "killed", "timeout",
-                             "settled", "flags"],
-                  [[_cell(gid), str(g["children"]), *[str(g["counts"].get(s, 0)) for s in
-                                                      ("queued", "running", "done", "failed", "killed", "timeout")],
-                    "yes" if g["settled"] else "no", _cell(",".join(g["flags"]))] for gid, g in gs.items()]))
-    runs = doc.get("runs") or []
-    if isinstance(runs, list) and runs:
-        t.append(("Runs", ["run", "branch", "progress", "at", "failures", "next retry", "violations"],
-                  [[_cell(r.get("run")), _cell(r.get("branch")), _cell(r.get("progress")), _cell(r.get("current")),
-                    str(r.get("failures", 0)), ("abandoned" if r.get("abandoned") else _cell(r.get("next_retry"))),
-                    _cell(",".join(r.get("violations") or []))]
-                   for r in runs if isinstance(r, dict) and not r.get("gone")]))
-    if doc["sources"]:
-        t.append(("Sources", ["source", "state", "since", "error"],
-                  [[_cell(s["source"]), "FAILED" if s.get("failed") else "ok", _cell(s.get("since")),
-                    _cell(s.get("error"), 120)] for s in doc["sources"]]))
-    return [x for x in t if x[2]]
 
 
 def headline(doc: dict[str, Any]) -> str:

@@ -1,0 +1,358 @@
+"""The board: a Textual app over ``Feed`` (the followed log) and ``projections.views``.
+
+Layout: a header line (fleet counts by class, source health, notification health, log head), tabs
+for the fleet, runs, missions, swarms and the last events, a filter line and a message line.
+Agents are grouped by urgency (``projections.classes`` rank: RECLAMA first) and coloured by class;
+CERRADO agents are hidden unless asked (``c``). Compact mode (``m``, or automatically when the
+fleet does not fit the screen as rows) lays agents out as tiles, four per 80 columns, so 30 agents
+fit 80×24.
+
+Keys (one table, ``BINDINGS``): ``/`` filter, ``enter`` (or a click on the selected row) jumps to
+the agent's tmux window, ``s`` silence, ``v`` verdict, ``c`` closed agents, ``m`` compact, ``q`` quit.
+
+Invariants: every string from the log is escaped (``safe``) and put in ``Text`` objects (never
+parsed as markup); the app reads only the log (``Feed.poll`` every ``interval``; a commit shows
+within one interval plus a render); ``NO_COLOR`` is honoured by Textual (monochrome).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
+
+from projections import classes
+from projections.render import record_segments
+from projections.tables import FLEET_HEAD, cell, fleet_rows, tables
+from projections.text import age as fmt_age
+from projections.text import safe
+from watcher.board import actions
+from watcher.board.feed import Feed
+
+TILE = 18          # compact tile width (cell padding adds 2)
+CHROME = 9         # lines the header, tabs, table header, filter, message and footer take
+
+
+def matches(row: dict[str, Any], needle: str) -> bool:
+    """The filter: every word of ``needle`` in the agent's id, class, state/phase, task, reason or
+    target (case-insensitive)."""
+    hay = " ".join(str(row.get(k) or "") for k in ("agent", "class", "state", "phase", "task", "reason",
+                                                   "target", "dod_status")).lower()
+    return all(w in hay for w in needle.lower().split())
+
+
+def visible(doc: dict[str, Any], needle: str, show_closed: bool) -> list[dict[str, Any]]:
+    return [a for a in doc["agents"] if (show_closed or a["class"] != "CERRADO") and matches(a, needle)]
+
+
+def header(doc: dict[str, Any], feed_note: str) -> Text:
+    """Two lines: counts by class (coloured); sources, notifications, log head."""
+    t = Text("fleetwatch ", style="bold")
+    t.append(f"{len(doc['agents'])} agents ")
+    for c in classes.ORDER:
+        n = doc["classes"].get(c, 0)
+        if n:
+            t.append(f" {c} {n}", style=classes.COLOUR.get(c, ""))
+    failed = [s for s in doc["sources"] if s.get("failed")]
+    t.append("\nsources ")
+    if failed:
+        t.append(f"{len(failed)} FAILED ({cell(','.join(s['source'] for s in failed), 30)})", style="bold red")
+    else:
+        t.append("ok", style="green")
+    nh = doc.get("notify") or {}
+    t.append("  │ push ")
+    t.append(f"last {fmt_age(nh.get('last_sent_age_s'))} ago" if nh.get("last_sent") else "none yet")
+    if nh.get("failures"):
+        t.append(f", {nh['failures']} failing", style="bold red")
+    if nh.get("silences"):
+        t.append(f", {nh['silences']} silenced", style="yellow")
+    t.append(f"  │ head {doc['head']}", style="dim")
+    if feed_note:
+        t.append(f"  │ {safe(feed_note, 120)}", style="yellow")
+    return t
+
+
+def tile(a: dict[str, Any]) -> Text:
+    """A compact tile: ``id CLAS age`` in the class colour."""
+    style = classes.COLOUR.get(a["class"], "")
+    return Text(f"{cell(a['agent'], 8):<8} {cell(a['class'], 20)[:4]} {fmt_age(a['age_s']):>4}", style=style)
+
+
+class Ask(ModalScreen[dict[str, str] | None]):
+    """A small form: one Input per field; enter on the last submits, escape cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, title: str, fields: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.title_text, self.fields = title, fields
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="ask"):
+            yield Static(Text(self.title_text, style="bold"))
+            for name, label, value in self.fields:
+                yield Static(Text(label))
+                yield Input(value=value, id=f"ask-{name}")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        inputs = list(self.query(Input))
+        i = inputs.index(event.input)
+        if i + 1 < len(inputs):
+            inputs[i + 1].focus()
+            return
+        self.dismiss({n: self.query_one(f"#ask-{n}", Input).value for n, _, _ in self.fields})
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class Board(App[None]):
+    CSS_PATH = "board.tcss"
+    TITLE = "fleetwatch board"
+    BINDINGS = [
+        Binding("/", "filter", "filter"),
+        Binding("enter", "jump", "jump", show=True, priority=False),
+        Binding("s", "silence", "silence"),
+        Binding("v", "verdict", "verdict"),
+        Binding("c", "toggle_closed", "closed"),
+        Binding("m", "toggle_compact", "compact"),
+        Binding("escape", "clear_filter", "clear", show=False),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, feed: Feed, *, socket: str | None = None, compact: bool | None = None,
+                 show_closed: bool = False, interval: float = 0.25, clock: Callable[[], float] = time.time,
+                 verifier: str = "", on_jump: Callable[[str | None, str | None], actions.Outcome] | None = None):
+        super().__init__()
+        self.feed, self.socket, self.clock, self.interval = feed, socket, clock, interval
+        self.compact_pref, self.show_closed, self.needle = compact, show_closed, ""
+        self.verifier = verifier
+        self.jumper = on_jump or actions.jump
+        self.doc: dict[str, Any] = feed.doc(clock())
+        self.rows: list[dict[str, Any]] = []
+        self.grid: list[list[str]] = []
+        self.compact = False
+        self._drawn_at = 0.0
+        self._shape: tuple = ()
+
+    # ---- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="head")
+        with TabbedContent(id="tabs"):
+            with TabPane("Fleet", id="tab-fleet"):
+                yield DataTable(id="fleet", zebra_stripes=False, cursor_type="row")
+            with TabPane("Runs", id="tab-runs"):
+                yield DataTable(id="runs", cursor_type="row")
+            with TabPane("Missions", id="tab-missions"):
+                yield DataTable(id="missions", cursor_type="row")
+            with TabPane("Swarms", id="tab-swarms"):
+                yield DataTable(id="swarms", cursor_type="row")
+            with TabPane("Events", id="tab-events"):
+                yield RichLog(id="events", max_lines=500, wrap=False, markup=False, highlight=False)
+        yield Input(placeholder="filter: words in id, class, task, reason, target (enter: keep, esc: clear)",
+                    id="filter")
+        yield Static(id="msg")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.feed.poll()
+        log = self.query_one("#events", RichLog)
+        for rec in self.feed.recent:
+            log.write(Text.assemble(*record_segments(rec)))
+        self.redraw()
+        self.query_one("#fleet", DataTable).focus()
+        self.set_interval(self.interval, self.tick)
+
+    # ---- following the log -----------------------------------------------------------------
+    def tick(self) -> None:
+        """Fold new commits; redraw when something came in, or once a second (ages move)."""
+        n = self.feed.poll()
+        if n:
+            log = self.query_one("#events", RichLog)
+            recent = list(self.feed.recent)
+            for rec in recent[-min(n, len(recent)):]:
+                log.write(Text.assemble(*record_segments(rec)))
+        if n or self.clock() - self._drawn_at >= 1.0:
+            self.redraw()
+
+    def redraw(self) -> None:
+        self._drawn_at = self.clock()
+        self.doc = self.feed.doc(self._drawn_at)
+        self.query_one("#head", Static).update(header(self.doc, self.feed.note))
+        self.rows = visible(self.doc, self.needle, self.show_closed)
+        fit = max(1, self.size.height - CHROME) if self.size.height else 10 ** 6
+        self.compact = self.compact_pref if self.compact_pref is not None else len(self.rows) > fit
+        self._fill_fleet()
+        for title, _, _ in (("Runs", 0, 0), ("Missions", 0, 0), ("Swarms", 0, 0)):
+            self._fill_other(title)
+
+    def _fill_fleet(self) -> None:
+        t = self.query_one("#fleet", DataTable)
+        keep = self.selected()
+        if self.compact:
+            per = max(1, (self.size.width or 80) // (TILE + 2))
+            shape = ("compact", per)
+            if self._shape != shape:
+                t.clear(columns=True)
+                for i in range(per):
+                    t.add_column(" ", key=f"c{i}", width=TILE)
+                t.cursor_type, t.show_header = "cell", False
+            else:
+                t.clear()
+            self.grid = [[a["agent"] for a in self.rows[i:i + per]] for i in range(0, len(self.rows), per)]
+            for r, i in enumerate(range(0, len(self.rows), per)):
+                cells = [tile(a) for a in self.rows[i:i + per]]
+                t.add_row(*cells, *[Text("")] * (per - len(cells)), key=f"r{r}")
+        else:
+            shape = ("rows",)
+            if self._shape != shape:
+                t.clear(columns=True)
+                for h in (*FLEET_HEAD[:6], "reason", *FLEET_HEAD[6:]):
+                    t.add_column(h, key=h)
+                t.cursor_type, t.show_header = "row", True
+            else:
+                t.clear()
+            full = {a["agent"]: r for a, r in zip(self.doc["agents"], fleet_rows(self.doc))}
+            for a in self.rows:
+                r = full[a["agent"]]
+                style = classes.COLOUR.get(a["class"], "")
+                cells = [Text(r[0], style="bold" if classes.rank(a["class"]) == 0 else ""), Text(r[1], style=style),
+                         *(Text(c) for c in r[2:6]), Text(cell(a.get("reason"), 40)), *(Text(c) for c in r[6:])]
+                t.add_row(*cells, key=a["agent"])
+            self.grid = []
+        self._shape = shape
+        if keep:
+            self.select(keep)
+
+    def _fill_other(self, title: str) -> None:
+        t = self.query_one(f"#{title.lower()}", DataTable)
+        sect = {ti: (h, rows) for ti, h, rows in tables(self.doc)}.get(title)
+        t.clear(columns=True)
+        if not sect:
+            t.add_column(f"no {title.lower()} in the log")
+            return
+        head, rows = sect
+        for h in head:
+            t.add_column(h)
+        for r in rows:
+            t.add_row(*(Text(c) for c in r))
+
+    # ---- selection -------------------------------------------------------------------------
+    def selected(self) -> str | None:
+        """The agent under the cursor (row or tile), or None."""
+        t = self.query_one("#fleet", DataTable)
+        if not t.row_count:
+            return None
+        r, c = t.cursor_coordinate
+        if self.grid:
+            return self.grid[r][c] if r < len(self.grid) and c < len(self.grid[r]) else None
+        return self.rows[r]["agent"] if 0 <= r < len(self.rows) else None
+
+    def select(self, agent: str) -> None:
+        t = self.query_one("#fleet", DataTable)
+        for r, line in enumerate(self.grid or [[a["agent"]] for a in self.rows]):
+            if agent in line:
+                t.move_cursor(row=r, column=line.index(agent) if self.grid else 0, animate=False)
+                return
+
+    def say(self, text: str, ok: bool = True) -> None:
+        self.query_one("#msg", Static).update(Text(safe(text, 300), style="" if ok else "bold red"))
+
+    # ---- actions ---------------------------------------------------------------------------
+    def action_filter(self) -> None:
+        f = self.query_one("#filter", Input)
+        f.display = True
+        f.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.needle = event.value
+            self.redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.input.display = bool(self.needle)
+            self.query_one("#fleet", DataTable).focus()
+
+    def action_clear_filter(self) -> None:
+        f = self.query_one("#filter", Input)
+        f.value, self.needle, f.display = "", "", False
+        self.redraw()
+        self.query_one("#fleet", DataTable).focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "fleet":
+            self.action_jump()
+
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        if event.data_table.id == "fleet":
+            self.action_jump()
+
+    def row(self, agent: str | None) -> dict[str, Any] | None:
+        return next((a for a in self.doc["agents"] if a["agent"] == agent), None)
+
+    def action_jump(self) -> None:
+        a = self.row(self.selected())
+        if a is None:
+            self.say("no agent selected", ok=False)
+            return
+        out = self.jumper(a.get("target"), self.socket)
+        self.say(f"{a['agent']}: {out.message}", out.ok)
+
+    def action_toggle_closed(self) -> None:
+        self.show_closed = not self.show_closed
+        self.redraw()
+
+    def action_toggle_compact(self) -> None:
+        self.compact_pref = not self.compact
+        self.redraw()
+
+    def action_silence(self) -> None:
+        agent = self.selected()
+        if agent is None:
+            self.say("no agent selected", ok=False)
+            return
+
+        def done(ans: dict[str, str] | None) -> None:
+            if not ans:
+                return
+            from watcher.config import parse_duration
+
+            try:
+                secs = parse_duration(ans["for"].strip(), "for")
+            except Exception as e:  # a typed ConfigError: shown, never raised into the UI
+                self.say(f"silence: {e}", ok=False)
+                return
+            out = actions.silence(self.feed.path, agent, secs, ans.get("reason") or "from the board")
+            self.say(out.message, out.ok)
+
+        self.push_screen(Ask(f"silence {safe(agent, 60)}", [("for", "for how long (30m, 2h, 1d)", "1h"),
+                                                            ("reason", "why (optional)", "")]), done)
+
+    def action_verdict(self) -> None:
+        agent = self.selected()
+        if agent is None:
+            self.say("no agent selected", ok=False)
+            return
+
+        def done(ans: dict[str, str] | None) -> None:
+            if not ans:
+                return
+            out = actions.verdict(self.feed.path, agent, ans["verdict"], ans["verifier"], ans["evidence"])
+            self.say(f"{agent}: {out.message}", out.ok)
+
+        self.push_screen(Ask(f"verdict on {safe(agent, 60)}'s DoD", [
+            ("verdict", "met | failed | unevaluable", "met"), ("verifier", "verifier id (not the agent)", self.verifier),
+            ("evidence", "what you ran and what it showed", "")]), done)
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def on_unmount(self) -> None:
+        self.feed.close()
