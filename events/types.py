@@ -11,6 +11,7 @@ from typing import Any, Union
 
 import msgspec
 from msgspec import Struct, field
+from events.types_hub import HostEvent, HostResumed, HostSilent  # noqa: I001  (the hub's types)
 
 
 class _E(Struct, frozen=True, tag_field="type", forbid_unknown_fields=False, omit_defaults=False):
@@ -452,7 +453,7 @@ Event = Union[
     SourceFailed, SourceRecovered,
     NoticeSent, NoticeFailed, NoticeAbandoned, NoticeSilenced, SilenceAdded, SilenceRemoved,
     NoticeAcked, NoticeEscalated, NoticeHeld,
-    WatcherStarted, WatcherStopped,
+    WatcherStarted, WatcherStopped, HostSilent, HostResumed, HostEvent,
 ]
 
 EVENT_TYPES: dict[str, type[_E]] = {

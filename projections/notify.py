@@ -348,11 +348,25 @@ def _silence_removed(st: dict, ev: Any, seq: int, t: float) -> None:
     st["silences"].pop(ev.silence, None)
 
 
+def _host_silent(st: dict, ev: Any, seq: int, t: float) -> None:
+    """At the hub: a host stopped forwarding (watcher/hub/); one condition until it resumes."""
+    k = f"host:{ev.host}"
+    c = st["conds"].get(st["index"].get(k) or "")
+    if c is None or c["cleared"] is not None:
+        st["index"][k] = _new(st, k, "HOST_SILENT", "warning", seq, t, ev.host,
+                              f"no event or heartbeat for {int(ev.after)}s")
+
+
+def _host_resumed(st: dict, ev: Any, seq: int, t: float) -> None:
+    _clear(st, st["index"].pop(f"host:{ev.host}", None), t, "RESUMED")
+
+
 _HANDLERS = {
     "agent.classified": _agent_classified, "agent.nudged": _agent_nudged,
     "dod.verdict": _dod_verdict, "dod.contract_changed": _dod_contract, "dod.flagged": _dod_flagged,
     "rule.violated": _rule, "step.overdue": _overdue, "run.abandoned": _run_abandoned,
     "source.failed": _source_failed, "source.recovered": _source_recovered,
+    "host.silent": _host_silent, "host.resumed": _host_resumed,
     "wp.changed": _wp, "mission.completed": _mission_completed, "swarm.changed": _swarm,
     "notice.sent": _notice_sent, "notice.failed": _notice_failed, "notice.abandoned": _notice_abandoned,
     "notice.silenced": _notice_silenced, "silence.added": _silence_added, "silence.removed": _silence_removed,

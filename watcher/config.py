@@ -144,6 +144,27 @@ class Notify(_S):
     source_failed_after: Dur = "1m"
 
 
+class Forward(_S):
+    """``[forward]``: publish this host's events to NATS JetStream (watcher/hub/forwarder.py)."""
+    nats: str | list[str] = "nats://127.0.0.1:4222"   # one URL or a cluster's URLs
+    stream: str = "FLEETWATCH"                 # created if missing (file storage)
+    host: str = ""                             # default: the hostname (made a subject token)
+    creds: str | None = None                   # a nats .creds file
+    batch: int = 100                           # events per publish round (acks awaited together)
+    heartbeat: Dur = "30s"                     # liveness ping to the hub while idle
+
+
+class Hub(_S):
+    """``[hub]``: `fleetwatch hub` consumes every host's events (watcher/hub/hub.py)."""
+    nats: str | list[str] = "nats://127.0.0.1:4222"
+    stream: str = "FLEETWATCH"
+    silent_after: Dur = "5m"                   # no event or heartbeat this long -> host.silent
+    consumer: str = "fleetwatch-hub"           # durable consumer name (one per hub)
+    creds: str | None = None
+    batch: int = 100                           # messages per fetch (also the consumer's max_ack_pending)
+    ack_wait: Dur = "30s"                      # an unacked message is redelivered after this
+
+
 class Config(_S):
     store: Store = msgspec.field(default_factory=Store)
     watch: Watch = msgspec.field(default_factory=Watch)
@@ -154,6 +175,8 @@ class Config(_S):
     missions: Missions = msgspec.field(default_factory=Missions)
     notify: Notify = msgspec.field(default_factory=Notify)
     nudge: Nudge = msgspec.field(default_factory=Nudge)
+    forward: Forward | None = None             # absent: no forwarding
+    hub: Hub | None = None                     # only `fleetwatch hub` reads it
     # resolved at load (not TOML keys)
     config_path: str | None = msgspec.field(default=None, name="_config_path")
 
@@ -272,8 +295,41 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
                 raise bad(f"{k}.entity", "a sqlite source gives wp, circuit or swarm rows")
             if check_paths and not os.path.isfile(expand(s.path or "")):
                 raise bad(f"{k}.path", f"database {expand(s.path or '')} does not exist")
+    for sec in ("forward", "hub"):
+        _check_nats(getattr(cfg, sec), sec, bad)
     if cfg.nudge.enabled and not cfg.nudge.argv:
         raise bad("nudge.argv", "nudge is enabled but has no argv")
+
+
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")   # a NATS subject token / stream name, no wildcards
+
+
+def _check_nats(sec: Forward | Hub | None, name: str, bad) -> None:
+    """``[forward]`` / ``[hub]``: server URLs, stream and host names usable as subject tokens."""
+    if sec is None:
+        return
+    urls = [sec.nats] if isinstance(sec.nats, str) else sec.nats
+    if not urls:
+        raise bad(f"{name}.nats", "needs at least one server URL")
+    for u in urls:
+        if not re.match(r"^(nats|tls|ws|wss)://[^\s/]+(:\d+)?/?$", u):
+            raise bad(f"{name}.nats", f"expected nats://HOST:PORT (or tls://, ws://), got {u!r}")
+    if not _TOKEN.match(sec.stream):
+        raise bad(f"{name}.stream", "letters, digits, - and _ only (1-64)")
+    if isinstance(sec, Forward):
+        if sec.host and not _TOKEN.match(sec.host):
+            raise bad(f"{name}.host", "letters, digits, - and _ only (1-64): it is a subject token")
+        parse_duration(sec.heartbeat, f"{name}.heartbeat")
+    else:
+        if not _TOKEN.match(sec.consumer):
+            raise bad(f"{name}.consumer", "letters, digits, - and _ only (1-64)")
+        for k in ("silent_after", "ack_wait"):
+            if parse_duration(getattr(sec, k), f"{name}.{k}") <= 0:
+                raise bad(f"{name}.{k}", "must be greater than 0")
+    if not 1 <= sec.batch <= 10_000:
+        raise bad(f"{name}.batch", "must be between 1 and 10000")
+    if sec.creds is not None and not os.path.isfile(expand(sec.creds)):
+        raise bad(f"{name}.creds", f"credentials file {expand(sec.creds)} does not exist")
 
 
 def _glob_root(pattern: str) -> str:

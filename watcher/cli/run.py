@@ -43,6 +43,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     stop = threading.Event()
     prior = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     elog = EventLog(db, durability=cfg.store.durability)
+    from watcher.hub.forwarder import start as start_forwarder
+
+    fwd = start_forwarder(cfg, db)  # [forward]: its own thread; never blocks the tick
     sd = SystemdNotifier.from_env()
     stop = threading.Event()
     reload_req = threading.Event()
@@ -142,6 +145,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             _record_last(w)
         if started:
             w.stopped(time.time(), reason)
+        if fwd is not None:
+            fwd.stop(2.0 if once else 5.0)  # forwards what is left (watcher.stopped too)
         waker.close()
         w.close()
         elog.close()

@@ -1,0 +1,328 @@
+"""`fleetwatch hub`: every host's events from JetStream into one log, one fleet, one notifier.
+
+A durable pull consumer (``[hub] consumer``, one per hub) fetches up to ``batch`` messages; each
+becomes an :class:`~watcher.hub.wire.Origin` and a hub event (host-prefixed identities) appended
+with id ``<host>/<chain>/<event id>`` in ONE transaction together with the origin rows
+(``hub_origin``) and the projection snapshots; only then are the messages acked. So a hub killed
+at any point re-receives what it had not acked and finds the ids already stored: exactly once
+in the hub's log. ``max_ack_pending = batch`` keeps one fetch in flight: what a killed hub
+had fetched is redelivered before anything newer, so each host's rows are folded in order.
+
+The same projections and notifier as `fleetwatch run` then run over the whole fleet (agents
+``host/agent``; one grouped push across hosts). Liveness: every message and every heartbeat
+(core NATS ``fleetwatch-hb.<host>``) marks its host seen; a known host unseen for
+``silent_after`` gets a ``host.silent`` event (a HOST_SILENT condition), ``host.resumed`` when it
+is heard again (:func:`silent_changes`, pure, monotonic time passed in).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from enum import Enum
+from typing import Any
+
+from events.errors import AppendFailed
+from events.log import EventLog, Pending
+from events.types_hub import HostResumed, HostSilent
+from watcher.config import Config, parse_duration
+from watcher.hub import store, wire
+from watcher.hub.forwarder import connect_options, ensure_stream
+
+log = logging.getLogger("fleetwatch.hub")
+
+
+class Seen(str, Enum):
+    """A host's liveness transition (:func:`silent_changes`)."""
+
+    SILENT = "silent"
+    RESUMED = "resumed"
+
+
+def silent_changes(last_seen: dict[str, float], silent: set[str], mono: float,
+                   silent_after: float) -> list[tuple[str, Seen, float]]:
+    """(host, transition, seconds) for every host whose liveness changed at ``mono``: unseen for
+    ``silent_after`` -> SILENT (seconds unseen); silent but seen since -> RESUMED. Hosts never
+    seen since the hub started are in ``silent`` or absent from ``last_seen``: no change."""
+    out = []
+    for h, seen in sorted(last_seen.items()):
+        quiet = mono - seen
+        if h not in silent and quiet >= silent_after:
+            out.append((h, Seen.SILENT, quiet))
+        elif h in silent and quiet < silent_after:
+            out.append((h, Seen.RESUMED, quiet))
+    return out
+
+
+class OriginLog:
+    """The hub's EventLog with one addition: rows staged by :meth:`stage` are written to
+    ``hub_origin`` inside the same append transaction (through the snapshot hook, which the
+    log calls inside its transaction with the new records). Everything else is delegated."""
+
+    def __init__(self, elog: EventLog):
+        self._elog = elog
+        self._staged: dict[str, wire.Origin] = {}
+        elog.db.execute(store.ORIGIN_DDL)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._elog, name)
+
+    def stage(self, origins: list[wire.Origin]) -> None:
+        self._staged = {o.hub_id: o for o in origins}
+
+    def append(self, events: Any, now: Any, snapshot: Any = None) -> list[int]:
+        staged = self._staged
+
+        def both(recs: list[Any]) -> Any:
+            rows = []
+            for r in recs:
+                o = staged.get(r.id)
+                if o is not None:
+                    rows.append((o.host, o.chain, o.seq, r.seq, o.id, o.time, o.type, o.subject, o.version,
+                                 o.data, o.hash))
+            if rows:
+                store.insert_origins(self._elog.db, rows)
+            return snapshot(recs) if snapshot is not None else None
+
+        try:
+            return self._elog.append(events, now, snapshot=both if staged or snapshot else None)
+        finally:
+            self._staged = {}
+
+
+class Hub:
+    """The hub's state around a :class:`watcher.runtime.loop.Watcher` that has no sources: its
+    ``commit`` appends, folds and snapshots; its notifier plans and delivers."""
+
+    def __init__(self, cfg: Config, elog: EventLog, *, notifier: Any = None, mono: float | None = None):
+        from watcher.runtime.loop import Watcher
+
+        assert cfg.hub is not None
+        self.cfg, self.hc = cfg, cfg.hub
+        self.olog = OriginLog(elog)
+        self.w = Watcher(cfg, self.olog, notifier=notifier)  # type: ignore[arg-type]
+        self.silent_after = parse_duration(self.hc.silent_after, "hub.silent_after")
+        self.last = store.last_seqs(elog.db)
+        start = time.monotonic() if mono is None else mono
+        self.silent = {k[5:] for k in self.w.proj["notify"]["index"] if k.startswith("host:")}
+        self.last_seen = {h: start for h, _ in self.last if h not in self.silent}
+        self.wall_seen: dict[str, float] = {}
+        self.stats: dict[str, Any] = {"received": 0, "appended": 0, "duplicates": 0, "rejected": 0, "gaps": 0,
+                                      "batches": 0, "failed": 0}
+        self._rejects_logged: set[str] = set()
+
+    # ---- pure-ish stages ------------------------------------------------------------------
+    def seen(self, host: str, mono: float, now: float) -> None:
+        self.last_seen[host] = mono
+        self.wall_seen[host] = now
+
+    def accept(self, msgs: list[tuple[str, dict | None, bytes]], mono: float, now: float
+               ) -> tuple[list[wire.Origin], list[int]]:
+        """Parse a fetched batch: (origins in order, indexes of rejected messages)."""
+        origins, rejected = [], []
+        for i, (subj, hdrs, data) in enumerate(msgs):
+            o = wire.parse(subj, hdrs, data)
+            if isinstance(o, wire.Reject):
+                rejected.append(i)
+                self.stats["rejected"] += 1
+                if o.value not in self._rejects_logged:
+                    self._rejects_logged.add(o.value)
+                    log.warning("message on %s refused: %s (further ones counted, not logged)",
+                                wire.PREFIX + ".<...>", o.value)
+                continue
+            self.seen(o.host, mono, now)
+            key = (o.host, o.chain)
+            last = self.last.get(key, 0)
+            if o.seq > last + 1:
+                self.stats["gaps"] += 1
+                log.warning("host %s: seqs %d..%d not received before seq %d", o.host, last + 1, o.seq - 1, o.seq)
+            if o.seq > last:
+                self.last[key] = o.seq
+            origins.append(o)
+        return origins, rejected
+
+    def commit(self, origins: list[wire.Origin], now: float) -> int:
+        """Append the batch (events + origins + snapshots, one transaction). Returns how many
+        were new. Raises AppendFailed (nothing written; the caller naks)."""
+        if not origins:
+            return 0
+        pend = [Pending(wire.to_hub(o), id=o.hub_id) for o in origins]
+        self.olog.stage(origins)
+        before = self.w.proj.seq
+        self.w.commit(pend, now)
+        new = self.w.proj.seq - before
+        self.stats["appended"] += new
+        self.stats["duplicates"] += len(origins) - new
+        return new
+
+    def liveness(self, mono: float, now: float) -> int:
+        """Record host.silent / host.resumed transitions due at ``mono``."""
+        evs: list[Any] = []
+        for h, what, quiet in silent_changes(self.last_seen, self.silent, mono, self.silent_after):
+            if what is Seen.SILENT:
+                seen = self.wall_seen.get(h)
+                evs.append(HostSilent(host=h, after=round(quiet, 3),
+                                      last_seen=_iso(seen) if seen is not None else None))
+                self.silent.add(h)
+                log.warning("host %s silent for %.0fs", h, quiet)
+            else:
+                evs.append(HostResumed(host=h))
+                self.silent.discard(h)
+                log.info("host %s heard again", h)
+        return self.w.commit(evs, now) if evs else 0
+
+    def notify(self, now: float) -> int:
+        if self.w.notifier is None:
+            return 0
+        return self.w.commit(self.w.notifier.step(self.w.proj.states, now), now)
+
+    def next_wake(self, now: float) -> float | None:
+        return self.w.next_wake(now)
+
+    # ---- the edge: NATS -------------------------------------------------------------------
+    async def run(self, stop: Any, on_tick: Any = None) -> None:
+        """Consume until ``stop`` (a threading.Event) is set; reconnects with backoff."""
+        import nats
+
+        attempt = 0
+        while not stop.is_set():
+            try:
+                nc = await nats.connect(**connect_options(self.hc.nats, self.hc.creds, "fleetwatch-hub"))
+            except Exception as e:
+                if attempt == 0:
+                    log.warning("cannot connect to NATS (%s); retrying", type(e).__name__)
+                attempt += 1
+                await self._idle(stop, min(5.0, 0.2 * 2 ** attempt), on_tick)
+                continue
+            log.info("connected to NATS; consuming stream %s as %s", self.hc.stream, self.hc.consumer)
+            try:
+                await self._consume(nc, stop, on_tick)
+                attempt = 0
+            except Exception as e:
+                log.warning("consuming interrupted (%s: %s); reconnecting", type(e).__name__, e)
+                attempt += 1
+                await self._idle(stop, min(5.0, 0.2 * 2 ** attempt), on_tick)
+            finally:
+                try:
+                    await asyncio.wait_for(nc.close(), 2.0)
+                except Exception:
+                    pass
+
+    async def _idle(self, stop: Any, seconds: float, on_tick: Any) -> None:
+        """While NATS is away the hub still marks silent hosts and delivers notices."""
+        end = time.monotonic() + seconds
+        while not stop.is_set() and time.monotonic() < end:
+            self._housekeeping(on_tick)
+            await asyncio.sleep(min(0.2, seconds))
+
+    def _housekeeping(self, on_tick: Any) -> None:
+        try:
+            self.liveness(time.monotonic(), time.time())
+            self.notify(time.time())
+        except AppendFailed as e:
+            log.error("append failed, retried next round: %s", e)
+        if on_tick is not None:
+            on_tick()
+
+    async def _consume(self, nc: Any, stop: Any, on_tick: Any) -> None:
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        js = nc.jetstream()
+        await ensure_stream(js, self.hc.stream)
+        ack_wait = parse_duration(self.hc.ack_wait, "hub.ack_wait")
+        psub = await js.pull_subscribe(
+            f"{wire.PREFIX}.>", durable=self.hc.consumer, stream=self.hc.stream,
+            config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
+                                  ack_wait=ack_wait, max_ack_pending=self.hc.batch, max_deliver=-1))
+
+        async def on_hb(msg: Any) -> None:
+            host = msg.subject.rpartition(".")[2]
+            if wire.is_host(host):
+                self.seen(host, time.monotonic(), time.time())
+
+        hb = await nc.subscribe(f"{wire.HEARTBEAT}.*", cb=on_hb)
+        try:
+            while not stop.is_set():
+                now = time.time()
+                nw = self.next_wake(now)
+                wait = 1.0 if nw is None else max(0.05, min(1.0, nw - now))
+                try:
+                    msgs = await psub.fetch(self.hc.batch, timeout=wait)
+                except (asyncio.TimeoutError, TimeoutError):
+                    msgs = []
+                if msgs:
+                    await self._ingest(msgs)
+                self._housekeeping(on_tick)
+        finally:
+            try:
+                await hb.unsubscribe()
+            except Exception:
+                pass
+
+    async def _ingest(self, msgs: list[Any]) -> None:
+        self.stats["received"] += len(msgs)
+        self.stats["batches"] += 1
+        origins, rejected = self.accept([(m.subject, m.headers, m.data) for m in msgs], time.monotonic(), time.time())
+        try:
+            self.commit(origins, time.time())
+        except AppendFailed as e:
+            self.stats["failed"] += 1
+            log.error("append failed, %d messages left for redelivery: %s", len(msgs), e)
+            self.last = store.last_seqs(self.olog.db)
+            for m in msgs:
+                await m.nak(delay=1.0)
+            return
+        bad = set(rejected)
+        for i, m in enumerate(msgs):
+            await (m.term() if i in bad else m.ack())
+
+
+def _iso(t: float) -> str:
+    from events.log import iso
+
+    return iso(t)
+
+
+def serve(cfg: Config, db: str) -> int:
+    """Hold the hub's writer lock, consume until SIGTERM/SIGINT. Exit codes as `run`."""
+    import signal
+    import threading
+
+    from events.lock import WriterLock
+    from watcher.runtime.notifier import Notifier
+    from watcher.runtime.sdnotify import SystemdNotifier, status_line
+
+    lock = WriterLock(db).acquire()
+    elog = EventLog(db, durability=cfg.store.durability)
+    stop = threading.Event()
+    sd = SystemdNotifier.from_env()
+    hub = Hub(cfg, elog)
+    hub.w.notifier = Notifier(cfg)
+    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def on_tick() -> None:
+        sd.tick_completed(time.monotonic())
+
+    reason = "signal"
+    try:
+        hub.w.started(time.time())
+        sd.ready()
+        sd.status(status_line(hub.w.class_counts(), 0.0))
+        log.info("hub: %d hosts known, %d agents", len(hub.last_seen) + len(hub.silent),
+                 len(hub.w.proj["fleet"]["agents"]))
+        asyncio.run(hub.run(stop, on_tick))
+    finally:
+        sd.stopping()
+        for s, h in old.items():
+            signal.signal(s, h)
+        hub.w.notifier.close(5.0)
+        try:
+            hub.notify(time.time())  # record the last deliveries
+        except Exception:
+            log.exception("could not record the last deliveries")
+        hub.w.stopped(time.time(), reason)
+        elog.close()
+        lock.release()
+    log.info("hub stopped (pid %d)", os.getpid())
+    return 0
