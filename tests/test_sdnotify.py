@@ -143,7 +143,7 @@ def test_no_socket_is_a_silent_noop(tmp_path):
     # unknown classes go last, alphabetically; minutes for long ages
     ({"ZETA": 1, "MAL_LANZADO": 1}, 600.0, "2 agents: 1 MAL_LANZADO, 1 ZETA; last tick 10m ago"),
     # hours; a negative age (clock step) shows as 0
-    ({"TRABAJANDO": 1}, 7300.0, "1 agent: 1 TRABAJANDO; last tick 2h ago"),
+    ({"TRABAJANDO": 1}, 7300.0, "1 agent: 1 TRABAJANDO; last tick 2h01m ago"),   # the shared age format
     ({"TRABAJANDO": 1}, -3.0, "1 agent: 1 TRABAJANDO; last tick 0.0s ago"),
 ])
 def test_status_line(counts, age, line):

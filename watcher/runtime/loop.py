@@ -244,19 +244,12 @@ class Watcher:
 
 
 def describe(ev: Any) -> str:
-    """One log line per transition: ids, classes and short reasons, never content."""
+    """One log line per transition, from the one event renderer (projections.render): ids,
+    classes and short reasons, escaped (an id cannot forge a line), never content."""
     from events.log import Pending
+    from projections.render import event_text
 
-    e = ev.event if isinstance(ev, Pending) else ev
-    tag = type(e).__struct_config__.tag
-    if tag == "agent.classified":
-        return f"agent {e.agent}: {e.from_ or '-'} -> {e.to} ({e.reason})"
-    if tag in ("step.changed", "wp.changed", "swarm.changed", "circuit.changed"):
-        return f"{tag} {e.subject}: {getattr(e, 'step', '') or getattr(e, 'wp', '') or getattr(e, 'child', '')} " \
-               f"{e.from_ or '-'} -> {e.to or '-'}"
-    if tag == "rule.violated":
-        return f"rule.violated {e.run}: {e.rule}"
-    return f"{tag} {e.subject}"
+    return event_text(ev.event if isinstance(ev, Pending) else ev)
 
 
 def _keep(ev: Any) -> bool:

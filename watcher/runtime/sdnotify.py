@@ -24,8 +24,8 @@ from collections.abc import Mapping
 
 log = logging.getLogger("fleetwatch.sdnotify")
 
-# Order in which classes appear in the STATUS line (others follow alphabetically).
-CLASS_ORDER = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "TRABAJANDO", "CERRADO")
+from projections import classes
+from projections.text import age as fmt_age
 
 
 class SystemdNotifier:
@@ -115,22 +115,16 @@ class SystemdNotifier:
 
 
 def _age(seconds: float) -> str:
-    if seconds < 0:
-        seconds = 0.0
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 120:
-        return f"{int(seconds)}s"
-    if seconds < 7200:
-        return f"{int(seconds // 60)}m"
-    return f"{int(seconds // 3600)}h"
+    """Tick freshness: tenths under 10 s (a healthy tick is seconds old), else the shared format."""
+    seconds = max(0.0, seconds)
+    return f"{seconds:.1f}s" if seconds < 10 else fmt_age(seconds)
 
 
 def status_line(counts: dict[str, int], last_tick_age: float) -> str:
     """``"9 agents: 2 RECLAMA, 7 TRABAJANDO; last tick 1.2s ago"`` (pure). CERRADO agents are
-    listed but not counted as live; classes with a zero count are left out."""
-    order = {c: i for i, c in enumerate(CLASS_ORDER)}
-    items = sorted(((c, n) for c, n in counts.items() if n), key=lambda cn: (order.get(cn[0], 99), cn[0]))
+    listed but not counted as live; classes with a zero count are left out. Order: the class table's
+    urgency rank (unknown classes last, alphabetically)."""
+    items = sorted(((c, n) for c, n in counts.items() if n), key=lambda cn: (classes.rank(cn[0]), cn[0]))
     live = sum(n for c, n in items if c != "CERRADO")
     head = f"{live} agent{'s' if live != 1 else ''}"
     if items:
