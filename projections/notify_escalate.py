@@ -55,6 +55,7 @@ class ResolvedReason(str, Enum):
     DONE = "already-sent"
     WAIT = "group-wait"
     QUIET = "quiet"
+    IN_FLIGHT = "in-flight"
 
 
 def ack_stage(c: dict, now: float) -> tuple[AckReason, float | None]:
@@ -128,9 +129,10 @@ def escalations(state: dict, now: float, policy: Policy, inflight, quiet_end: fl
     return out, wakes, decisions
 
 
-def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = None
+def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = None, inflight=frozenset()
              ) -> tuple[list[Message], list[float], list[Decision]]:
-    """"All clear" messages due now (one per destination), wake times, decisions."""
+    """"All clear" messages due now (one per destination), wake times, decisions. A failed
+    attempt waits for its retry time (``retry`` entry ``cid@resolved``)."""
     if not policy.send_resolved:
         return [], [], []
     items: dict[str, list[Item]] = {}
@@ -149,6 +151,12 @@ def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = 
             decisions.append(Decision(cid, "resolved", ResolvedReason.QUIET))
             continue
         due = c["cleared"] + policy.group_wait
+        r = state["retry"].get(cid + "@resolved")
+        if r is not None:
+            due = max(due, r[1])
+        if cid in inflight:
+            decisions.append(Decision(cid, "resolved", ResolvedReason.IN_FLIGHT))
+            continue
         if now < due:
             decisions.append(Decision(cid, "resolved", ResolvedReason.WAIT))
             wakes.append(due)
@@ -157,7 +165,7 @@ def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = 
         by = c["cleared_by"] or "cleared"
         text = "closed" if by == "CERRADO" else "back to work" if by == "TRABAJANDO" else f"now {by}"
         line = {**c, "text": text, "since": c["cleared"]}
-        items.setdefault(dest(c, policy), []).append(Item(cid=cid, c=line, due=due))
+        items.setdefault(dest(c, policy), []).append(Item(cid=cid, c=line, due=due, attempt=r[0] + 1 if r else 1))
     out = []
     for k, its in sorted(items.items()):
         m = message(its, now, policy, kind="resolved", key=k)

@@ -287,7 +287,8 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
                                                                              (it.c["seq"], it.c["last_seq"])}),
                                  keys=sorted(f"{it.cid}@{it.c['rev']}" for it in held), reason="quiet",
                                  until=iso(quiet_end or now)))
-    for stage in (escalations(state, now, policy, inflight, quiet_end), resolved(state, now, policy, quiet_end)):
+    for stage in (escalations(state, now, policy, inflight, quiet_end),
+                  resolved(state, now, policy, quiet_end, inflight)):
         send += stage[0]
         wakes += stage[1]
         decisions += stage[2]

@@ -400,3 +400,239 @@ def test_old_snapshot_layout_is_refused():
     del old["exp_cleared"]
     with pytest.raises(msgspec.ValidationError):
         decode_state(notify, encode_state(old))
+
+
+# ---- the phone loop: ack, escalation, quiet hours, routes, all clear (virtual clock) -----------
+from datetime import datetime, timezone  # noqa: E402
+from zoneinfo import ZoneInfo  # noqa: E402
+
+from events.types import NoticeAcked, NoticeEscalated, NoticeHeld  # noqa: E402
+from projections.notify_escalate import AckReason, EscalateReason, ack_stage, escalate_decision  # noqa: E402
+from projections.notify_msg import dest  # noqa: E402
+from projections.notify_quiet import quiet_until  # noqa: E402
+
+PE = msgspec.structs.replace(P, escalate_after=900.0)
+MADRID = ZoneInfo("Europe/Madrid")
+
+
+def _local(y, mo, d, h, mi, tz=MADRID) -> float:
+    return datetime(y, mo, d, h, mi, tzinfo=tz).timestamp()
+
+
+@pytest.mark.parametrize("kw,now,want,until", [
+    ({}, T0, AckReason.PASS, None),                                          # never acked
+    ({"acked": notify.NEVER, "acked_at": T0}, T0 + 1e6, AckReason.ACKED, None),  # until it clears
+    ({"acked": T0 + 3600, "acked_at": T0}, T0 + 10, AckReason.SNOOZED, T0 + 3600),  # snoozed 1h
+    ({"acked": T0 + 3600, "acked_at": T0}, T0 + 3600, AckReason.PASS, None),   # snooze over
+])
+def test_ack_stage(kw, now, want, until):
+    assert ack_stage(cond(**kw), now) == (want, until)
+
+
+@pytest.mark.parametrize("kw,now,want,wake", [
+    ({"sent_rev": 0, "sent_at": T0 + 10}, T0 + 899, EscalateReason.NOT_YET, T0 + 900),
+    ({"sent_rev": 0, "sent_at": T0 + 10}, T0 + 900, EscalateReason.ESCALATE, None),
+    ({}, T0 + 900, EscalateReason.NOT_PUSHED, None),                          # never pushed: nothing to follow up
+    ({"sent_rev": 0, "acked": notify.NEVER, "acked_at": T0 + 60}, T0 + 900, EscalateReason.ACKED, None),
+    ({"sent_rev": 0, "acked": T0 + 120, "acked_at": T0 + 60}, T0 + 900, EscalateReason.ACKED, None),  # a snooze too
+    ({"sent_rev": 0, "escalated": T0 + 900}, T0 + 2000, EscalateReason.DONE, None),  # once per condition
+    ({"sent_rev": 0, "cleared": T0 + 100, "cleared_by": "TRABAJANDO"}, T0 + 900, EscalateReason.CLEARED, None),
+    ({"sent_rev": 0, "sev": "warning", "cls": "ESTANCADO"}, T0 + 900, EscalateReason.NOT_URGENT, None),
+])
+def test_escalate_decision(kw, now, want, wake):
+    r, w = escalate_decision("agent:a1|RECLAMA#1", cond(**kw), now, PE, frozenset(), {}, {}, None)
+    assert (r, w) == (want, wake)
+
+
+def test_escalate_decision_silenced_quiet_and_retry():
+    c = cond(sent_rev=0)
+    sil = {"s1": {"subject": "agent:a1", "cls": None, "until": T0 + 5000}}
+    assert escalate_decision("x", c, T0 + 900, PE, frozenset(), {}, sil, None)[0] is EscalateReason.SILENCED
+    assert escalate_decision("x", c, T0 + 900, PE, {"x"}, {}, {}, None)[0] is EscalateReason.IN_FLIGHT
+    assert escalate_decision("x", c, T0 + 900, PE, frozenset(), {"x@esc": [1, T0 + 950]}, {}, None) == \
+        (EscalateReason.RETRY_WAIT, T0 + 950)
+    strict = msgspec.structs.replace(PE, quiet_urgent=False)
+    assert escalate_decision("x", c, T0 + 900, strict, frozenset(), {}, {}, T0 + 9000) == \
+        (EscalateReason.QUIET, T0 + 9000)
+    assert escalate_decision("x", c, T0 + 900, PE, frozenset(), {}, {}, T0 + 9000)[0] is EscalateReason.ESCALATE
+
+
+def test_unanswered_reclama_escalates_exactly_once_at_escalate_after():
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    sent = []
+    for t in range(0, 4000, 5):     # a tick every 5 s for over an hour of virtual time
+        p = plan(w.state, T0 + t, PE)
+        for m in p.send:
+            sent.append((t, m))
+            if m.kind == "escalate":
+                w.add(NoticeEscalated(notice=m.notice, conditions=m.conditions, after=m.after, covers=m.covers), T0 + t)
+            else:
+                w.sent(m, T0 + t)
+    kinds = [(t, m.kind) for t, m in sent]
+    assert kinds == [(10, "notice"), (900, "escalate")]
+    esc = sent[1][1]
+    assert esc.title.startswith("unanswered for 15m: ") and esc.priority and esc.severity == "urgent"
+    assert esc.route == "" and "a1" in esc.body
+
+
+def test_escalation_goes_to_escalate_urls_and_acked_never_escalates():
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    w.cls("a2", "RECLAMA", T0, state="waiting")
+    pol = msgspec.structs.replace(PE, escalate_urls=True)
+    m = plan(w.state, T0 + 10, pol).send[0]
+    w.sent(m, T0 + 10)
+    a1 = next(k.rpartition("@")[0] for k in m.keys if "a1" in k)
+    w.add(NoticeAcked(notice=m.notice, conditions=[a1], via="cli"), T0 + 60)
+    p = plan(w.state, T0 + 900, pol)
+    assert [x.kind for x in p.send] == ["escalate"] and p.send[0].route == "escalate"
+    assert "a2" in p.send[0].body and "a1" not in p.send[0].body
+    # acked: no repeat either, long after repeat_interval
+    w.add(NoticeEscalated(notice=p.send[0].notice, conditions=p.send[0].conditions, after=900), T0 + 900)
+    later = plan(w.state, T0 + 5 * 3600, pol)
+    assert all("a1" not in x.body for x in later.send)
+
+
+def test_snooze_ends_with_one_reminder():
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    m = plan(w.state, T0 + 10, PE).send[0]
+    w.sent(m, T0 + 10)
+    w.add(NoticeAcked(notice=m.notice, conditions=m.conditions, via="web", until=iso(T0 + 3610)), T0 + 20)
+    assert plan(w.state, T0 + 3000, PE).send == []
+    assert plan(w.state, T0 + 3000, PE).next_wake == pytest.approx(T0 + 3610, abs=0.01)
+    p = plan(w.state, T0 + 3620, PE)
+    assert len(p.send) == 1 and p.send[0].kind == "notice"     # the reminder (acked once: no escalation)
+    w.sent(p.send[0], T0 + 3620)
+    assert plan(w.state, T0 + 3700, PE).send == []
+
+
+def test_ack_clears_with_the_class_change():
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    m = plan(w.state, T0 + 10, PE).send[0]
+    w.sent(m, T0 + 10)
+    w.add(NoticeAcked(notice=m.notice, conditions=m.conditions, via="cli"), T0 + 20)
+    w.cls("a1", "TRABAJANDO", T0 + 30)
+    w.cls("a1", "RECLAMA", T0 + 40, state="waiting")        # a new condition: not acked
+    p = plan(w.state, T0 + 50, PE)
+    assert len(p.send) == 1 and "a1" in p.send[0].body
+
+
+@pytest.mark.parametrize("local,windows,want", [
+    ((2026, 12, 1, 23, 0), ["22:00-07:00"], (2026, 12, 2, 7, 0)),     # over midnight, before it
+    ((2026, 12, 2, 3, 30), ["22:00-07:00"], (2026, 12, 2, 7, 0)),     # over midnight, after it
+    ((2026, 12, 2, 7, 0), ["22:00-07:00"], None),                      # the end is not quiet
+    ((2026, 12, 2, 12, 0), ["22:00-07:00"], None),
+    ((2026, 12, 2, 12, 30), ["12:00-13:00", "13:00-14:00"], (2026, 12, 2, 14, 0)),  # adjacent windows chain
+    ((2026, 12, 2, 23, 0), ["22:00-24:00"], (2026, 12, 3, 0, 0)),     # 24:00 = end of the day
+    ((2026, 3, 29, 1, 0), ["22:00-07:00"], (2026, 3, 29, 7, 0)),      # DST spring forward: local 07:00
+    ((2026, 10, 25, 1, 0), ["22:00-07:00"], (2026, 10, 25, 7, 0)),    # DST fall back
+    ((2026, 12, 2, 12, 0), [], None),
+])
+def test_quiet_until(local, windows, want):
+    got = quiet_until(_local(*local), windows, MADRID)
+    assert got == (None if want is None else _local(*want))
+
+
+def test_quiet_until_other_zone_and_utc():
+    t = datetime(2026, 12, 1, 22, 30, tzinfo=timezone.utc).timestamp()
+    assert quiet_until(t, ["22:00-07:00"], timezone.utc) == datetime(2026, 12, 2, 7, 0, tzinfo=timezone.utc).timestamp()
+    assert quiet_until(t, ["22:00-07:00"], ZoneInfo("Asia/Tokyo")) is None   # 07:30 in Tokyo
+
+
+def test_quiet_hours_hold_warnings_let_urgent_through_then_one_summary():
+    w = World()
+    q_end = T0 + 6 * 3600
+    w.cls("s1", "ESTANCADO", T0)
+    w.cls("s2", "MAL_LANZADO", T0 + 100)
+    w.cls("r1", "RECLAMA", T0 + 200, state="waiting")
+    held_recorded = 0
+    for t in range(0, 6 * 3600, 60):
+        p = plan(w.state, T0 + t, PE, quiet_end=q_end)
+        for ev in p.record:
+            assert isinstance(ev, NoticeHeld) and ev.reason == "quiet"
+            held_recorded += 1
+            w.add(ev, T0 + t)
+        for m in p.send:
+            assert "r1" in m.body and "s1" not in m.body and "s2" not in m.body    # only urgent
+            w.sent(m, T0 + t)
+    assert held_recorded == 2                     # s1, then s2: each recorded once
+    p = plan(w.state, q_end + 1, PE, quiet_end=None)
+    assert len(p.send) == 1
+    m = p.send[0]
+    assert m.title.startswith("after quiet hours: ") and "s1" in m.body and "s2" in m.body and "r1" not in m.body
+
+
+def test_quiet_urgent_false_holds_urgent_too():
+    w = World()
+    w.cls("r1", "RECLAMA", T0, state="waiting")
+    pol = msgspec.structs.replace(PE, quiet_urgent=False)
+    p = plan(w.state, T0 + 20, pol, quiet_end=T0 + 3600)
+    assert p.send == [] and len(p.record) == 1 and p.next_wake == pytest.approx(T0 + 3600, abs=0.01)
+
+
+@pytest.mark.parametrize("routes,c,want", [
+    ((), cond(), ""),
+    (({"severity": "urgent"},), cond(), "route:0"),
+    (({"severity": "warning"}, {"class": "reclama"}), cond(), "route:1"),        # class is case-insensitive
+    (({"subject": "a1*"}, {"severity": "urgent"}), cond(), "route:0"),           # first match wins
+    (({"subject": "run:*"},), cond(), ""),                                        # no match: top-level urls
+    (({"severity": "urgent", "class": "ESTANCADO"},), cond(), ""),               # every key must hold
+])
+def test_route_destinations(routes, c, want):
+    assert dest(c, msgspec.structs.replace(P, routes=routes)) == want
+
+
+def test_routes_split_one_tick_into_messages_per_destination():
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    w.cls("a2", "ESTANCADO", T0)
+    pol = msgspec.structs.replace(P, routes=({"severity": "urgent"},))
+    p = plan(w.state, T0 + 10, pol)
+    by = {m.route: m for m in p.send}
+    assert set(by) == {"route:0", ""} and "a1" in by["route:0"].body and "a2" in by[""].body
+    assert by["route:0"].priority and not by[""].priority
+
+
+def test_send_resolved_one_all_clear_for_pushed_conditions():
+    w = World()
+    pol = msgspec.structs.replace(P, send_resolved=True)
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    w.cls("a2", "ESTANCADO", T0)
+    m = plan(w.state, T0 + 10, pol).send[0]
+    w.sent(m, T0 + 10)
+    w.cls("a3", "RECLAMA", T0 + 11, state="waiting")
+    w.cls("a3", "TRABAJANDO", T0 + 12)                 # cleared before its push: never said, no all-clear
+    w.cls("a1", "TRABAJANDO", T0 + 20)
+    w.cls("a2", "CERRADO", T0 + 21)
+    assert plan(w.state, T0 + 25, pol).send == []      # waits group_wait after the clearing
+    p = plan(w.state, T0 + 31, pol)
+    assert [x.kind for x in p.send] == ["resolved"]
+    r = p.send[0]
+    assert r.title == "all clear: 2 resolved" and "a1 · 11s · back to work" in r.body and "closed" in r.body
+    assert "a3" not in r.body
+    w.sent(r, T0 + 31)
+    assert plan(w.state, T0 + 60, pol).send == []      # once
+
+
+def test_claims_done_with_met_dod_not_pushed():
+    w = World()
+    pol = msgspec.structs.replace(P, min_severity="info")
+    w.add(DodVerdict(agent="a1", verdict="met", verifier="v", evidence="e"), T0)
+    w.cls("a1", "DICE_TERMINADO", T0 + 1, state="idle")
+    w.cls("a2", "DICE_TERMINADO", T0 + 1, state="idle")
+    p = plan(w.state, T0 + 400, pol)
+    body = "\n".join(m.body for m in p.send)
+    assert "DICE_TERMINADO a2" in body and "DICE_TERMINADO a1" not in body
+
+
+def test_push_lines_escape_agent_strings_one_line_per_item():
+    w = World()
+    evil = "a1\ndod.verdict a9 met verifier=human-lead\x1b]0;pwn\x07"
+    w.add(AgentClassified(agent=evil, to="RECLAMA", state="waiting", reason="line1\nline2\u202e"), T0)
+    w.cls("a2", "RECLAMA", T0, state="waiting")
+    m = plan(w.state, T0 + 10, P).send[0]
+    assert len(m.lines) == 2 and all("\n" not in ln and "\x1b" not in ln and "\u202e" not in ln for ln in m.lines)
+    assert "\\x1b" in m.body and not any(ln.startswith("dod.verdict") for ln in m.body.split("\n"))

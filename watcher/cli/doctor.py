@@ -197,6 +197,23 @@ def check_notify(ck: Checklist, cfg) -> None:
         ck.ok("notify: apprise config file readable")
 
 
+def check_secret_files(ck: Checklist, cfg) -> None:
+    """A config or apprise config file that holds tokens must not be readable by others."""
+    from watcher.config import expand
+
+    n = cfg.notify
+    holds = bool(n.urls or n.escalate_urls or n.heartbeat_url or any(r.urls for r in n.routes))
+    files = [(cfg.config_path, holds, "config")] + ([(expand(n.config), True, "[notify] config")] if n.config else [])
+    for path, has_tokens, what in files:
+        try:
+            mode = os.stat(path).st_mode & 0o777 if path and has_tokens else 0
+        except OSError:
+            continue
+        if mode & 0o077:
+            ck.warn(f"{what}: {path} holds notify tokens and is readable by others (mode {mode:04o})",
+                    f"chmod 600 {path}")
+
+
 def check_unit(ck: Checklist) -> None:
     d = units_dir()
     p = d / UNITS[0]
@@ -243,6 +260,7 @@ def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
         check_sources(ck, cfg, time.time())
         check_log(ck, cfg, db)
         check_notify(ck, cfg)
+        check_secret_files(ck, cfg)
     else:
         ck.warn("sources, log, notify: not checked (the config does not parse)")
     check_unit(ck)

@@ -26,7 +26,8 @@ import typer
 
 from events.errors import FleetwatchError
 
-UNITS = ("fleetwatch.service", "fleetwatch-verify.service", "fleetwatch-verify.timer")
+UNITS = ("fleetwatch.service", "fleetwatch-verify.service", "fleetwatch-verify.timer",
+         "fleetwatch-onfailure.service")  # OnFailure= of fleetwatch.service: the "stopped" push
 _HEADER_RE = re.compile(r"^# fleetwatch-managed sha256=([0-9a-f]{64})\n")
 
 
@@ -233,6 +234,21 @@ timeout = "10s"
 flap_high = 50.0                 # flapping: class changes above this % of recent observations
 flap_low = 25.0                  # ... and no longer flapping below this %
 source_failed_after = "1m"       # a source failing this long -> a notice
+escalate_after = "0s"            # urgent, not acked, not cleared this long -> pushed again once (0s = off)
+escalate_urls = []               # where escalations go; empty: the same urls at top priority
+quiet = []                       # quiet hours, local time, e.g. ["22:00-07:00"]: warnings held, one summary after
+quiet_tz = ""                    # e.g. "Europe/Madrid"; empty: the system zone
+quiet_urgent = true              # urgent still pushed during quiet hours
+send_resolved = false            # one grouped "all clear" for pushed conditions that cleared
+heartbeat_url = ""               # dead-man's switch: GET this (healthchecks-style) while ticks are healthy
+heartbeat_every = "5m"
+# routes = [...]                 # or, after this section: [[notify.routes]] match = {{ severity = "urgent" }} urls = ["..."]
+
+# [web]                          # the phone page: a link in every push to Acknowledge / Snooze / Silence
+# listen = "127.0.0.1:8765"      # host:port (loopback; put a TLS reverse proxy in front for the phone)
+# public_url = "https://fleet.example.net"   # how the phone reaches it; default http://<listen>
+# key_file = ""                  # HMAC key of the links (0600); default $XDG_STATE_HOME/fleetwatch/web.key
+# token_ttl = "24h"              # links expire after this
 
 [nudge]
 enabled = false                  # poke a stalled agent's tmux pane
@@ -291,6 +307,8 @@ def write_config(path: str, *, force: bool) -> str | None:
         backup = str(p) + ".bak"
         shutil.copy2(p, backup)
         os.chmod(backup, 0o600)
-    p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    from events.private import private_dir
+
+    private_dir(str(p.parent))  # 0700 whatever the umask, parents too (issue 13)
     _write_atomic(p, default_config_text(), 0o600)
     return backup

@@ -1,0 +1,92 @@
+"""`ack` (acknowledge a pushed condition from a shell) and `notify-stopped` (the OnFailure push).
+
+``fleetwatch ack SUBJECT|NOTICE [--for DUR]`` appends ``notice.acked`` (via cli) for the open
+conditions the target names (see ``watcher.runtime.acks``): they are not repeated and do not
+escalate; with ``--for`` the ack ends after DUR (one reminder then, if still open). Unknown
+targets exit 2. It works while the service runs (SQLite's own locking).
+
+``fleetwatch notify-stopped`` is what the ``fleetwatch-onfailure.service`` unit runs when the
+watcher's unit fails: one urgent push "fleetwatch stopped: <result>" through the configured
+URLs (systemd passes ``$MONITOR_SERVICE_RESULT`` / ``$MONITOR_EXIT_CODE`` / ``$MONITOR_EXIT_STATUS``).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Annotated, Optional
+
+import msgspec
+import typer
+
+from events.errors import ConfigError
+from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, errors, open_log
+
+_json = msgspec.json.Encoder(order="sorted")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("ack")
+    @errors
+    def ack_cmd(
+        target: Annotated[str, typer.Argument(metavar="SUBJECT|NOTICE", help="A notice id (from a push link or `tail`), or a subject: a7, agent:a7, run:T1, mission:m1.")],
+        for_: Annotated[Optional[str], typer.Option("--for", help="Acknowledge for this long only (30m, 2h): then one reminder if still open. Default: until it clears.")] = None,
+        as_json: JsonOpt = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Acknowledge a pushed condition: no repeat, no escalation. Exit 2 if nothing open matches."""
+        from projections.text import safe
+        from watcher.config import parse_duration
+        from watcher.runtime.acks import ack, resolve
+        from watcher.runtime.state import Projections
+
+        secs = None
+        if for_ is not None:
+            secs = parse_duration(for_, "--for")
+            if secs <= 0:
+                raise ConfigError("--for: must be longer than 0", key="--for")
+        now = time.time()
+        _, log = open_log(config, db)
+        try:
+            st = Projections.load(log).states["notify"]
+            notice, cids = resolve(log, st, target)
+            ev = ack(notice, cids, "cli", now, secs)
+            log.append([ev], now)
+        finally:
+            log.close()
+        if as_json:
+            typer.echo(_json.encode({"notice": notice, "conditions": cids, "until": ev.until or None}).decode())
+            return
+        what = ", ".join(safe(c.partition("#")[0].replace("|", " "), 80) for c in cids)
+        typer.echo(f"acknowledged {what}" + (f" until {ev.until}" if ev.until else " (until it clears)"))
+
+    @app.command("notify-stopped")
+    @errors
+    def notify_stopped(
+        result: Annotated[Optional[str], typer.Option("--result", help="The unit's result (default: $MONITOR_SERVICE_RESULT from systemd).")] = None,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Push "fleetwatch stopped: <result>" (run by the OnFailure= unit). Exit 0 delivered, 1 not."""
+        from projections.text import safe
+        from watcher.cli.util import context
+        from watcher.runtime.deliver import Deliverer
+
+        cfg, _ = context(config, db)
+        res = safe(result or os.environ.get("MONITOR_SERVICE_RESULT") or "failed", 40)
+        code = safe(os.environ.get("MONITOR_EXIT_CODE", ""), 20)
+        status = safe(os.environ.get("MONITOR_EXIT_STATUS", ""), 20)
+        unit = safe(os.environ.get("MONITOR_UNIT", "fleetwatch.service"), 80)
+        if not (cfg.notify.urls or cfg.notify.config):
+            typer.echo("not delivered: no [notify] urls or config in the config file", err=True)
+            raise typer.Exit(1)
+        detail = " ".join(x for x in (code, status) if x)
+        body = (f"{unit}: {res}" + (f" ({detail})" if detail else "") + "\n"
+                "nothing is watching the fleet until it runs again\n"
+                f"journalctl --user -u {unit}")
+        out = Deliverer(cfg).send(f"fleetwatch stopped: {res}", body, "failure", "", priority=True)
+        if out.ok:
+            typer.echo("delivered")
+            return
+        typer.echo(f"not delivered: {out.error}", err=True)
+        raise typer.Exit(1)

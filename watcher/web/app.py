@@ -1,0 +1,156 @@
+"""The WSGI app (werkzeug): the notice page, the phone fleet page and three POST actions.
+
+Routes (``notice`` = ``n`` + 15 hex; ``t`` = the signed token of ``watcher.runtime.links``):
+- ``GET /n/<notice>?t=`` — the notice's items with Acknowledge / Snooze 1h / Silence agent 1d;
+- ``GET /n/<notice>/fleet?t=`` — what needs you, then the rest by class;
+- ``POST /n/<notice>/ack|snooze|silence`` (form field ``t``) — appends ``notice.acked`` (via
+  web; snooze: until now + 1 h) or one ``silence.added`` per subject (1 day), then 303 back to
+  the page. Other methods: 405. ``GET /healthz``: ``ok``.
+Invariants: the token is checked before anything is read or written, and a request without a
+valid, unexpired token for exactly this notice gets 403 and changes nothing; bodies are capped
+(16 KiB); the token is never logged (no access log); events are appended through SQLite's own
+locking (the watcher folds them on its next tick), so they show in `tail`, the board and
+`rebuild`. One EventLog and one Projections per app, used under a lock (one request at a time
+touches the store).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+from urllib.parse import quote
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from events.log import EventLog
+from watcher.config import Config
+from watcher.runtime.acks import SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for
+from watcher.runtime.links import check, key_path, load_key
+from watcher.web import pages
+
+log = logging.getLogger("fleetwatch.web")
+MAX_BODY = 16 * 1024
+ACTIONS = ("ack", "snooze", "silence")
+
+
+class WebApp:
+    """``WebApp(cfg, db)`` is a WSGI callable. ``clock``: wall time (a virtual one in tests)."""
+
+    def __init__(self, cfg: Config, db: str, *, clock: Callable[[], float] = time.time):
+        self.cfg = cfg
+        self.db = db
+        self.clock = clock
+        self.key = load_key(key_path(cfg))
+        self.url_map = Map([
+            Rule("/n/<notice>", endpoint="page", methods=["GET"]),
+            Rule("/n/<notice>/fleet", endpoint="fleet", methods=["GET"]),
+            Rule("/n/<notice>/<action>", endpoint="act", methods=["POST"]),
+            Rule("/healthz", endpoint="health", methods=["GET"]),
+        ], strict_slashes=False)
+        self._lock = threading.Lock()
+        self._log: EventLog | None = None
+        self._proj: Any = None
+
+    # ---- the store (under the lock) ---------------------------------------------------------
+    def _states(self) -> tuple[EventLog, dict[str, Any]]:
+        from watcher.runtime.state import Projections
+
+        if self._log is None:
+            self._log = EventLog(self.db, create=False)
+            self._proj = Projections.load(self._log)
+        self._proj.catch_up(self._log)
+        return self._log, self._proj.states
+
+    def close(self) -> None:
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    # ---- WSGI -------------------------------------------------------------------------------
+    def __call__(self, environ: dict, start_response: Callable) -> Any:
+        req = Request(environ)
+        req.max_content_length = MAX_BODY
+        req.max_form_memory_size = MAX_BODY
+        try:
+            resp = self.dispatch(req)
+        except HTTPException as e:
+            resp = self._html(e.code or 500, pages.plain(e.code or 500, e.name))
+            if isinstance(e, MethodNotAllowed):
+                resp.headers["Allow"] = ", ".join(e.valid_methods or [])
+        except Exception:
+            log.exception("web: internal error")
+            resp = self._html(500, pages.plain(500, "internal error"))
+        return resp(environ, start_response)
+
+    def _html(self, code: int, body: str) -> Response:
+        r = Response(body, status=code, mimetype="text/html")
+        r.headers.update(pages.HEADERS)
+        return r
+
+    def _forbidden(self) -> Response:
+        return self._html(403, pages.plain(403, "This link is not valid or has expired. "
+                                                "Open the newest push, or run `fleetwatch ack` on the host."))
+
+    def dispatch(self, req: Request) -> Response:
+        adapter = self.url_map.bind_to_environ(req.environ)
+        endpoint, args = adapter.match()
+        if endpoint == "health":
+            return Response("ok\n", mimetype="text/plain")
+        notice = args["notice"]
+        token = (req.form.get("t") if req.method == "POST" else None) or req.args.get("t")
+        now = self.clock()
+        if not check(self.key, notice, token, now):
+            return self._forbidden()
+        if endpoint == "act":
+            if args["action"] not in ACTIONS:
+                raise NotFound()
+            return self._act(notice, token or "", args["action"], now)
+        with self._lock:
+            elog, states = self._states()
+            if endpoint == "fleet":
+                back = f"/n/{notice}?t={quote(token or '')}"
+                return self._html(200, pages.fleet_page(states["fleet"]["agents"], now, back))
+            items = self._items(elog, states, notice, now)
+        done = req.args.get("done", "")
+        return self._html(200, pages.notice_page(notice, token or "", items, now, done))
+
+    def _items(self, elog: EventLog, states: dict[str, Any], notice: str, now: float) -> list[dict]:
+        conds = states["notify"]["conds"]
+        out = []
+        for cid in notice_keys(elog, notice) or []:
+            c = conds.get(cid)
+            if c is None:
+                subj, _, rest = cid.partition("|")
+                out.append({"cls": rest.partition("#")[0], "name": subj.partition(":")[2], "since": now,
+                            "text": "", "status": "resolved"})
+                continue
+            acked = c.get("acked")
+            status = ("cleared" if c["cleared"] is not None else
+                      "acknowledged" if acked is not None and acked > now else "open")
+            out.append({"cls": c["cls"], "name": c["name"], "since": c["since"], "text": c["text"], "status": status})
+        return out
+
+    def _act(self, notice: str, token: str, action: str, now: float) -> Response:
+        with self._lock:
+            elog, states = self._states()
+            st = states["notify"]
+            keys = notice_keys(elog, notice) or []
+            cids = open_conditions(st, keys)
+            if action == "silence":
+                evs: list[Any] = silences_for(st, keys, now, notice, SILENCE_S)
+            elif cids:
+                evs = [ack(notice, cids, "web", now, SNOOZE_S if action == "snooze" else None)]
+            else:
+                evs = []
+            if evs:
+                elog.append(evs, now)
+                self._proj.catch_up(elog)
+        log.info("web: %s on notice %s (%d event(s))", action, notice, len(evs))
+        r = Response(status=303)
+        r.headers["Location"] = f"/n/{notice}?t={quote(token)}&done={action}"
+        r.headers.update(pages.HEADERS)
+        return r
