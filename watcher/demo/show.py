@@ -34,6 +34,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
+from projections.classes import COLOUR
 from watcher.demo.world import AGENTS, FAST, NORMAL, Fleet, Pace, Phone, iso
 
 
@@ -44,8 +45,7 @@ def describe(rec: Any, arrow: str) -> tuple[str, str]:
     g = lambda k, d="": getattr(e, k, d)  # noqa: E731
     if t == "agent.classified":
         frm = g("from_") or "new"
-        style = {"RECLAMA": "bold yellow", "ESTANCADO": "yellow", "MAL_LANZADO": "red",
-                 "DICE_TERMINADO": "green", "CERRADO": "dim", "TRABAJANDO": "cyan"}.get(e.to, "")
+        style = COLOUR.get(e.to, "")  # the one class table
         return f"agent {e.agent:<4} {frm} {arrow} {e.to}  ({e.reason})", style
     if t == "dod.verdict":
         return f"dod   {e.agent:<4} verdict {e.verdict} by {e.verifier}", "green"
