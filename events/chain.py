@@ -5,16 +5,25 @@ Invariants
   header is the msgspec-JSON array ``[seq, id, time, type, subject, version]``; the genesis
   ``prev_hash`` is 32 zero bytes. The format is the same in every schema version.
 - ``verify`` reads in chunks (no read transaction held between chunks) and reports the first
-  problem only: a gap in ``seq``, a non-blob ``data`` or a hash mismatch.
+  problem only, in this order: a gap in ``seq``, a non-blob ``data`` or a hash mismatch (naming
+  the seq); the head the caller expects, then the head anchor (``<log>.head``): a cut tail; the
+  append-only guards (naming the table); every stored snapshot's binding (naming the table and
+  the snapshot).
+- A snapshot is bound to the chain by :func:`snapshot_digest` over its name, seq, the chain hash
+  at that seq and its bytes; :func:`snapshot_problem` says why one is not to be trusted.
 """
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apsw
 import msgspec
 
+from events.errors import ChainBroken
 from events.timefmt import iso, parse_iso  # noqa: F401  (re-exported)
+from events.types import _decoders, decode_data
 
 GENESIS = b"\x00" * 32
 ROW_COLUMNS = "seq, id, time, type, subject, version, data, hash"
@@ -34,12 +43,107 @@ class VerifyResult(msgspec.Struct, frozen=True):
     count: int
     bad_seq: int | None = None
     problem: str = ""
+    table: str = ""      # where a problem that is not a row is: "events", "snapshots", "events.db.head"
+    anchor: str = ""     # the head anchor compared ("SEQ:HASH"), "" when the log has none
+    snapshots: int = 0   # stored snapshots checked
 
 
-def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chunk: int = 20000) -> VerifyResult:
+def snapshot_digest(name: str, seq: int, head: bytes, data: bytes) -> bytes:
+    """What binds a stored snapshot to the chain: sha256 over its name, the seq it covers, the
+    chain hash of that row and its bytes."""
+    return hashlib.sha256(b"fleetwatch-snapshot\n%s\n%d\n%s\n" % (str(name).encode(), seq, head) + data).digest()
+
+
+def snapshot_problem(db: apsw.Connection, name: Any, seq: Any, data: Any, head: Any, digest: Any) -> str:
+    """Why a stored snapshot row is not to be trusted ("" if it checks against the chain)."""
+    if head is None or digest is None:
+        return "not bound to the chain (no head/digest: written before schema v3, or removed)"
+    if not (type(seq) is int and type(data) is bytes and type(head) is bytes and type(digest) is bytes):
+        return "a column has the wrong type (altered)"
+    if snapshot_digest(name, seq, head, data) != digest:
+        return f"digest does not match its bytes (altered), seq {seq}"
+    if seq == 0:
+        return "" if head == GENESIS else "bound to seq 0 with a non-genesis hash"
+    r = db.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchall()
+    if not r:
+        return f"covers seq {seq}, beyond the log's head"
+    if r[0][0] != head:
+        return f"bound to another chain hash at seq {seq} (the log or the snapshot was replaced)"
+    return ""
+
+
+def read_verified(db: apsw.Connection, path: str, since: int, types: Sequence[str] | None, subject: str | None,
+                  limit: int | None, chunk: int, decode: bool, Rec: Any) -> Iterator[Any]:
+    """``EventLog.read(verify=True)``: rows after ``since`` whose contiguity and chain check,
+    filtered; raises :class:`ChainBroken` at the first bad seq, before yielding it."""
+    if since <= 0:
+        since, prev = 0, GENESIS
+    else:
+        r = db.execute("SELECT hash FROM events WHERE seq=?", (since,)).fetchall()
+        if not r:
+            raise ChainBroken(f"seq {since} is missing", seq=since, op="read", path=path)
+        prev = r[0][0]
+    want = frozenset(types) if types else None
+    left = limit
+    plain = want is None and not subject and left is None and decode  # the replay fast path
+    canon, sha = _canon.encode, hashlib.sha256
+    decs, slow = _decoders, decode_data
+    expect = since + 1
+    q = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+    while True:
+        rows = db.execute(q, (since, chunk)).fetchall()
+        seq = expect
+        try:
+            if plain:
+                for seq, id_, t, ty, su, ve, da, h in rows:
+                    if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
+                        break
+                    prev = h
+                    expect += 1
+                    d = decs.get(ty)
+                    yield Rec(seq, id_, t, ty, su, ve, d.decode(da) if d is not None else slow(ty, da), da, h)
+                else:
+                    seq = None
+            else:
+                for seq, id_, t, ty, su, ve, da, h in rows:
+                    if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
+                        break
+                    prev = h
+                    expect += 1
+                    if want is not None and ty not in want or subject and not su.startswith(subject):
+                        continue
+                    if decode:
+                        d = decs.get(ty)
+                        ev = d.decode(da) if d is not None else slow(ty, da)
+                    else:
+                        ev = None
+                    yield Rec(seq, id_, t, ty, su, ve, ev, da, h)
+                    if left is not None:
+                        left -= 1
+                        if left <= 0:
+                            return
+                else:
+                    seq = None
+        except TypeError:  # a column of the wrong type (e.g. data stored as text): altered
+            pass
+        if seq is not None:
+            if seq != expect:
+                raise ChainBroken(f"seq {expect} is missing (next row is {seq})", seq=expect,
+                                  op="read", path=path, hint="run `fleetwatch verify`")
+            raise ChainBroken(f"seq {seq}: hash mismatch (row altered or chain broken)", seq=seq,
+                              op="read", path=path, hint="run `fleetwatch verify`")
+        if len(rows) < chunk:
+            return
+        since = rows[-1][0]
+
+def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chunk: int = 20000, *,
+           anchor: tuple[int, str] | None = None, anchor_name: str = "the head file",
+           guard_problems: Sequence[str] = (), check_snapshots: bool = False) -> VerifyResult:
     """Walk the chain of the log behind ``db``: contiguity, hash links, blob data. First problem wins.
-    ``expect_head=(seq, hex)`` also requires that row ``seq`` exists with that hash (a truncated
-    tail or a rewritten history is caught even when the remaining chain is consistent)."""
+    ``expect_head=(seq, hex)`` (the caller's) and ``anchor`` (the head file's) each require that row
+    ``seq`` exists with that hash: a truncated tail or a rewritten history is caught even when the
+    remaining chain is consistent. Then ``guard_problems`` (found by the caller) and, with
+    ``check_snapshots``, every snapshot's binding."""
     prev, expect, count, since = GENESIS, 1, 0, 0
     canon, sha = _canon.encode, hashlib.sha256
     while True:
@@ -48,32 +152,49 @@ def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chun
         for seq, id_, t, ty, su, ve, da, h in rows:
             if seq != expect:
                 return VerifyResult(False, expect - 1, prev.hex(), count, expect,
-                                    f"seq {expect} is missing (next row is {seq})")
+                                    f"seq {expect} is missing (next row is {seq})", "events")
             if type(da) is not bytes:
                 return VerifyResult(False, seq - 1, prev.hex(), count, seq,
-                                    f"seq {seq}: data is {type(da).__name__}, not a blob (row altered)")
+                                    f"seq {seq}: data is {type(da).__name__}, not a blob (row altered)", "events")
             try:  # == row_hash(...), inlined
                 ok = sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() == h
             except TypeError:  # a column of the wrong type: altered
                 ok = False
             if not ok:
                 return VerifyResult(False, seq - 1, prev.hex(), count, seq,
-                                    f"seq {seq}: hash mismatch (row altered or chain broken)")
+                                    f"seq {seq}: hash mismatch (row altered or chain broken)", "events")
             prev, expect, count = h, expect + 1, count + 1
         if len(rows) < chunk:
             break
         since = rows[-1][0]
-    head_seq = expect - 1
-    if expect_head is not None:
-        es, eh = expect_head
+    head_seq, head_hex = expect - 1, prev.hex()
+    label = f"{anchor[0]}:{anchor[1]}" if anchor is not None and anchor[0] >= 0 else ""
+
+    def bad(bad_seq: int | None, problem: str, table: str) -> VerifyResult:
+        return VerifyResult(False, head_seq, head_hex, count, bad_seq, problem, table, label)
+
+    for want, who in ((expect_head, "the expected head"), (anchor, anchor_name)):
+        if want is None:
+            continue
+        es, eh = want
+        if es < 0:
+            return bad(None, f"{who} is garbled ({eh!r}); delete it only if you know why", who)
         if head_seq < es:
-            return VerifyResult(False, head_seq, prev.hex(), count, head_seq + 1,
-                                f"log ends at seq {head_seq}, expected head {es} (truncated tail)")
+            return bad(head_seq + 1, f"log ends at seq {head_seq}, {who} says {es} (truncated tail)", "events")
         r = db.execute("SELECT hash FROM events WHERE seq=?", (es,)).fetchall()
         if not r or not isinstance(r[0][0], bytes) or r[0][0].hex() != eh.lower():
-            return VerifyResult(False, head_seq, prev.hex(), count, es,
-                                f"seq {es}: hash differs from the expected head")
-    return VerifyResult(True, head_seq, prev.hex(), count)
+            return bad(es, f"seq {es}: hash differs from {who} (history rewritten or another log)", "events")
+    if guard_problems:
+        return bad(None, "append-only guards: " + "; ".join(guard_problems), "events")
+    n_snap = 0
+    if check_snapshots:
+        for name, seq, data, h, digest in db.execute("SELECT name, seq, data, head, digest FROM snapshots").fetchall():
+            why = snapshot_problem(db, name, seq, data, h, digest)
+            if why:
+                return bad(None, f"snapshot {name!r}: {why}", "snapshots")
+            n_snap += 1
+    return VerifyResult(True, head_seq, head_hex, count, table="", anchor=label, snapshots=n_snap)
 
 
-__all__ = ["GENESIS", "ROW_COLUMNS", "VerifyResult", "iso", "parse_iso", "row_hash", "verify"]
+__all__ = ["GENESIS", "ROW_COLUMNS", "VerifyResult", "iso", "parse_iso", "read_verified", "row_hash",
+           "snapshot_digest", "snapshot_problem", "verify"]

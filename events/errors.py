@@ -74,3 +74,26 @@ class ConfigError(FleetwatchError):
     def __init__(self, message: str, *, key: str = "", **kw):
         super().__init__(message, **kw)
         self.key = key
+
+
+class GuardsMissing(StoreError):
+    """The append-only guards of the log (triggers, unique indexes) are missing or were edited:
+    ``problems`` lists each one. The watcher refuses to write to such a log."""
+
+    def __init__(self, message: str, *, problems: list[str] | tuple[str, ...] = (), **kw):
+        super().__init__(message, **kw)
+        self.problems = list(problems)
+
+
+class LogReplaced(FleetwatchError):
+    """The file at the log's path is gone or is another file than the one this process opened
+    (deleted, moved away, replaced). Nothing more is appended; exit 1 so systemd restarts the
+    watcher onto the file now at the path."""
+
+    def __init__(self, message: str, *, gone: bool = False, **kw):
+        super().__init__(message, **kw)
+        self.gone = gone
+
+
+class BackupFailed(FleetwatchError):
+    """`backup` could not make a verified copy; nothing was left at the destination."""

@@ -1,43 +1,61 @@
-"""The single-writer lock of an event log: ``flock`` on ``<db>.lock``.
+"""The single-writer lock of an event log: ``flock`` on the log file itself.
 
 Invariants
-- At most one holder per log across processes (``LOCK_EX | LOCK_NB``): a second ``acquire``
-  fails fast with :class:`WriterLocked` naming the holder's pid (read from the lock file).
-- The kernel drops an ``flock`` when its holder dies, even by SIGKILL, so a lock left by a
-  killed process is simply taken over; the stale pid in the file is overwritten.
-- The lock file is created with mode 0600 and never deleted (deleting it would let two
-  processes lock two different inodes). Readers never take it.
+- The lock belongs to the file's identity (device and inode), not to a name: every path that
+  reaches the file (a symlink, a relative path, another spelling) meets the same lock, and there
+  is no sidecar whose deletion would let a second writer in. A file with more than one hard link
+  is refused (SQLite would keep one WAL per name and lose commits).
+- At most one holder across processes (``LOCK_EX | LOCK_NB``): a second ``acquire`` fails fast
+  with :class:`WriterLocked` naming the holder's pid (from ``/proc/locks``, matched by
+  device:inode; None where the kernel does not say).
+- The kernel drops an ``flock`` when its holder dies, even by SIGKILL: a dead holder's lock is
+  simply taken over. Nothing is written anywhere: a refused file gets nothing beside it.
+- SQLite locks with POSIX ``fcntl`` locks, which do not interact with ``flock`` on Linux. Closing
+  any descriptor of the file drops this process's POSIX locks on it, so the lock's descriptor is
+  kept open until ``release`` (after the log's connections are closed).
+- Readers never take it.
 """
 from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import os
+import stat
 
 from events.errors import StoreError, WriterLocked
 
-log = logging.getLogger("fleetwatch.events")
-
 
 def lock_path(db_path: str) -> str:
-    return f"{db_path}.lock"
+    """The file the lock is taken on: the log itself, symlinks resolved."""
+    return os.path.realpath(os.path.expanduser(db_path))
 
 
-def holder_pid(path: str) -> int | None:
-    """The pid written in a lock file, or None if absent/unreadable/empty."""
+def holder_pid(db_path: str) -> int | None:
+    """The pid holding an exclusive ``flock`` on the file at ``db_path`` (``/proc/locks``), or None."""
     try:
-        with open(path, "rb") as f:
-            text = f.read(32).decode("ascii", "replace").strip()
+        st = os.stat(db_path)
+        with open("/proc/locks", "rb") as f:
+            lines = f.read().decode("ascii", "replace").splitlines()
     except OSError:
         return None
-    return int(text) if text.isdigit() else None
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in lines:
+        parts = line.split()
+        if "->" in parts or len(parts) < 6 or parts[1] != "FLOCK" or parts[3] != "WRITE":
+            continue
+        try:
+            maj, mi, ino = parts[5].split(":")
+            if (int(maj, 16), int(mi, 16), int(ino)) == want:
+                return int(parts[4])
+        except ValueError:
+            continue
+    return None
 
 
 class WriterLock:
-    """Exclusive writer lock for the log at ``db_path``. Use as a context manager or
-    ``acquire()`` / ``release()``. Not re-entrant: a second acquire from this process on
-    another WriterLock object is refused like any other holder. Dropping the object without
+    """Exclusive writer lock for the log at ``db_path`` (which must exist). Use as a context
+    manager or ``acquire()`` / ``release()``. Not re-entrant: a second acquire from this process
+    on another WriterLock object is refused like any other holder. Dropping the object without
     ``release()`` keeps the lock until the process exits (never a silent early release)."""
 
     def __init__(self, db_path: str):
@@ -49,17 +67,28 @@ class WriterLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    @property
+    def fd(self) -> int | None:
+        """The descriptor the lock is held on (``os.fstat`` gives the identity of the locked file)."""
+        return self._fd
+
     def acquire(self) -> WriterLock:
         if self._fd is not None:
             return self
         try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
         except OSError as e:
-            raise StoreError(f"cannot open the writer lock: {e.strerror}", op="lock", path=self.path,
-                             hint="the folder of the event log must be writable") from e
+            hint = ("start the watcher to create the log" if e.errno == errno.ENOENT
+                    else "check the folder and the file's mode")
+            raise StoreError(f"cannot open the event log to lock it: {e.strerror}", op="lock", path=self.path,
+                             hint=hint) from e
         try:
-            os.fchmod(fd, 0o600)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StoreError("the event log is not a regular file", op="lock", path=self.path)
+            if st.st_nlink > 1:
+                raise StoreError(f"the event log has {st.st_nlink} hard links; refused", op="lock",
+                                 path=self.path, hint="remove the other names; to alias a log use a symlink")
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(fd)
@@ -71,11 +100,9 @@ class WriterLock:
                                    hint="stop the other watcher (e.g. `systemctl --user stop fleetwatch`); "
                                         "reading commands work meanwhile") from e
             raise StoreError(f"cannot lock the event log: {e.strerror}", op="lock", path=self.path) from e
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError as e:  # the lock is ours even if the pid note fails
-            log.warning("cannot write the pid into %s: %s", self.path, e.strerror)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
         return self
 
@@ -83,10 +110,6 @@ class WriterLock:
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        try:
-            os.ftruncate(fd, 0)
-        except OSError:
-            pass
         try:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:

@@ -9,8 +9,18 @@ Invariants
 - ``version`` counts events per subject from 1; UNIQUE(subject, version). An append stating an
   expected version that differs raises :class:`VersionConflict`.
 - ``hash`` = sha256(previous hash || canonical bytes of this row) (events/chain.py).
-- Triggers refuse UPDATE and DELETE on ``events``. Projection snapshots live in ``snapshots``
-  (mutable, derived) and are written in the same transaction as the events they cover.
+- Triggers refuse UPDATE, DELETE and any INSERT that is not the next seq with a new subject
+  version and id (so INSERT OR REPLACE / UPSERT cannot delete a row); ``guard_problems`` finds a
+  dropped or edited guard. Projection snapshots live in ``snapshots`` (derived), are written in
+  the same transaction as the events they cover, and carry the chain hash at their seq plus a
+  digest of their bytes: ``snapshots()`` returns only those that check against the chain.
+- Every writer connection writes the head it committed to ``<log>.head`` (events/anchor.py) after
+  each commit, so ``verify`` catches a cut tail without being told the head. The watcher
+  (``lock=True``) holds the file's ``flock`` (events/lock.py) and checks at every commit that the
+  file at its path is still the one it opened (:class:`LogReplaced` otherwise, nothing written).
+- Readers (``readonly=True``) open the file read-only: a read-only copy can be read and verified.
+  A damaged row (``data`` not a blob, or not decodable) is never a crash: ``read`` skips it and
+  notes it in ``damaged`` (or yields it with ``event`` = :class:`Damaged` when asked).
 - Readers never hold a read transaction between calls (WAL checkpoints must not stall).
 - WAL: SQLite's automatic checkpoint runs every WAL_AUTOCHECKPOINT pages (a passive checkpoint
   by the committing connection; 4× SQLite's default, as every commit dirties the table and the
@@ -27,14 +37,17 @@ from datetime import datetime
 from typing import Any
 
 import apsw
-import msgspec
 
-from events import schema
-from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, _canon, iso, parse_iso, row_hash
+from events import anchor, query, schema
+from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, _canon, iso, parse_iso, read_verified, row_hash
+from events.chain import snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
-from events.errors import AppendFailed, ChainBroken, SchemaError, StoreError, VersionConflict
+from events.errors import AppendFailed, GuardsMissing, LogReplaced, StoreError, VersionConflict
+from events.backup import backup_to
+from events.records import Damaged, Pending, Recorded, _problem, _writable, damaged_json  # noqa: F401
+from events.lock import WriterLock
 from events.schema import APPLICATION_ID, SCHEMA_VERSION  # noqa: F401  (re-exported)
-from events.types import Unknown, _E, _decoders, data_dict, decode_data, encode_data  # noqa: F401  (Unknown, _E re-exported)
+from events.types import Unknown, _E, _decoders, decode_data, encode_data  # noqa: F401  (Unknown, _E re-exported)
 
 BUSY_TIMEOUT_MS = 5000
 WAL_AUTOCHECKPOINT = 4000  # pages (16 MiB of 4 KiB pages; SQLite's default is 1000)
@@ -42,63 +55,60 @@ JOURNAL_SIZE_LIMIT = 32 << 20  # bytes the WAL file keeps after a checkpoint res
 READ_CHUNK = 2000  # rows per read query: big enough to amortise the query, small enough for the cache
 
 
-class Pending(msgspec.Struct, frozen=True):
-    """An event to append. ``id`` makes it idempotent; ``expected_version`` guards the subject."""
-
-    event: Any
-    id: str | None = None
-    expected_version: int | None = None
-    subject: str | None = None  # override of event.subject
-
-
-class Recorded(msgspec.Struct, frozen=True):
-    seq: int
-    id: str
-    time: str
-    type: str
-    subject: str
-    version: int
-    event: Any  # an events.types Struct, or Unknown
-    data: bytes
-    hash: bytes
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's JSON shape (`tail --json`, `export`)."""
-        return {"seq": self.seq, "id": self.id, "time": self.time, "type": self.type,
-                "subject": self.subject, "version": self.version, "data": data_dict(self.data)}
-
-
-
 class EventLog:
     """One connection to the log. Not thread-safe: use one EventLog per thread."""
 
-    def __init__(self, path: str, *, durability: str = "full", create: bool = True):
-        self.path = os.path.abspath(os.path.expanduser(path))
+    def __init__(self, path: str, *, durability: str = "full", create: bool = True, readonly: bool = False,
+                 lock: bool = False, parents: bool = True):
+        """Open (``create``: make) the log at ``path``. ``readonly``: a read-only connection, no
+        migration, nothing written (also chosen when the file is not writable and ``create`` is
+        off). ``lock``: hold the writer lock of the file for the connection's lifetime
+        (:class:`WriterLocked` if another process holds it). ``parents``: create missing folders."""
+        self.given = os.path.abspath(os.path.expanduser(path))  # the name identity is checked against
+        self.path = os.path.realpath(self.given)                # symlinks resolved: one file, one WAL, one lock
+        if not create and not readonly and os.path.exists(self.path) and not _writable(self.path):
+            readonly = True
+        self.readonly = readonly
         existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
-        schema.check_path(self.path, create)
+        schema.check_path(self.path, create and not readonly, readonly=readonly, parents=parents)
         self.db: apsw.Connection | None = None
+        self._lock: WriterLock | None = None
+        self.damaged: dict[int, str] = {}          # seq -> problem, of rows read() skipped
+        self.snapshot_problems: dict[str, str] = {}  # name -> why, of snapshots() refused
         try:
             if existed:  # refuse foreign / newer files through a read-only connection: nothing touched
                 probe = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
                 try:
                     probe.setbusytimeout(BUSY_TIMEOUT_MS)
-                    schema.classify(probe, self.path)
+                    self.schema_version = schema.classify(probe, self.path)
                 finally:
                     probe.close()
-            self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READWRITE)
-            self.db.setbusytimeout(BUSY_TIMEOUT_MS)
-            schema.migrate(self.db, self.path)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
-            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
-            self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
-        except (SchemaError, StoreError):
+            if readonly:
+                self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
+                self.db.setbusytimeout(BUSY_TIMEOUT_MS)
+                self.schema_version = schema.classify(self.db, self.path)
+            else:
+                if lock:
+                    self._lock = WriterLock(self.path).acquire()
+                self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READWRITE)
+                self.db.setbusytimeout(BUSY_TIMEOUT_MS)
+                schema.migrate(self.db, self.path)
+                self.schema_version = schema.SCHEMA_VERSION
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+                self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
+                self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+                if lock:
+                    self.check_guards()  # the watcher never writes to a log whose guards were removed
+        except BaseException as e:
             self._close_quietly()
+            if isinstance(e, apsw.Error):
+                raise StoreError(f"cannot open the event log: {type(e).__name__}: {e}", op="open", path=self.path,
+                                 hint="is it a fleetwatch events.db?") from e
             raise
-        except apsw.Error as e:
-            self._close_quietly()
-            raise StoreError(f"cannot open the event log: {type(e).__name__}: {e}", op="open", path=self.path,
-                             hint="is it a fleetwatch events.db?") from e
+        st = os.fstat(self._lock.fd) if self._lock is not None else os.stat(self.path)
+        self.identity = (st.st_dev, st.st_ino)
+        self._anchor = None if readonly else anchor.HeadFile(self.path)
         self._id_prefix = os.urandom(8).hex()
         self._versions: dict[str, int] = {}
         self._complete = False  # True: _versions has every subject of the log
@@ -110,9 +120,62 @@ class EventLog:
                 self.db.close()
             except apsw.Error:
                 pass
+        if self._lock is not None:
+            self._lock.release()
 
     def close(self) -> None:
-        self.db.close()
+        """Close the connection, then (a writer) drop the lock and the head file's descriptor."""
+        try:
+            self.db.close()
+        finally:
+            if self._anchor is not None:
+                self._anchor.close()
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    # ---- identity, guards, anchor -------------------------------------------------------------
+    def check_identity(self) -> None:
+        """Raise :class:`LogReplaced` when the file at the log's path is gone or is not the file
+        this connection opened (deleted, moved, replaced, or its symlink re-pointed)."""
+        try:
+            st = os.stat(self.given)
+        except FileNotFoundError:
+            raise LogReplaced("the event log was deleted or moved away while the watcher ran", gone=True,
+                              op="append", path=self.given,
+                              hint="nothing more is written to the old file; restart the watcher "
+                                   "(systemd does) to start a log at the configured path") from None
+        except OSError as e:
+            raise LogReplaced(f"cannot stat the event log: {e.strerror}", op="append", path=self.given) from e
+        if (st.st_dev, st.st_ino) != self.identity:
+            raise LogReplaced("the event log was replaced by another file while the watcher ran", op="append",
+                              path=self.given, hint="nothing more is written to the old file; restart the "
+                                                    "watcher (systemd does) to use the file now at the path")
+
+    def guard_problems(self) -> list[str]:
+        """The append-only guards that are missing or differ from the ones fleetwatch created."""
+        if self.schema_version < schema.SCHEMA_VERSION:
+            return []  # a read-only old log: its guards are the old ones, checked after migration
+        return schema.guard_problems(self.db)
+
+    def check_guards(self) -> None:
+        """Raise :class:`GuardsMissing` (the fix in the hint) unless every guard is in place."""
+        problems = self.guard_problems()
+        if problems:
+            raise GuardsMissing("the event log's append-only guards were removed or changed: "
+                                + "; ".join(problems), problems=problems, op="open", path=self.path,
+                                hint="put them back and check the rows: `fleetwatch verify --restore-guards`")
+
+    def restore_guards(self) -> None:
+        schema.restore_guards(self.db)
+    def anchor(self) -> tuple[int, str] | None:
+        """The head (seq, hex hash) recorded in ``<log>.head`` by the last writer, or None."""
+        return anchor.read(self.path)
+
+    def head_label(self) -> str:
+        """``SEQ:HASH8`` of the current head, as carried in push bodies ("log head 1234:9f2c1a2b")."""
+        seq, h = self.head()
+        return anchor.label(seq, h)
 
     def __enter__(self) -> EventLog:
         return self
@@ -158,28 +221,7 @@ class EventLog:
         self._known_head = head
 
     def _known_ids(self, items: list[Any]) -> dict[str, int]:
-        """{id: seq} for the batch's explicit ids that are already stored: through the partial
-        index (ids not of the generated form) and, for an id of the generated form, the row at
-        the seq it names."""
-        ids = [p.id for p in items if type(p) is Pending and p.id is not None]
-        found: dict[str, int] = {}
-        if not ids:
-            return found
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            found.update(self.db.execute(
-                f"SELECT id, seq FROM events WHERE id IN ({','.join('?' * len(part))}) AND {schema.GIVEN_ID}",
-                part))
-        for id_ in ids:
-            if id_ not in found and len(id_) == 32:
-                try:
-                    seq = int(id_[16:], 16)
-                except ValueError:
-                    continue
-                if seq < 1 << 63 and self.db.execute("SELECT 1 FROM events WHERE seq=? AND id=?",
-                                                     (seq, id_)).fetchall():
-                    found[id_] = seq
-        return found
+        return query.known_ids(self.db, [p.id for p in items if type(p) is Pending and p.id is not None])
 
     def append(self, events: Iterable[Any], now: float | datetime,
                snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None) -> list[int]:
@@ -193,6 +235,8 @@ class EventLog:
         items = events if isinstance(events, list) else list(events)
         if not items and snapshot is None:
             return []
+        if self._lock is not None:
+            self.check_identity()  # never append to a file that is no longer the log at our path
         db = self.db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -253,10 +297,7 @@ class EventLog:
             if snapshot is not None:
                 snaps = snapshot([Recorded(*r[:6], ev, r[6], r[7]) for r, ev in zip(rows, evs)])
                 if snaps:
-                    db.executemany(
-                        "INSERT INTO snapshots(name, seq, data) VALUES (?,?,?) ON CONFLICT(name) "
-                        "DO UPDATE SET seq=excluded.seq, data=excluded.data",
-                        [(k, seq, v) for k, v in snaps.items()])
+                    self._store_snapshots(seq, prev, snaps)
             db.execute("COMMIT")
         except BaseException as e:
             try:
@@ -273,33 +314,64 @@ class EventLog:
             raise
         versions.update(local)
         self._known_head = seq
+        if rows and self._anchor is not None:
+            self._anchor.write(seq, prev)
         return out
 
     # ---- snapshots ------------------------------------------------------------------------
+    def _store_snapshots(self, seq: int, head: bytes, snaps: dict[str, bytes]) -> None:
+        dig = snapshot_digest
+        self.db.executemany(
+            "INSERT INTO snapshots(name, seq, data, head, digest) VALUES (?,?,?,?,?) ON CONFLICT(name) "
+            "DO UPDATE SET seq=excluded.seq, data=excluded.data, head=excluded.head, digest=excluded.digest",
+            [(k, seq, v, head, dig(k, seq, head, v)) for k, v in snaps.items()])
+
     def snapshots(self) -> dict[str, tuple[int, bytes]]:
-        return {n: (s, d) for n, s, d in self.db.execute("SELECT name, seq, data FROM snapshots")}
+        """The stored snapshots that check against the chain: {name: (seq, data)}. One whose
+        digest does not match its bytes, or whose seq is not in the log with the hash it was
+        bound to, is left out (its reason in ``snapshot_problems``): callers replay instead."""
+        self.snapshot_problems = {}
+        if self.schema_version < 3:
+            return {}  # unbound snapshots of an old log (read-only): never trusted
+        out: dict[str, tuple[int, bytes]] = {}
+        for name, seq, data, head, digest in self.db.execute(
+                "SELECT name, seq, data, head, digest FROM snapshots"):
+            why = snapshot_problem(self.db, name, seq, data, head, digest)
+            if why:
+                self.snapshot_problems[str(name)] = why
+            else:
+                out[name] = (seq, data)
+        return out
 
     def put_snapshots(self, seq: int, snaps: dict[str, bytes]) -> None:
         """Store snapshots covering ``seq`` outside an append (e.g. after a rebuild)."""
         with self.db:
-            self.db.executemany(
-                "INSERT INTO snapshots(name, seq, data) VALUES (?,?,?) ON CONFLICT(name) "
-                "DO UPDATE SET seq=excluded.seq, data=excluded.data",
-                [(k, seq, v) for k, v in snaps.items()])
+            r = self.db.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchall()
+            head = r[0][0] if r else GENESIS
+            self._store_snapshots(seq, head, snaps)
 
     # ---- read -----------------------------------------------------------------------------
     def read(self, since: int = 0, *, types: Sequence[str] | None = None,
              subject: str | None = None, limit: int | None = None, chunk: int = READ_CHUNK,
-             decode: bool = True, verify: bool = False) -> Iterator[Recorded]:
+             decode: bool = True, verify: bool = False, damaged: str = "skip") -> Iterator[Recorded]:
         """Events with seq > ``since`` in order; ``subject`` is a prefix. Reads in chunks, so no
-        read transaction stays open while the caller works.
+        read transaction stays open while the caller works (a rowid range scan: forward reads
+        never take an index and sort).
+
+        A row that does not decode is not a crash: ``damaged="skip"`` leaves it out and notes
+        ``self.damaged[seq] = problem``; ``"yield"`` yields it with ``event=Damaged(problem)``.
 
         ``verify=True`` also checks contiguity and the hash chain of every row from ``since``
         on (filtered-out rows included) and raises :class:`ChainBroken` at the first bad seq,
         before yielding it: a replay that trusts nothing it has not checked."""
         if verify:
-            yield from self._read_verified(since, types, subject, limit, chunk, decode)
+            yield from read_verified(self.db, self.path, since, types, subject, limit, chunk, decode, Recorded)
             return
+        yield from self._read(since, types, subject, limit, chunk, decode, damaged == "yield",
+                              f"SELECT {ROW_COLUMNS} FROM events NOT INDEXED WHERE seq > ?")
+
+    def _read(self, since: int, types: Sequence[str] | None, subject: str | None, limit: int | None,
+              chunk: int, decode: bool, yield_damaged: bool, select: str) -> Iterator[Recorded]:
         where, args = self._filters(types, subject)
         left = limit
         decs, slow, Rec = _decoders, decode_data, Recorded
@@ -307,13 +379,20 @@ class EventLog:
             n = chunk if left is None else min(chunk, left)
             if n <= 0:
                 return
-            rows = self.db.execute(
-                f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ?{where} ORDER BY seq LIMIT ?",
-                (since, *args, n)).fetchall()
+            rows = self.db.execute(f"{select}{where} ORDER BY seq LIMIT ?", (since, *args, n)).fetchall()
             for seq, id_, t, ty, su, ve, da, h in rows:
                 if decode:
-                    d = decs.get(ty)
-                    ev = d.decode(da) if d is not None else slow(ty, da)
+                    try:
+                        if type(da) is not bytes:
+                            raise TypeError
+                        d = decs.get(ty)
+                        ev = d.decode(da) if d is not None else slow(ty, da)
+                    except Exception as e:  # a damaged row: reported by seq, never a traceback
+                        why = _problem(da, e)
+                        if not yield_damaged:
+                            self.damaged[seq] = why
+                            continue
+                        ev = Damaged(why)
                 else:
                     ev = None
                 yield Rec(seq, id_, t, ty, su, ve, ev, da, h)
@@ -323,84 +402,28 @@ class EventLog:
             if left is not None:
                 left -= len(rows)
 
-    def _read_verified(self, since: int, types: Sequence[str] | None, subject: str | None,
-                       limit: int | None, chunk: int, decode: bool) -> Iterator[Recorded]:
-        if since <= 0:
-            since, prev = 0, GENESIS
-        else:
-            r = self.db.execute("SELECT hash FROM events WHERE seq=?", (since,)).fetchall()
-            if not r:
-                raise ChainBroken(f"seq {since} is missing", seq=since, op="read", path=self.path)
-            prev = r[0][0]
-        want = frozenset(types) if types else None
-        left = limit
-        plain = want is None and not subject and left is None and decode  # the replay fast path
-        canon, sha, Rec = _canon.encode, hashlib.sha256, Recorded
-        decs, slow = _decoders, decode_data
-        expect = since + 1
-        q = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
-        while True:
-            rows = self.db.execute(q, (since, chunk)).fetchall()
-            seq = expect
-            try:
-                if plain:
-                    for seq, id_, t, ty, su, ve, da, h in rows:
-                        if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
-                            break
-                        prev = h
-                        expect += 1
-                        d = decs.get(ty)
-                        yield Rec(seq, id_, t, ty, su, ve, d.decode(da) if d is not None else slow(ty, da), da, h)
-                    else:
-                        seq = None
-                else:
-                    for seq, id_, t, ty, su, ve, da, h in rows:
-                        if seq != expect or sha(prev + canon((seq, id_, t, ty, su, ve)) + b"\n" + da).digest() != h:
-                            break
-                        prev = h
-                        expect += 1
-                        if want is not None and ty not in want or subject and not su.startswith(subject):
-                            continue
-                        if decode:
-                            d = decs.get(ty)
-                            ev = d.decode(da) if d is not None else slow(ty, da)
-                        else:
-                            ev = None
-                        yield Rec(seq, id_, t, ty, su, ve, ev, da, h)
-                        if left is not None:
-                            left -= 1
-                            if left <= 0:
-                                return
-                    else:
-                        seq = None
-            except TypeError:  # a column of the wrong type (e.g. data stored as text): altered
-                pass
-            if seq is not None:
-                if seq != expect:
-                    raise ChainBroken(f"seq {expect} is missing (next row is {seq})", seq=expect,
-                                      op="read", path=self.path, hint="run `fleetwatch verify`")
-                raise ChainBroken(f"seq {seq}: hash mismatch (row altered or chain broken)", seq=seq,
-                                  op="read", path=self.path, hint="run `fleetwatch verify`")
-            if len(rows) < chunk:
-                return
-            since = rows[-1][0]
-
-    def last(self, n: int, *, types: Sequence[str] | None = None, subject: str | None = None) -> list[Recorded]:
-        """The last ``n`` matching events, oldest first."""
-        if n <= 0:
+    def last(self, n: int, *, types: Sequence[str] | None = None, subject: str | None = None,
+             exact: bool = False, damaged: str = "skip") -> list[Recorded]:
+        """The last ``n`` matching events, oldest first (``exact``: ``subject`` is a whole subject,
+        not a prefix). Found through the type and subject indexes (events/query.py), so a rare or
+        absent type costs index look-ups, not a scan."""
+        seqs = query.last_seqs(self.db, n, types, subject, exact)
+        if not seqs:
             return []
-        return list(self.read(self.start_of_last(n, types=types, subject=subject),
-                              types=types, subject=subject, limit=n))
+        out: list[Recorded] = []
+        for i in range(0, len(seqs), 500):
+            part = seqs[i:i + 500]
+            out += self._read(0, None, None, None, len(part), True, damaged == "yield",
+                              f"SELECT {ROW_COLUMNS} FROM events WHERE seq IN ({','.join(map(str, part))}) "
+                              f"AND seq > ?")
+        return out
 
     def start_of_last(self, n: int, *, types: Sequence[str] | None = None, subject: str | None = None) -> int:
         """The ``since`` from which ``read`` yields the last ``n`` matching events (0 if fewer)."""
         if n <= 0:
             return self.head()[0]
-        where, args = self._filters(types, subject)
-        rows = self.db.execute(
-            f"SELECT seq FROM events WHERE seq > 0{where} ORDER BY seq DESC LIMIT 1 OFFSET ?",
-            (*args, n - 1)).fetchall()
-        return rows[0][0] - 1 if rows else 0
+        seqs = query.last_seqs(self.db, n, types, subject)
+        return seqs[0] - 1 if len(seqs) >= n else 0
 
     @staticmethod
     def _filters(types: Sequence[str] | None, subject: str | None) -> tuple[str, tuple]:
@@ -417,7 +440,8 @@ class EventLog:
         return self.db.execute("PRAGMA data_version").fetchall()[0][0]
 
     def follow(self, since: int = 0, *, types: Sequence[str] | None = None, subject: str | None = None,
-               poll: float = 0.05, stop: Callable[[], bool] = lambda: False) -> Iterator[Recorded]:
+               poll: float = 0.05, stop: Callable[[], bool] = lambda: False,
+               yield_damaged: bool = False) -> Iterator[Recorded]:
         """Yield events after ``since``, then wait for new ones (``PRAGMA data_version`` polled
         every ``poll`` s; a read only when it moved, so an idle follower costs ~nothing)."""
         last_dv = None
@@ -425,7 +449,7 @@ class EventLog:
             dv = self.data_version()
             if dv != last_dv:
                 last_dv = dv
-                for rec in self.read(since):
+                for rec in self.read(since, damaged="yield" if yield_damaged else "skip"):
                     since = rec.seq
                     if types and rec.type not in types:
                         continue
@@ -436,10 +460,22 @@ class EventLog:
                 _time.sleep(poll)
 
     # ---- verify ---------------------------------------------------------------------------
-    def verify(self, expect_head: tuple[int, str] | None = None, chunk: int = 20000) -> VerifyResult:
-        """Walk the chain: contiguity, hash links, blob data. First problem wins (events/chain.py)."""
-        return _verify(self.db, expect_head, chunk)
+    def verify(self, expect_head: tuple[int, str] | None = None, chunk: int = 20000, *,
+               use_anchor: bool = True) -> VerifyResult:
+        """Walk the chain (contiguity, hash links, blob data), then the caller's head, the head
+        anchor ``<log>.head`` (unless ``use_anchor`` is off), the guards and every snapshot's
+        binding. First problem wins (events/chain.py)."""
+        return _verify(self.db, expect_head, chunk, anchor=self.anchor() if use_anchor else None,
+                       anchor_name=os.path.basename(anchor.path_of(self.path)),
+                       guard_problems=self.guard_problems(), check_snapshots=self.schema_version >= 3)
+
+    def backup(self, dest: str) -> VerifyResult:
+        """A consistent copy at ``dest`` through SQLite's online backup API (one read transaction:
+        every commit up to a point, WAL included), written to a temporary file beside ``dest``,
+        verified, given its own head anchor, then renamed into place (mode 0600). ``dest`` must
+        not exist. Raises StoreError (nothing left at ``dest``) when the copy does not verify."""
+        return backup_to(self, dest, type(self))
 
 
-__all__ = ["APPLICATION_ID", "BUSY_TIMEOUT_MS", "GENESIS", "SCHEMA_VERSION", "EventLog", "Pending", "Recorded",
-           "Unknown", "VerifyResult", "_E", "iso", "parse_iso", "row_hash"]
+__all__ = ["APPLICATION_ID", "BUSY_TIMEOUT_MS", "GENESIS", "SCHEMA_VERSION", "Damaged", "EventLog", "Pending", "Recorded",
+           "Unknown", "VerifyResult", "_E", "damaged_json", "iso", "parse_iso", "row_hash"]

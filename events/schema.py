@@ -13,6 +13,17 @@ Schema versions
   primary key). ``events_given_id`` is a UNIQUE partial index over every other id (caller-given,
   and every id written by v1). :data:`GIVEN_ID` is its predicate: a query that names it can
   use the index. Rows are copied unchanged, so the hash chain is untouched.
+- v3: append-only for real: ``events_no_replace`` refuses any INSERT that is not the next seq or
+  that collides with a stored (subject, version) or given id (``INSERT OR REPLACE`` / UPSERT would
+  otherwise delete a row without firing the DELETE trigger). ``events_type`` indexes ``type`` so
+  ``tail --type`` never scans the log. ``snapshots`` gains ``head`` (the chain hash at the
+  snapshot's seq) and ``digest`` (``events.chain.snapshot_digest``): a snapshot is trusted only when
+  both check against the chain. Snapshots written before v3 have neither and are replayed once.
+
+Guards
+- :data:`GUARDS` is the exact SQL of every trigger and index that keeps ``events`` append-only;
+  :func:`guard_problems` compares ``sqlite_master`` with it (a dropped or edited guard is found by
+  ``verify``, ``doctor`` and ``run``), :func:`restore_guards` puts them back in one transaction.
 """
 from __future__ import annotations
 
@@ -22,9 +33,10 @@ import stat
 import apsw
 
 from events.errors import SchemaError, StoreError
+from events.private import private_dir
 
 APPLICATION_ID = 0x46574C47  # "FWLG"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # an id not of the generated form <16 hex><seq as 16 hex>: the rows events_given_id covers
 GIVEN_ID = "substr(id, 17) <> printf('%016x', seq)"
@@ -70,6 +82,38 @@ CREATE TABLE snapshots (
 );
 """
 
+# v3: the guards, exactly as created (sqlite_master keeps this text; guard_problems compares it)
+_NO_UPDATE = ("CREATE TRIGGER events_no_update BEFORE UPDATE ON events\n"
+              "BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; UPDATE is refused'); END")
+_NO_DELETE = ("CREATE TRIGGER events_no_delete BEFORE DELETE ON events\n"
+              "BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; DELETE is refused'); END")
+_NO_REPLACE = ("CREATE TRIGGER events_no_replace BEFORE INSERT ON events\n"
+               "WHEN NEW.seq IS NOT (SELECT coalesce(max(seq), 0) + 1 FROM events)\n"
+               " OR EXISTS (SELECT 1 FROM events WHERE subject = NEW.subject AND version = NEW.version)\n"
+               " OR (substr(NEW.id, 17) <> printf('%016x', NEW.seq)\n"
+               "     AND EXISTS (SELECT 1 FROM events WHERE id = NEW.id AND " + GIVEN_ID + "))\n"
+               "BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; "
+               "only the next seq with a new subject version and id may be inserted'); END")
+_GIVEN_INDEX = f"CREATE UNIQUE INDEX events_given_id ON events(id) WHERE {GIVEN_ID}"
+_TYPE_INDEX = "CREATE INDEX events_type ON events(type)"
+# name -> (kind, exact sql); the UNIQUE(subject, version) autoindex has no SQL of its own
+GUARDS: dict[str, tuple[str, str]] = {
+    "events_no_update": ("trigger", _NO_UPDATE), "events_no_delete": ("trigger", _NO_DELETE),
+    "events_no_replace": ("trigger", _NO_REPLACE), "events_given_id": ("index", _GIVEN_INDEX),
+    "events_type": ("index", _TYPE_INDEX)}
+_AUTOINDEX = "sqlite_autoindex_events_1"  # UNIQUE (subject, version)
+
+_V2_TO_V3 = f"""
+DROP TRIGGER IF EXISTS events_no_update;
+DROP TRIGGER IF EXISTS events_no_delete;
+{_NO_UPDATE};
+{_NO_DELETE};
+{_NO_REPLACE};
+{_TYPE_INDEX};
+ALTER TABLE snapshots ADD COLUMN head BLOB;
+ALTER TABLE snapshots ADD COLUMN digest BLOB;
+"""
+
 # v1 -> v2: rebuild `events` without the UNIQUE on id (SQLite cannot drop a column constraint)
 _V1_TO_V2 = f"""
 DROP TRIGGER events_no_update;
@@ -82,12 +126,49 @@ DROP TABLE events_v1;
 
 # Migrations from version N to N+1, applied in one transaction. Index = from-version.
 # A new file is created at v1 and migrated (one code path for every file).
-MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _V1_TO_V2}
+MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _V1_TO_V2, 2: _V2_TO_V3}
 
 
-def check_path(path: str, create: bool) -> None:
-    """Refuse a directory, a non-regular, unreadable or non-SQLite file with a StoreError; create a
-    missing file with mode 0600 (parents 0700) when ``create``."""
+def guard_problems(db: apsw.Connection) -> list[str]:
+    """What is wrong with the append-only guards of ``events`` (empty: all present, exactly as
+    created): a missing, edited or extra trigger, a missing index."""
+    rows = {n: (k, s) for k, n, s in db.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('trigger', 'index')")}
+    out = []
+    for name, (kind, sql) in GUARDS.items():
+        got = rows.get(name)
+        if got is None:
+            out.append(f"{kind} {name} is missing")
+        elif got != (kind, sql):
+            out.append(f"{kind} {name} differs from the one fleetwatch created")
+    if _AUTOINDEX not in rows:
+        out.append("the UNIQUE (subject, version) index is missing")
+    out += [f"{k} {n} was added by someone else" for n, (k, _) in sorted(rows.items())
+            if k == "trigger" and n not in GUARDS]
+    return out
+
+
+def restore_guards(db: apsw.Connection) -> None:
+    """Put every guard back exactly as created, in one transaction: a foreign or edited trigger,
+    or an edited guard index, is dropped and the expected one created. The rows are not touched
+    (run ``verify`` afterwards); a missing UNIQUE (subject, version) cannot be put back this way."""
+    with db:
+        for k, n, sql in db.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'events' AND type IN "
+                "('trigger', 'index') AND name NOT LIKE 'sqlite_autoindex%'").fetchall():
+            if GUARDS.get(n) != (k, sql) and (k == "trigger" or n in GUARDS):
+                db.execute(f'DROP {k.upper()} "{n}"')
+        have = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'events'")}
+        for name, (_, sql) in GUARDS.items():
+            if name not in have:
+                db.execute(sql)
+
+
+def check_path(path: str, create: bool, *, readonly: bool = False, parents: bool = True) -> None:
+    """Refuse a directory, a non-regular, unreadable (or, unless ``readonly``, unwritable) or
+    non-SQLite file, and a file with more than one hard link (two names = two WALs for one
+    file), with a StoreError. Create a missing file with mode 0600 when ``create``; its missing
+    parent folders (0700) only with ``parents`` (an explicit --db with a typo is refused)."""
     if os.path.isdir(path):
         raise StoreError("the event log path is a directory", op="open", path=path,
                          hint="point --db / [store] path at a file, e.g. events.db")
@@ -98,6 +179,11 @@ def check_path(path: str, create: bool) -> None:
             raise StoreError(f"cannot stat the event log: {e.strerror}", op="open", path=path) from e
         if not stat.S_ISREG(st.st_mode):
             raise StoreError("the event log path is not a regular file", op="open", path=path)
+        if st.st_nlink > 1:
+            raise StoreError(f"the event log has {st.st_nlink} hard links; SQLite would keep one WAL per "
+                             "name and lose commits", op="open", path=path,
+                             hint="remove the other names (`find / -xdev -samefile FILE`); to copy a log "
+                                  "use `fleetwatch backup PATH`, to alias it use a symlink")
         if st.st_size:
             try:
                 with open(path, "rb") as f:
@@ -108,9 +194,9 @@ def check_path(path: str, create: bool) -> None:
             if magic != b"SQLite format 3\x00":
                 raise StoreError("not an SQLite database", op="open", path=path,
                                  hint="--db must name a fleetwatch event log or a new file")
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise StoreError("the event log is not readable and writable by this user", op="open",
-                             path=path, hint="check the file's owner and mode")
+        if not os.access(path, os.R_OK if readonly else os.R_OK | os.W_OK):
+            raise StoreError("the event log is not " + ("readable" if readonly else "readable and writable")
+                             + " by this user", op="open", path=path, hint="check the file's owner and mode")
         return
     anc = os.path.dirname(path)
     while not os.path.exists(anc):
@@ -122,9 +208,12 @@ def check_path(path: str, create: bool) -> None:
         raise StoreError("no event log here yet", op="open", path=path,
                          hint="start the watcher (`fleetwatch run`) or pass --db")
     parent = os.path.dirname(os.path.abspath(path))
+    if not parents and not os.path.isdir(parent):
+        raise StoreError(f"the folder {parent} does not exist (a typo?); nothing was created", op="create",
+                         path=path, hint="fix the path, or pass --create to make the folder and a new log")
     try:
         if not os.path.isdir(parent):
-            os.makedirs(parent, mode=0o700, exist_ok=True)
+            private_dir(parent)  # 0700 whatever the umask, parents too (issue 13)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
     except FileExistsError:
@@ -174,4 +263,5 @@ def migrate(db: apsw.Connection, path: str) -> None:
         raise
 
 
-__all__ = ["APPLICATION_ID", "GIVEN_ID", "MIGRATIONS", "SCHEMA_VERSION", "check_path", "classify", "migrate"]
+__all__ = ["APPLICATION_ID", "GIVEN_ID", "GUARDS", "MIGRATIONS", "SCHEMA_VERSION", "check_path", "classify",
+           "guard_problems", "migrate", "restore_guards"]

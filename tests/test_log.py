@@ -53,12 +53,14 @@ def py(code: str, *args: str, **kw) -> subprocess.Popen:
 
 
 def tampered_copy(src: EventLog, dst: str, sql: str, *args) -> str:
-    """A copy of the log with the append-only triggers dropped and ``sql`` applied."""
+    """A copy of the log with the append-only triggers dropped, ``sql`` applied and the triggers
+    put back (a careful tamperer: only the chain and the head anchor can tell)."""
     src.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copyfile(src.path, dst)
     c = apsw.Connection(dst)
-    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete")
+    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
     c.execute(sql, args)
+    evschema.restore_guards(c)
     c.close()
     return dst
 
@@ -340,10 +342,10 @@ def test_bad_paths(tmp_path):
 def test_migration_from_an_older_schema(db_path, monkeypatch):
     with EventLog(db_path) as lg:
         lg.append([ac()], NOW)
-    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(evschema.MIGRATIONS, 2, "ALTER TABLE snapshots ADD COLUMN note TEXT;")
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(evschema.MIGRATIONS, 3, "ALTER TABLE snapshots ADD COLUMN note TEXT;")
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 3
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 4
         assert "note" in [r[1] for r in lg.db.execute("PRAGMA table_info(snapshots)")]
         assert lg.verify().ok and lg.head()[0] == 1
 
@@ -351,13 +353,13 @@ def test_migration_from_an_older_schema(db_path, monkeypatch):
 def test_failed_migration_changes_nothing(db_path, monkeypatch):
     with EventLog(db_path) as lg:
         lg.append([ac()], NOW)
-    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(evschema.MIGRATIONS, 2, "ALTER TABLE snapshots ADD COLUMN note TEXT; SELECT * FROM nope;")
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(evschema.MIGRATIONS, 3, "ALTER TABLE snapshots ADD COLUMN note TEXT; SELECT * FROM nope;")
     with pytest.raises(SchemaError, match="migration failed"):
         EventLog(db_path)
-    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 3)
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 2
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 3
         assert "note" not in [r[1] for r in lg.db.execute("PRAGMA table_info(snapshots)")]
         assert lg.verify().ok
 
@@ -381,15 +383,17 @@ def _v1_log(path: str) -> list[tuple]:
     return rows
 
 
-def test_migration_v1_to_v2_keeps_rows_chain_ids_and_idempotency(db_path):
+def test_migration_v1_to_v3_keeps_rows_chain_ids_and_idempotency(db_path):
     rows = _v1_log(db_path)
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 2
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 3
         assert [tuple(r) for r in lg.db.execute("SELECT * FROM events ORDER BY seq")] == rows  # byte for byte
+        assert lg.guard_problems() == []
+        assert lg.snapshots() == {} and "fleet" in lg.snapshot_problems  # unbound (v1): replayed, never trusted
+        lg.db.execute("DELETE FROM snapshots")
         assert lg.verify().ok and lg.verify().head_hash == rows[-1][-1].hex()
-        assert lg.snapshots() == {"fleet": (3, b"{}")}
         idx = {r[1] for r in lg.db.execute("SELECT * FROM sqlite_master WHERE type IN ('index', 'trigger')")}
-        assert {"events_given_id", "events_no_update", "events_no_delete"} <= idx
+        assert {"events_given_id", "events_no_update", "events_no_delete", "events_no_replace", "events_type"} <= idx
         assert not any(t.startswith("events_v1") for t in idx)
         # v1 ids (its generated ones included) stay idempotency keys
         assert lg.append([Pending(ac("z"), id="start-1"), Pending(ac("z"), id=rows[2][1])], NOW) == [2, 3]
@@ -514,8 +518,8 @@ def test_follow_delivers_new_events_quickly_and_stops(db_path, log):
 # ---- the writer lock -------------------------------------------------------------------------
 HOLDER = """
 import sys, time
-from events.lock import WriterLock
-WriterLock(sys.argv[1]).acquire()
+from events.log import EventLog
+EventLog(sys.argv[1], lock=True)
 print("held", flush=True)
 time.sleep(60)
 """
@@ -544,15 +548,16 @@ def test_stale_lock_of_a_sigkilled_process_is_taken_over(db_path):
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     p.stdout.close(), p.stderr.close()
-    assert holder_pid(db_path + ".lock") == p.pid                    # the stale note is still there
+    assert holder_pid(db_path) is None                               # the kernel dropped it
     with WriterLock(db_path) as lk:
-        assert lk.held and holder_pid(lk.path) == os.getpid()
-        assert os.stat(lk.path).st_mode & 0o777 == 0o600
-    assert holder_pid(db_path + ".lock") is None                     # released: no pid left behind
+        assert lk.held and holder_pid(db_path) == os.getpid()
+    assert holder_pid(db_path) is None                               # released
+    assert not os.path.exists(db_path + ".lock")                     # no sidecar, ever
 
 
 def test_lock_in_process_release_and_reacquire(tmp_path):
-    path = str(tmp_path / "sub" / "events.db")                       # the folder is created
+    path = str(tmp_path / "events.db")
+    EventLog(path).close()
     a = WriterLock(path).acquire()
     with pytest.raises(WriterLocked) as ei:
         WriterLock(path).acquire()

@@ -13,6 +13,8 @@ import sys
 import time
 
 import apsw
+
+from events.schema import restore_guards
 import pytest
 
 from events.log import EventLog
@@ -189,8 +191,9 @@ def _copy_with(lg: EventLog, dst: str, sql: str, *args) -> str:
     lg.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copyfile(lg.path, dst)
     c = apsw.Connection(dst)
-    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete")
+    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
     c.execute(sql, args)
+    restore_guards(c)  # a careful tamperer puts the guards back: only the chain and the anchor can tell
     c.close()
     return dst
 
@@ -201,7 +204,8 @@ def test_verify_ok_prints_the_head(cli, db_path):
     r = cli("verify", "--db", db_path)
     assert r.exit_code == 0 and f"head 12:{h.hex()}" in r.stdout and "12 events" in r.stdout
     j = json.loads(cli("verify", "--json", "--db", db_path).stdout)
-    assert j == {"ok": True, "head_seq": 12, "head_hash": h.hex(), "count": 12, "bad_seq": None, "problem": ""}
+    assert j == {"ok": True, "head_seq": 12, "head_hash": h.hex(), "count": 12, "bad_seq": None, "problem": "",
+                 "table": "", "anchor": f"12:{h.hex()}", "snapshots": 0}
     assert cli("verify", "--expect-head", f"12:{h.hex().upper()}", "--db", db_path).exit_code == 0
 
 

@@ -138,9 +138,10 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
     except FE as e:
         ck.bad(f"log: {e}", e.hint or "check [store] path / --db")
         return
-    if not res.ok:
-        ck.bad(f"log: {path} chain broken at seq {res.bad_seq}: {res.problem}", "run `fleetwatch verify`; "
-               "keep the file for inspection and start a new log with --db")
+    if not res.ok:  # the chain, the head anchor, the append-only guards or a snapshot's binding
+        where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
+        ck.bad(f"log: {path} broken at {where}: {res.problem}", "run `fleetwatch verify` (removed guards: "
+               "`fleetwatch verify --restore-guards`); keep the file for inspection and start a new log with --db")
         return
     ck.ok(f"log: {path} writable, verify intact ({res.count} events, head seq {res.head_seq})")
 

@@ -1,8 +1,12 @@
-"""`fleetwatch tail`, `verify` and `export`: reading the event log.
+"""`fleetwatch tail`, `verify`, `export` and `backup`: reading the event log.
 
-Readers never take the writer lock and never create the log: if it does not exist yet, `tail`
-and `export` say so on stderr and print nothing (exit 0; `tail -f` waits for it to appear),
-`verify` exits 2. `--json` / `export` lines are exactly ``Recorded.to_json()`` (CONTRACT.md).
+Readers never take the writer lock, never create the log and open it read-only (a read-only copy
+can be read, verified, exported and backed up): if it does not exist yet, `tail` and `export` say
+so on stderr and print nothing (exit 0; `tail -f` waits for it to appear), `verify` exits 2.
+`--json` / `export` lines are exactly ``Recorded.to_json()`` (CONTRACT.md). A damaged row (its
+data not a blob or not decodable) is reported by seq on stderr and the command goes on: `tail`
+prints a marked line, `export` a raw, marked JSON line (``{"seq", "damaged", "raw"}``), `verify`
+exits 1 naming it. Never a traceback.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from typing import Annotated, Any, Optional
 import msgspec
 import typer
 
+from events.records import Damaged
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors, open_log
 
 _enc = msgspec.json.Encoder()
@@ -43,6 +48,9 @@ class _Out:
     def write(self, rec: Any) -> None:
         from watcher.cli import render
 
+        if type(rec.event) is Damaged:
+            _damaged(rec, self.as_json)
+            return
         if self.as_json:
             sys.stdout.write(_json_line(rec))
         elif self.console is None:
@@ -52,6 +60,15 @@ class _Out:
 
     def flush(self) -> None:
         sys.stdout.flush()
+
+
+def _damaged(rec: Any, as_json: bool) -> None:
+    """A damaged row: a marked line (JSON: the raw, marked export line) and a note on stderr."""
+    from projections.text import safe
+
+    why = safe(rec.event.problem)
+    sys.stdout.write(_json_line(rec) if as_json else f"{rec.seq:>7} DAMAGED row ({why})\n")
+    print(f"fleetwatch: seq {rec.seq}: damaged row ({why}); shown raw, going on", file=sys.stderr)
 
 
 def _expand_types(types: list[str] | None) -> list[str] | None:
@@ -106,12 +123,6 @@ def _only(recs: Iterable[Any], exact: str | None, limit: int | None = None) -> I
             n += 1
             if limit is not None and n >= limit:
                 return
-
-
-def _last_n(recs: Iterable[Any], exact: str, n: int) -> list[Any]:
-    from collections import deque
-
-    return list(deque((r for r in recs if r.subject == exact), maxlen=n)) if n else []
 
 
 def _quiet_pipe() -> None:
@@ -209,22 +220,22 @@ def register(app: typer.Typer) -> None:
                         if stop():
                             return
                         time.sleep(0.2)
-                _, log = open_log(config, db)
+                _, log = open_log(config, db, readonly=True)
                 try:
                     if since is not None:
                         head = since
-                        recs = log.read(since, types=types, subject=subject, limit=None if exact else lines)
-                    else:
+                        recs = log.read(since, types=types, subject=subject, limit=None if exact else lines,
+                                        damaged="yield")
+                    else:  # the last N through the type/subject indexes: a rare type costs no scan
                         head = log.head()[0]
                         n = 20 if lines is None else lines
-                        recs = (log.read(log.start_of_last(n, types=types, subject=subject),
-                                         types=types, subject=subject, limit=n) if n else iter(())) \
-                            if not exact else iter(_last_n(log.read(0, types=types, subject=subject), exact, n))
+                        recs = log.last(n, types=types, subject=subject, exact=exact is not None, damaged="yield")
                     if exact:
                         recs = _only(recs, exact, lines if since is not None else None)
                     last = _emit(out, recs)
                     if follow:
-                        for rec in _only(log.follow(max(head, last), types=types, subject=subject, stop=stop), exact):
+                        for rec in _only(log.follow(max(head, last), types=types, subject=subject, stop=stop,
+                                                    yield_damaged=True), exact):
                             out.write(rec)
                             out.flush()
                 finally:
@@ -238,12 +249,15 @@ def register(app: typer.Typer) -> None:
     @errors
     def verify(
         expect_head: Annotated[Optional[str], typer.Option("--expect-head", metavar="SEQ:HASH", help="Also require the row at SEQ to have HASH (hex), as printed by an earlier verify: catches a truncated tail.")] = None,
+        restore_guards: Annotated[bool, typer.Option("--restore-guards", help="Put the append-only triggers and indexes back as fleetwatch created them (the only write verify makes), then check everything.")] = False,
         as_json: JsonOpt = False,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
-        """Walk the whole log: contiguous seqs and the sha256 chain. Prints the head (seq, hash).
-        Exit 0 intact, 1 broken (naming the first bad seq), 2 no usable log."""
+        """Walk the whole log: contiguous seqs and the sha256 chain, then the head anchor
+        (events.db.head, written at every commit: catches a cut tail), the append-only guards and
+        the snapshots' binding. Prints the head (seq, hash). Exit 0 intact, 1 broken (naming the
+        first bad seq, or the table), 2 no usable log."""
         want = None
         if expect_head is not None:
             seq_s, _, hash_s = expect_head.partition(":")
@@ -255,7 +269,15 @@ def register(app: typer.Typer) -> None:
             except ValueError:
                 raise typer.BadParameter("expected SEQ:HASH, e.g. 42:3f2a… (64 hex digits)",
                                          param_hint="--expect-head") from None
-        _, log = open_log(config, db)
+        if restore_guards:
+            _, log = open_log(config, db)
+            try:
+                before = log.guard_problems()
+                log.restore_guards()
+            finally:
+                log.close()
+            print(f"guards restored ({'; '.join(before)})" if before else "guards were intact", file=sys.stderr)
+        _, log = open_log(config, db, readonly=True)
         try:
             res = log.verify(expect_head=want)
             from watcher.hub.store import host_report  # a hub's log: every host's chain, gaps per host
@@ -270,13 +292,17 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(_enc.encode(doc).decode() + "\n")
         elif res.ok:
             print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
+            print(f"head anchor {res.anchor.split(':')[0]}:{res.anchor.split(':')[1][:8]} matches" if res.anchor
+                  else "no head anchor (events.db.head): a cut tail cannot be told; pass --expect-head")
         else:
-            print(f"BROKEN at seq {res.bad_seq}: {res.problem}\n"
+            where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
+            print(f"BROKEN at {where}: {res.problem}\n"
                   f"last good {res.head_seq}:{res.head_hash}")
         if host_lines and not as_json:
             print("\n".join(host_lines))
         if not res.ok:
-            print(f"fleetwatch: verify failed at seq {res.bad_seq}: {res.problem}", file=sys.stderr)
+            where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
+            print(f"fleetwatch: verify failed at {where}: {res.problem}", file=sys.stderr)
             raise typer.Exit(1)
         if not hosts_ok:
             print("fleetwatch: verify: a host chain is broken or has gaps (see above)", file=sys.stderr)
@@ -289,15 +315,19 @@ def register(app: typer.Typer) -> None:
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
-        """Write every event (seq > SEQ) to stdout as JSON lines, exactly as `tail --json`."""
+        """Write every event (seq > SEQ) to stdout as JSON lines, exactly as `tail --json`. A
+        damaged row is written raw and marked ({"seq", "damaged", "raw"}) and named on stderr."""
         _, path = context(config, db)
         if _missing(path):
             return
-        _, log = open_log(config, db)
+        _, log = open_log(config, db, readonly=True)
         try:
             w = sys.stdout.write
             buf: list[str] = []
-            for rec in log.read(since):
+            for rec in log.read(since, damaged="yield"):
+                if type(rec.event) is Damaged:
+                    print(f"fleetwatch: seq {rec.seq}: damaged row ({rec.event.problem}); exported raw",
+                          file=sys.stderr)
                 buf.append(_json_line(rec))
                 if len(buf) >= 1000:
                     w("".join(buf))
@@ -308,3 +338,25 @@ def register(app: typer.Typer) -> None:
             _quiet_pipe()
         finally:
             log.close()
+
+    @app.command("backup")
+    @errors
+    def backup(
+        dest: Annotated[str, typer.Argument(metavar="PATH", help="The new file (never overwritten).")],
+        as_json: JsonOpt = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """A consistent copy of the log while the watcher runs (SQLite's online backup: the
+        commits still in the WAL included, which `cp events.db` misses), verified before it is
+        put in place, with its own head anchor. Exit 0 done, 1 failed (nothing left at PATH),
+        2 refused (PATH exists, its folder does not, no log)."""
+        _, log = open_log(config, db, readonly=True)
+        try:
+            res = log.backup(dest)  # StoreError: a refused destination (2); BackupFailed (1)
+        finally:
+            log.close()
+        if as_json:
+            sys.stdout.write(_enc.encode({"path": os.path.abspath(dest), **msgspec.to_builtins(res)}).decode() + "\n")
+        else:
+            print(f"backed up {res.count} events to {dest}: verified, head {res.head_seq}:{res.head_hash[:8]}")

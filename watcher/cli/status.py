@@ -45,9 +45,11 @@ def load_states(config: str | None, db: str | None) -> tuple[Any, dict[str, Any]
     if not os.path.exists(path):
         p = Projections()
         return cfg, p.states, 0, f"no event log yet at {path} (start `fleetwatch run`)"
-    elog = EventLog(path, durability=cfg.store.durability, create=False)
+    elog = EventLog(path, durability=cfg.store.durability, create=False, readonly=True)
     try:
-        p = Projections.load(elog)
+        p = Projections.load(elog)  # a snapshot that fails its chain binding is not used: replay
+        for seq, why in sorted(elog.damaged.items()):
+            print(f"fleetwatch: seq {seq}: damaged row ({why}); skipped (see `fleetwatch verify`)", file=sys.stderr)
         return cfg, p.states, p.seq, None
     finally:
         elog.close()
@@ -172,16 +174,24 @@ def register(app: typer.Typer) -> None:
         if not os.path.exists(path):
             print(f"fleetwatch: no event log yet at {path}; nothing to rebuild", file=sys.stderr)
             return
-        elog = EventLog(path, durability=cfg.store.durability, create=False)
+        elog = EventLog(path, durability=cfg.store.durability, create=False, readonly=check)
         try:
             t0 = time.perf_counter()
             p, diff = rebuild(elog, check=check, store=not check)
             dt = time.perf_counter() - t0
+            damaged, untrusted = dict(elog.damaged), dict(elog.snapshot_problems)
         finally:
             elog.close()
+        for seq, why in sorted(damaged.items()):  # reported by seq; the replay went on without them
+            print(f"fleetwatch: seq {seq}: damaged row ({why}); skipped", file=sys.stderr)
+        for name, why in sorted(untrusted.items()):
+            print(f"fleetwatch: snapshot {name!r} not trusted ({why})"
+                  + ("" if check else "; replaced by the rebuilt one"), file=sys.stderr)
         if diff is not None:
             print(f"fleetwatch: projection {diff.projection!r} differs at seq {diff.seq}: {diff.detail}",
                   file=sys.stderr)
+            raise typer.Exit(1)
+        if damaged or (check and untrusted):
             raise typer.Exit(1)
         what = "checked" if check else "rebuilt"
         print(f"{what} {len(p.mods)} projection(s) over {p.seq} event(s) in {dt:.2f}s"

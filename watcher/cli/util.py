@@ -48,8 +48,19 @@ def context(config: str | None, db: str | None, *, need_config: bool = False, ch
     return cfg, db_path(cfg, db)
 
 
-def open_log(config: str | None, db: str | None, *, create: bool = False):
+def explicit_db(db: str | None) -> bool:
+    """The log path was given by hand (--db or $FLEETWATCH_DB): a folder that does not exist is a
+    typo to refuse (unless --create), not a folder to make."""
+    import os
+
+    return bool(db) or bool(os.environ.get("FLEETWATCH_DB"))
+
+
+def open_log(config: str | None, db: str | None, *, create: bool = False, readonly: bool = False):
+    """(cfg, EventLog). ``readonly``: a read-only connection (reading commands: a read-only copy
+    can be read). A new log is created with ``create``, its folder only for the default path."""
     from events.log import EventLog
 
     cfg, path = context(config, db)
-    return cfg, EventLog(path, durability=cfg.store.durability, create=create)
+    return cfg, EventLog(path, durability=cfg.store.durability, create=create, readonly=readonly,
+                         parents=not explicit_db(db))

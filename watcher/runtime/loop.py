@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from events.errors import AppendFailed
+from events.errors import AppendFailed, LogReplaced
 from events.log import EventLog
 from events.types import WatcherStarted, WatcherStopped
 from projections import fleet
@@ -190,6 +190,7 @@ class Watcher:
         A snapshot that came due in one tick is written at the end of the next one, so the tick
         that made it due (the first tick of a big fleet above all) commits without encoding
         every projection."""
+        self.log.check_identity()  # the log vanished or was replaced: LogReplaced, nothing appended
         self.proj.catch_up(self.log)
         snap = self.observe(now, full, changed)
         n = 0
@@ -233,6 +234,8 @@ class Watcher:
                         force_snapshot=True)
         except AppendFailed:
             log.error("could not record watcher.stopped")
+        except LogReplaced:
+            log.error("the event log is gone: watcher.stopped not recorded")
 
     def close(self) -> None:
         self.polls.close()

@@ -1,0 +1,126 @@
+"""Finding the last N events of a type or subject without scanning the log.
+
+``tail --type T`` / ``--subject S`` want the last N matches. A backward scan of the table costs
+the distance to the N-th match: fine for common matches, a full scan of millions of rows for a
+rare or absent type. Here each filter walks an index backwards instead:
+- types: ``events_type`` (type, then rowid): for each type, the last N seqs of that type, merged.
+  An absent type is one index probe.
+- subject prefix: the ``UNIQUE (subject, version)`` index; version grows with seq within a
+  subject, so a subject's last N events are its last N versions. The distinct subjects under the
+  prefix are found by skipping through the index (one probe each); past ``MAX_SUBJECTS`` of them the
+  matches are dense and a bounded backward scan of the table finds them first.
+Every strategy returns exactly the seqs a full scan would (tests/test_log_integrity.py compares).
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import apsw
+
+from events.schema import GIVEN_ID
+
+MAX_SUBJECTS = 64
+SCAN_FIRST = 20_000  # rows a dense filter may scan backwards before the index strategy is used
+
+
+def _range(subject: str) -> tuple[str, str]:
+    return subject, subject + "\U0010ffff"
+
+
+def _subjects(db: apsw.Connection, subject: str, most: int) -> list[str] | None:
+    """The distinct subjects starting with ``subject``, or None if there are more than ``most``."""
+    lo, hi = _range(subject)
+    out: list[str] = []
+    q = "SELECT subject FROM events WHERE subject >= ? AND subject < ? ORDER BY subject LIMIT 1"
+    cur = lo
+    while True:
+        r = db.execute(q, (cur, hi)).fetchall()
+        if not r:
+            return out
+        s = r[0][0]
+        out.append(s)
+        if len(out) > most:
+            return None
+        cur = s + "\x00"  # the next subject after s
+
+
+def _scan(db: apsw.Connection, n: int, types: Sequence[str] | None, subject: str | None,
+          rows: int, exact: bool = False) -> list[int] | None:
+    """Backward scan of the last ``rows`` rows; the seqs if n matches were found there, else None."""
+    where, args = "", ()
+    if types:
+        where += f" AND type IN ({','.join('?' * len(types))})"
+        args += tuple(types)
+    if subject and exact:
+        where += " AND subject = ?"
+        args += (subject,)
+    elif subject:
+        where += " AND subject >= ? AND subject < ?"
+        args += _range(subject)
+    top = db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()[0][0]
+    floor = max(0, top - rows)
+    got = [s for (s,) in db.execute(
+        f"SELECT seq FROM events NOT INDEXED WHERE seq > ?{where} ORDER BY seq DESC LIMIT ?", (floor, *args, n))]
+    return got if len(got) >= n or floor == 0 else None
+
+
+def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
+              subject: str | None = None, exact: bool = False) -> list[int]:
+    """The seqs of the last ``n`` events matching ``types`` (any of) and the ``subject`` prefix
+    (with ``exact``: that subject only), ascending."""
+    if n <= 0:
+        return []
+    if not types and not subject:
+        return [s for (s,) in db.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT ?", (n,))][::-1]
+    got = _scan(db, n, types, subject, min(SCAN_FIRST, 64 * n), exact)
+    if got is not None:
+        return got[::-1]
+    subs = ([subject] if exact else _subjects(db, subject, MAX_SUBJECTS)) if subject else None
+    runs: list[list[int]] = []
+    if subs is not None:  # few subjects under the prefix: each one's last versions
+        tw, ta = "", ()
+        if types:
+            tw, ta = f" AND type IN ({','.join('?' * len(types))})", tuple(types)
+        for s in subs:
+            runs.append([r for (r,) in db.execute(
+                f"SELECT seq FROM events WHERE subject = ?{tw} ORDER BY subject DESC, version DESC LIMIT ?",
+                (s, *ta, n))])
+    elif types:  # each type's last seqs through the type index
+        sw, sa = "", ()
+        if subject:
+            sw, sa = " AND subject >= ? AND subject < ?", _range(subject)
+        try:
+            for t in dict.fromkeys(types):
+                runs.append([r for (r,) in db.execute(
+                    f"SELECT seq FROM events INDEXED BY events_type WHERE type = ?{sw} "
+                    f"ORDER BY type DESC, seq DESC LIMIT ?", (t, *sa, n))])
+        except apsw.SQLError:  # a read-only log of an older schema: no type index yet
+            return (_scan(db, n, types, subject, 1 << 62) or [])[::-1]
+    else:  # many subjects, none of them recent enough: the whole backward scan
+        return (_scan(db, n, None, subject, 1 << 62) or [])[::-1]
+    return sorted(heapq.nlargest(n, (s for run in runs for s in run)))
+
+
+def known_ids(db: apsw.Connection, ids: list[str]) -> dict[str, int]:
+    """{id: seq} for the given ids that are already stored: through the partial index (ids not
+    of the generated form) and, for an id of the generated form, the row at the seq it names."""
+    found: dict[str, int] = {}
+    if not ids:
+        return found
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        found.update(db.execute(
+            f"SELECT id, seq FROM events WHERE id IN ({','.join('?' * len(part))}) AND {GIVEN_ID}", part))
+    for id_ in ids:
+        if id_ not in found and len(id_) == 32:
+            try:
+                seq = int(id_[16:], 16)
+            except ValueError:
+                continue
+            if seq < 1 << 63 and db.execute("SELECT 1 FROM events WHERE seq=? AND id=?", (seq, id_)).fetchall():
+                found[id_] = seq
+    return found
+
+
+__all__ = ["MAX_SUBJECTS", "known_ids", "last_seqs"]
