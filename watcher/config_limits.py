@@ -22,6 +22,8 @@ from typing import Any
 
 import msgspec
 
+from events.private import private_dir  # noqa: F401  (re-exported: watcher code imports it from here)
+
 WATCHDOG_SEC = 30.0                 # systemd/fleetwatch.service: WatchdogSec=30
 MAX_SOURCE_TIMEOUT = WATCHDOG_SEC / 2
 MAX_CONFIG_BYTES = 1 << 20
@@ -179,23 +181,3 @@ def read_regular(path: str, limit: int) -> bytes:
     if len(raw) > limit:
         raise TooLarge(path, limit)
     return raw
-
-
-def private_dir(path: str) -> None:
-    """Create ``path`` and missing parents as 0700 folders whatever the umask (existing folders
-    are left as they are)."""
-    path = os.path.abspath(path)
-    missing = []
-    p = path
-    while not os.path.isdir(p):
-        missing.append(p)
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            continue
-        os.chmod(d, 0o700)

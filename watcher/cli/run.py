@@ -68,6 +68,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     stop = threading.Event()
     reload_req = threading.Event()
     w = Watcher(cfg, elog)
+    w.cancel = stop  # a stop cuts the tick's wait for slow sources
     settle_gc()  # after start-up: imports, config and the loaded projections are long-lived
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],

@@ -62,11 +62,11 @@ class _Worker:
     def busy(self) -> bool:
         return not self.done.is_set()
 
-    def submit(self, now: float, full: bool, changed: set[str] | None) -> None:
+    def submit(self, now: float, full: bool, changed: set[str] | None, mono: float) -> None:
         if self.needs_full:
             full, changed, self.needs_full = True, None, False
         self.job = (now, full, changed)
-        self.started = time.monotonic()
+        self.started = mono
         self.done.clear()
         self.go.set()
 
@@ -104,6 +104,7 @@ class Polls:
 
     def __init__(self, poll_one: Any) -> None:
         self.poll_one = poll_one
+        self.clock = time.monotonic  # for the deadlines (tests step it by hand)
         self._workers: dict[int, _Worker] = {}
 
     def worker(self, source: Any) -> _Worker:
@@ -127,22 +128,21 @@ class Polls:
         for w in workers:
             if not w.busy:
                 w.take()  # a poll that finished after the last tick's wait: the freshest view
-                w.submit(now, full, changed)
+                w.submit(now, full, changed, self.clock())
             elif changed:
                 w.needs_full = True  # these paths go unseen by this busy poll: look everywhere next
         t0 = time.monotonic()
         for w in workers:
-            limit = w.started + w.deadline
-            if wait is not None:
-                limit = min(limit, t0 + wait)
+            left = w.started + w.deadline - self.clock()
+            end = t0 + (left if wait is None else min(left, wait))
             while not w.done.is_set() and not (cancel is not None and cancel.is_set()):
-                left = limit - time.monotonic()
-                if left <= 0:
+                rest = end - time.monotonic()
+                if rest <= 0:
                     break
-                w.done.wait(left if cancel is None else min(left, 0.1))
+                w.done.wait(rest if cancel is None else min(rest, 0.1))
         results: list[SourceResult] = []
         pending: list[str] = []
-        mono = time.monotonic()
+        mono = self.clock()
         for w in workers:
             s = w.source
             res = None if w.busy else w.take()
