@@ -19,9 +19,9 @@ What it counts, per UTC day (``days[YYYY-MM-DD]``) and in total:
 
 Intervals are cut at UTC midnight so agent-hours land on the day they were spent. Time comes
 from ``rec.time`` only. Durations are kept as lists per kind (for exact percentiles); the
-watcher's copy keeps ``KEEP_DAYS`` days of per-day figures and at most ``MAX_SAMPLES`` durations
-per kind (oldest dropped first), so its snapshot stays bounded; ``fleetwatch report`` folds the
-range it is asked for from a fresh state (no bound reached in practice: see ``MAX_SAMPLES``).
+watcher's copy keeps ``KEEP_DAYS`` days of per-day figures and the newest ``MAX_SAMPLES`` to
+2×``MAX_SAMPLES`` durations per kind, so its snapshot stays bounded; ``fleetwatch report`` folds
+the range it is asked for from ``initial(bounded=False)``: exact figures.
 Figures and percentiles for output are in ``projections.report_view``.
 """
 from __future__ import annotations
@@ -47,8 +47,11 @@ DAY_FIELDS = ("met", "failed", "unevaluable", "claims", "false_done", "unverifie
 _DAY_S = 86400.0
 
 
-def initial() -> dict[str, Any]:
-    return {"first": None, "last": None, "days": {}, "hours": [0] * 24, "agents": {}, "per_agent": {},
+def initial(bounded: bool = True) -> dict[str, Any]:
+    """A fresh state. ``bounded`` (the watcher's copy): at most ``KEEP_DAYS`` days and about
+    ``MAX_SAMPLES`` durations per kind; ``fleetwatch report`` folds its range unbounded (exact)."""
+    return {"keep_days": KEEP_DAYS if bounded else None, "max_samples": MAX_SAMPLES if bounded else None,
+            "first": None, "last": None, "days": {}, "hours": [0] * 24, "agents": {}, "per_agent": {},
             "samples": {k: [] for k in KINDS}, "stall_next": {}, "self_refused": 0,
             "rules": {}, "wp_rules": {}, "retries": 0, "abandoned": 0, "approvals": 0,
             "circuit_opens": 0, "wp_open": {}, "up_since": None, "uptime_s": 0.0, "starts": 0,
@@ -61,16 +64,17 @@ def day_name(day: int) -> str:
     return datetime.fromtimestamp(day * _DAY_S, timezone.utc).strftime("%Y-%m-%d")
 
 
-@lru_cache(maxsize=1024)
-def _day_start(name: str) -> float:
-    return parse_iso(name + "T00:00:00Z")
+@lru_cache(maxsize=4096)
+def _minute(prefix: str) -> float:
+    return parse_iso(prefix + ":00Z")
 
 
 def event_time(time: str) -> float:
     """Epoch seconds of a log time (``YYYY-MM-DDTHH:MM:SS.mmmZ``, as ``events.timefmt.iso``
-    writes it) without a datetime per event; any other shape goes through ``parse_iso``."""
-    if len(time) == 24 and time[10] == "T" and time[23] == "Z":
-        return _day_start(time[:10]) + int(time[11:13]) * 3600 + int(time[14:16]) * 60 + float(time[17:23])
+    writes it): one datetime parse per distinct minute, not per event (the report's hot path);
+    any other shape goes through ``parse_iso``."""
+    if len(time) == 24 and time[23] == "Z":
+        return _minute(time[:16]) + float(time[17:23])
     return parse_iso(time)
 
 
@@ -82,7 +86,7 @@ def _day(st: dict, key: str) -> dict:
     d = st["days"].get(key)
     if d is None:
         d = st["days"][key] = dict.fromkeys(DAY_FIELDS, 0)
-        if len(st["days"]) > KEEP_DAYS:      # deterministic: drop the oldest day
+        if st["keep_days"] is not None and len(st["days"]) > st["keep_days"]:   # drop the oldest day
             del st["days"][min(st["days"])]
     return d
 
@@ -104,8 +108,9 @@ def _spread(st: dict, start: float, end: float, field: str) -> None:
 def _sample(st: dict, kind: str, value: float) -> None:
     s = st["samples"][kind]
     s.append(round(value, 3))
-    if len(s) > MAX_SAMPLES:
-        del s[0]
+    cap = st["max_samples"]
+    if cap is not None and len(s) > 2 * cap:   # amortised O(1): keep the newest ``cap``
+        del s[:-cap]
 
 
 def _agent_stats(st: dict, agent: str) -> dict:
@@ -252,6 +257,38 @@ def _source_recovered(st: dict, ev: Any, t: float) -> None:
         _sample(st, "source_failed", max(0.0, t - down))
 
 
+def _plus(field: str):
+    return lambda st, ev, t, rec: count(st, t, field)
+
+
+def _incr(key: str):
+    def f(st: dict, ev: Any, t: float, rec: Any) -> None:
+        st[key] += 1
+    return f
+
+
+_HANDLERS = {
+    "agent.classified": lambda st, ev, t, rec: _classified(st, ev, t),
+    "agent.nudged": lambda st, ev, t, rec: _nudged(st, ev, t),
+    "dod.verdict": lambda st, ev, t, rec: _verdict(st, ev, t),
+    "dod.flagged": lambda st, ev, t, rec: _flagged(st, ev, t),
+    "notice.sent": lambda st, ev, t, rec: _sent(st, ev, t, rec.time),
+    "notice.acked": _plus("acks"),
+    "notice.escalated": _plus("escalations"),
+    "step.changed": lambda st, ev, t, rec: _step(st, ev, t),
+    "rule.violated": lambda st, ev, t, rec: _rule(st, ev, t, "rules"),
+    "wp.violated": lambda st, ev, t, rec: _rule(st, ev, t, "wp_rules"),
+    "run.abandoned": _incr("abandoned"),
+    "wp.changed": lambda st, ev, t, rec: _wp(st, ev, t),
+    "circuit.changed": lambda st, ev, t, rec: _circuit(st, ev, t),
+    "watcher.started": lambda st, ev, t, rec: _started(st, ev, t),
+    "watcher.stopped": lambda st, ev, t, rec: _stopped(st, ev, t),
+    "source.failed": lambda st, ev, t, rec: _source_failed(st, ev, t),
+    "source.recovered": lambda st, ev, t, rec: _source_recovered(st, ev, t),
+}
+assert frozenset(_HANDLERS) == TYPES
+
+
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     typ = rec.type
     if typ not in TYPES:
@@ -262,39 +299,5 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
         st["first"] = t
     st["last_before"] = st["last"]
     st["last"] = t
-    ev = rec.event
-    if typ == "agent.classified":
-        _classified(st, ev, t)
-    elif typ == "agent.nudged":
-        _nudged(st, ev, t)
-    elif typ == "dod.verdict":
-        _verdict(st, ev, t)
-    elif typ == "dod.flagged":
-        _flagged(st, ev, t)
-    elif typ == "notice.sent":
-        _sent(st, ev, t, rec.time)
-    elif typ == "notice.acked":
-        count(st, t, "acks")
-    elif typ == "notice.escalated":
-        count(st, t, "escalations")
-    elif typ == "step.changed":
-        _step(st, ev, t)
-    elif typ == "rule.violated":
-        _rule(st, ev, t, "rules")
-    elif typ == "wp.violated":
-        _rule(st, ev, t, "wp_rules")
-    elif typ == "run.abandoned":
-        st["abandoned"] += 1
-    elif typ == "wp.changed":
-        _wp(st, ev, t)
-    elif typ == "circuit.changed":
-        _circuit(st, ev, t)
-    elif typ == "watcher.started":
-        _started(st, ev, t)
-    elif typ == "watcher.stopped":
-        _stopped(st, ev, t)
-    elif typ == "source.failed":
-        _source_failed(st, ev, t)
-    elif typ == "source.recovered":
-        _source_recovered(st, ev, t)
+    _HANDLERS[typ](st, rec.event, t, rec)
     return st

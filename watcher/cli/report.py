@@ -48,7 +48,7 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
     """Fold the report over the range; (state, since as epoch or None)."""
     from projections import report
 
-    st = report.initial()
+    st = report.initial(bounded=False)
     start_seq = int(since[1]) if since and since[0] == "seq" else 0
     t_from = since[1] if since and since[0] == "time" else None
     seq_to = int(until[1]) if until and until[0] == "seq" else None
