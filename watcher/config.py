@@ -142,6 +142,16 @@ class Notify(_S):
     flap_high: float = 50.0
     flap_low: float = 25.0
     source_failed_after: Dur = "1m"
+    # the phone loop (projections/notify_escalate.py, notify_quiet.py; docs/readme/notify.md)
+    escalate_after: Dur = "0s"                 # urgent, not acked, not cleared this long -> pushed again once (0 = off)
+    escalate_urls: list[str] = []              # empty: the same urls at top priority
+    quiet: list[str] = []                      # local time windows "22:00-07:00"
+    quiet_tz: str = ""                         # default: the system zone
+    quiet_urgent: bool = True                  # urgent still pushed during quiet hours
+    send_resolved: bool = False                # one grouped "all clear" for pushed conditions that cleared
+    heartbeat_url: str = ""                    # GET every heartbeat_every while ticks are healthy
+    heartbeat_every: Dur = "5m"
+    routes: list[NotifyRoute] = []             # [[notify.routes]]: first match wins; urls above = the default
 
 
 class Forward(_S):
@@ -175,6 +185,7 @@ class Config(_S):
     missions: Missions = msgspec.field(default_factory=Missions)
     notify: Notify = msgspec.field(default_factory=Notify)
     nudge: Nudge = msgspec.field(default_factory=Nudge)
+    web: Web | None = None                     # absent: no endpoint, no links in pushes
     forward: Forward | None = None             # absent: no forwarding
     hub: Hub | None = None                     # only `fleetwatch hub` reads it
     # resolved at load (not TOML keys)
@@ -297,6 +308,7 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
                 raise bad(f"{k}.path", f"database {expand(s.path or '')} does not exist")
     for sec in ("forward", "hub"):
         _check_nats(getattr(cfg, sec), sec, bad)
+    _validate_phone(cfg, bad)
     if cfg.nudge.enabled and not cfg.nudge.argv:
         raise bad("nudge.argv", "nudge is enabled but has no argv")
 
@@ -390,7 +402,7 @@ def _validate_phone(cfg: Config, bad) -> None:
             raise bad(f"{k}.urls", "a route needs urls")
     if cfg.web is not None:
         host, sep, port = cfg.web.listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: any free port
             raise bad("web.listen", f"expected host:port, got {cfg.web.listen!r}")
         if cfg.web.public_url and not re.match(r"^https?://[^\s/]+", cfg.web.public_url):
             raise bad("web.public_url", "must be an http:// or https:// URL")
