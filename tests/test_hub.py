@@ -337,3 +337,15 @@ def test_hub_command_needs_a_hub_section(tmp_path):
     cfg.write_text(f'[store]\npath = "{tmp_path}/hub.db"\n[hub]\nnats = "http://x"\n')
     r = subprocess.run([EXE, "hub", "--config", str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "hub.nats" in r.stderr
+
+
+def test_install_service_hub_writes_the_hub_unit(tmp_path, cli):
+    cfg = tmp_path / "hub.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/hub.db"\n[hub]\n')
+    r = cli("install-service", "--hub", "--config", str(cfg))
+    assert r.exit_code == 0, r.output
+    unit = Path(os.environ["XDG_CONFIG_HOME"]) / "systemd" / "user" / "fleetwatch-hub.service"
+    text = unit.read_text()
+    assert f" hub --config {cfg}" in text and "NoNewPrivileges=yes" in text and "Type=notify" in text
+    assert not (unit.parent / "fleetwatch.service").exists()  # --hub writes only the hub's unit
+    assert "fleetwatch-hub.service" in r.output

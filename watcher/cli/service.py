@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
     def install_service_cmd(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")] = False,
         force: Annotated[bool, typer.Option("--force", help="Replace units edited by hand.")] = False,
+        hub: Annotated[bool, typer.Option("--hub", help="Write the hub's unit (fleetwatch-hub.service: `fleetwatch hub`) instead.")] = False,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
@@ -27,7 +28,7 @@ def register(app: typer.Typer) -> None:
             extra += ["--config", os.path.abspath(os.path.expanduser(config))]
         if db:
             extra += ["--db", os.path.abspath(os.path.expanduser(db))]
-        raise typer.Exit(install_service(dry_run=dry_run, force=force, extra_args=extra))
+        raise typer.Exit(install_service(dry_run=dry_run, force=force, extra_args=extra, hub=hub))
 
     @app.command("init")
     @errors

@@ -289,12 +289,10 @@ def serve(cfg: Config, db: str) -> int:
     import signal
     import threading
 
-    from events.lock import WriterLock
     from watcher.runtime.notifier import Notifier
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
 
-    lock = WriterLock(db).acquire()
-    elog = EventLog(db, durability=cfg.store.durability)
+    elog = EventLog(db, durability=cfg.store.durability, lock=True)  # WriterLocked: exit 3
     stop = threading.Event()
     sd = SystemdNotifier.from_env()
     hub = Hub(cfg, elog)
@@ -323,6 +321,5 @@ def serve(cfg: Config, db: str) -> int:
             log.exception("could not record the last deliveries")
         hub.w.stopped(time.time(), reason)
         elog.close()
-        lock.release()
     log.info("hub stopped (pid %d)", os.getpid())
     return 0

@@ -28,6 +28,7 @@ from events.errors import FleetwatchError
 
 UNITS = ("fleetwatch.service", "fleetwatch-verify.service", "fleetwatch-verify.timer",
          "fleetwatch-onfailure.service")  # OnFailure= of fleetwatch.service: the "stopped" push
+HUB_UNITS = ("fleetwatch-hub.service",)  # `install-service --hub`: the hub (watcher/hub/)
 _HEADER_RE = re.compile(r"^# fleetwatch-managed sha256=([0-9a-f]{64})\n")
 
 
@@ -77,12 +78,12 @@ def _checksum(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def render_units(binary: str, extra_args: list[str] | None = None) -> dict[str, str]:
+def render_units(binary: str, extra_args: list[str] | None = None, names: tuple[str, ...] = UNITS) -> dict[str, str]:
     """{unit name: text} with the placeholders filled and the checksum header on top."""
     tdir = templates_dir()
     args = "".join(" " + sd_quote(a) for a in (extra_args or []))
     out = {}
-    for name in UNITS:
+    for name in names:
         body = (tdir / name).read_text()
         body = (body.replace("@FLEETWATCH@", sd_quote(binary)).replace("@ARGS@", args)
                 .replace("@DOCDIR@", str(tdir).replace("%", "%%").replace(" ", "%20")))
@@ -140,10 +141,10 @@ def daemon_reload(echo) -> bool:
     return True
 
 
-def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=typer.echo) -> int:
+def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=typer.echo, hub: bool = False) -> int:
     binary = fleetwatch_bin()
     target = units_dir()
-    rendered = render_units(binary, extra_args)
+    rendered = render_units(binary, extra_args, HUB_UNITS if hub else UNITS)
     plan: list[tuple[str, Path, str, str]] = []  # (action, path, new text, diff)
     for name, text in rendered.items():
         p = target / name
@@ -172,13 +173,16 @@ def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=t
             _write_atomic(p, text, 0o644)
             changed = True
         echo(f"{'✓' if action == 'unchanged' or not dry_run else '-'} {verb[action]} {p}")
-    echo(f"  ExecStart={sd_quote(binary)} run{''.join(' ' + sd_quote(a) for a in extra_args)}")
+    echo(f"  ExecStart={sd_quote(binary)} {'hub' if hub else 'run'}{''.join(' ' + sd_quote(a) for a in extra_args)}")
     if dry_run:
         echo("dry run: nothing written")
         return 0
     if changed:
         daemon_reload(echo)
-    echo("next:\n  systemctl --user enable --now fleetwatch.service fleetwatch-verify.timer")
+    if hub:
+        echo("next:\n  systemctl --user enable --now fleetwatch-hub.service")
+    else:
+        echo("next:\n  systemctl --user enable --now fleetwatch.service fleetwatch-verify.timer")
     echo("  loginctl enable-linger \"$USER\"   # keep it running while you are logged out")
     return 0
 

@@ -1,0 +1,221 @@
+"""Hub drill: three real `fleetwatch run` hosts with seeded churn forward to a real nats-server
+(JetStream, file storage, sync_interval: always); one real `fleetwatch hub` consumes. At random
+moments the hub, a host (its forwarder with it) or nats-server is SIGKILLed and restarted, and
+NATS is stopped for a while (3 s here, 60 s with FW_DRILL_LONG=1). Afterwards:
+- every host event is in the hub's log exactly once (lost 0 / doubled 0),
+- `fleetwatch verify --db hub.db` passes: every host chain intact, no gap,
+- the hub's fleet view equals the union of the hosts' own views (``host/agent`` -> class),
+- no condition was pushed twice (every push the receiver got is one recorded notice.sent, and
+  no condition revision is in two notices).
+Skipped with a clear message when nats-server is absent."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import apsw
+import pytest
+
+from tests.drills.churn import Churn
+from tests.natsserver import MISSING, NatsServer, binary
+from tests.test_notify_e2e import Receiver
+
+LONG = bool(os.environ.get("FW_DRILL_LONG"))
+EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+HOSTS = ("h1", "h2", "h3")
+CHURN_S = 90.0 if LONG else 12.0
+OUTAGE_S = 60.0 if LONG else 3.0
+KILLS = 30 if LONG else 6
+
+
+def ro(path: Path) -> apsw.Connection:
+    return apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+
+
+class Proc:
+    def __init__(self, argv: list[str], log: Path):
+        self.argv, self.log, self.p = argv, log, None
+        self.kills = 0
+
+    def start(self) -> None:
+        self.p = subprocess.Popen(self.argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait()
+        self.kills += 1
+
+    def term(self) -> int:
+        self.p.send_signal(signal.SIGTERM)
+        return self.p.wait(60)
+
+
+def host_cfg(tmp: Path, h: str, url: str) -> Path:
+    (tmp / h / "fleet").mkdir(parents=True)
+    cfg = tmp / h / "c.toml"
+    cfg.write_text(f'[store]\npath = "{tmp / h}/e.db"\ndurability = "normal"\n'
+                   f'[watch]\ninterval = "100ms"\ndebounce = "20ms"\n'
+                   f'[classify]\nstall_after = "3000d"\nclaim_unverified_after = "3000d"\n'
+                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp / h}/fleet/*/goal.json"\n'
+                   f'[forward]\nnats = "{url}"\nhost = "{h}"\nbatch = 50\nheartbeat = "1s"\n')
+    return cfg
+
+
+def hub_cfg(tmp: Path, url: str, rx: Receiver) -> Path:
+    cfg = tmp / "hub.toml"
+    cfg.write_text(f'[store]\npath = "{tmp}/hub.db"\ndurability = "normal"\n'
+                   f'[hub]\nnats = "{url}"\nsilent_after = "10m"\nack_wait = "2s"\nbatch = 100\n'
+                   f'[notify]\nurls = ["{rx.url()}"]\ngroup_wait = "500ms"\ngroup_interval = "1s"\n'
+                   f'repeat_interval = "100d"\nretry = ["1s"]\n')
+    return cfg
+
+
+def host_rows(db: Path) -> tuple[str, dict[int, str]]:
+    with ro(db) as c:
+        chain = c.execute("SELECT hash FROM events WHERE seq=1").fetchall()[0][0][:8].hex()
+        return chain, dict(c.execute("SELECT seq, id FROM events"))
+
+
+def fleet_view(db: Path, prefix: str = "") -> dict[str, str]:
+    from events.log import EventLog
+    from watcher.runtime.state import Projections
+
+    lg = EventLog(str(db), create=False)
+    try:
+        return {prefix + a: v["class"] for a, v in Projections.load(lg)["fleet"]["agents"].items()}
+    finally:
+        lg.close()
+
+
+def caught_up(tmp: Path) -> bool:
+    with ro(tmp / "hub.db") as hub:
+        try:
+            got = dict(hub.execute("SELECT host, count(*) FROM hub_origin GROUP BY host"))
+        except apsw.SQLError:
+            return False
+    for h in HOSTS:
+        with ro(tmp / h / "e.db") as c:
+            if got.get(h, 0) < c.execute("SELECT max(seq) FROM events").fetchall()[0][0]:
+                return False
+    return True
+
+
+@pytest.mark.drill
+def test_hub_drill(tmp_path, capsys):
+    if binary() is None:
+        pytest.skip(MISSING)
+    seed = int(os.environ.get("FW_DRILL_SEED", "20261201"))
+    rng = random.Random(seed)
+    rx = Receiver()
+    nats = NatsServer(tmp_path / "nats").start()
+    churns = {h: Churn(tmp_path / h / "fleet", seed + i, agents=12, t0=time.time(), p_corrupt=0.05)
+              for i, h in enumerate(HOSTS) if host_cfg(tmp_path, h, nats.url)}
+    hosts = {h: Proc([EXE, "run", "--config", str(tmp_path / h / "c.toml"), "--log-level", "warning"],
+                     tmp_path / h / "run.log") for h in HOSTS}
+    hub = Proc([EXE, "hub", "--config", str(hub_cfg(tmp_path, nats.url, rx)), "--log-level", "warning"],
+               tmp_path / "hub.log")
+    for p in (*hosts.values(), hub):
+        p.start()
+    kills = {"hub": 0, "host": 0, "nats": 0}
+    try:
+        # one RECLAMA on two hosts at once (same agent name): one grouped push at the hub
+        for h in ("h1", "h2"):
+            d = tmp_path / h / "fleet" / "twin"
+            d.mkdir()
+            (d / "goal.json").write_text('{"agent": "twin", "state": "waiting", "phase": "preguntando", '
+                                         '"dod_contract": "c"}')
+        end = time.monotonic() + CHURN_S
+        next_kill = time.monotonic() + rng.uniform(0.5, CHURN_S / KILLS)
+        outage_at = time.monotonic() + CHURN_S / 2
+        while time.monotonic() < end:
+            for c in churns.values():
+                c.step()
+            time.sleep(rng.uniform(0.01, 0.05))
+            if time.monotonic() >= outage_at:
+                outage_at = float("inf")
+                nats.stop()
+                t_out = time.monotonic() + OUTAGE_S
+                while time.monotonic() < t_out:  # hosts keep churning while NATS is away
+                    for c in churns.values():
+                        c.step()
+                    time.sleep(0.05)
+                nats.start()
+            if time.monotonic() >= next_kill:
+                next_kill = time.monotonic() + rng.uniform(0.5, CHURN_S / KILLS)
+                what = rng.choice(("hub", "host", "nats"))
+                kills[what] += 1
+                if what == "hub":
+                    hub.kill()
+                    hub.start()
+                elif what == "host":
+                    p = hosts[rng.choice(HOSTS)]
+                    p.kill()
+                    p.start()
+                else:
+                    nats.kill()
+                    nats.start()
+        # settle: every host's rows at the hub, then stop everything cleanly
+        deadline = time.monotonic() + 120
+        while not caught_up(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for p in hosts.values():
+            assert p.term() == 0, (p.log.read_text()[-2000:])
+        deadline = time.monotonic() + 60
+        while not caught_up(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.5)  # let the last notices go out and be recorded
+        assert hub.term() == 0, hub.log.read_text()[-2000:]
+    finally:
+        for p in (*hosts.values(), hub):
+            if p.p is not None and p.p.poll() is None:
+                p.p.kill()
+        nats.stop()
+        rx.close()
+
+    # exactly once: every host row is one hub event with id <host>/<chain>/<id>
+    with ro(tmp_path / "hub.db") as c:
+        hub_ids = {}
+        for (i,) in c.execute("SELECT id FROM events"):
+            hub_ids[i] = hub_ids.get(i, 0) + 1
+        sent = [r[0] for r in c.execute("SELECT data FROM events WHERE type='notice.sent'")]
+    lost, doubled, total = [], [], 0
+    for h in HOSTS:
+        chain, rows = host_rows(tmp_path / h / "e.db")
+        total += len(rows)
+        for seq, id_ in rows.items():
+            n = hub_ids.get(f"{h}/{chain}/{quote(id_, safe='')}", 0)
+            if n == 0:
+                lost.append(f"{h} seq {seq}")
+            elif n > 1:
+                doubled.append(f"{h} seq {seq}")
+    v = subprocess.run([EXE, "verify", "--db", str(tmp_path / "hub.db")], capture_output=True, text=True)
+    union = {}
+    for h in HOSTS:
+        union.update(fleet_view(tmp_path / h / "e.db", f"{h}/"))
+    hub_view = fleet_view(tmp_path / "hub.db")
+    import msgspec
+
+    keys = [k for d in sent for k in msgspec.json.decode(d)["keys"]]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    twin_pushes = [p for p in rx.posts if "h1/twin" in p.get("message", "") or "h2/twin" in p.get("message", "")]
+    with capsys.disabled():
+        print(f"\nhub drill: seed={seed} hosts={len(HOSTS)} host events={total} kills={kills} "
+              f"host restarts={sum(p.kills for p in hosts.values())} outage={OUTAGE_S:.0f}s "
+              f"lost={len(lost)} doubled={len(doubled)} pushes={len(rx.posts)} notices recorded={len(sent)} "
+              f"conditions pushed twice={len(twice)} twin pushes={len(twin_pushes)} "
+              f"agents hub={len(hub_view)} union={len(union)}")
+    assert not lost, lost[:10]
+    assert not doubled, doubled[:10]
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert all(f"host {h} chain" in v.stdout for h in HOSTS), v.stdout
+    assert hub_view == union, {k: (hub_view.get(k), union.get(k)) for k in set(hub_view) | set(union)
+                               if hub_view.get(k) != union.get(k)}
+    assert not twice, twice[:5]
+    assert len(rx.posts) == len(sent), (len(rx.posts), len(sent))
+    assert len(twin_pushes) == 1 and all(n in twin_pushes[0]["message"] for n in ("h1/twin", "h2/twin")), twin_pushes
