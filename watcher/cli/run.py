@@ -65,7 +65,6 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
 
     fwd = start_forwarder(cfg, db)  # [forward]: its own thread; never blocks the tick
     sd = SystemdNotifier.from_env()
-    stop = threading.Event()
     reload_req = threading.Event()
     w = Watcher(cfg, elog)
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
