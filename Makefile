@@ -32,7 +32,10 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
 
-README_PARTS := 00-intro 05-commands 10-watcher watch-perf log status runs notify service hook demo drills bench 99-dev
+# README.md = these parts of docs/readme/ in this order (tools/build_readme.py: numbered parts whole,
+# area parts up to <!-- more --> or their first ### with the full text in docs/guide/; missing
+# parts are skipped, so a part can be listed before it is written).
+README_PARTS := 00-intro 02-quickstart 03-goal 04-board 05-commands 20-config sources status log \
+	hook notify phone/notify runs rules/runs missions report hostile hub service demo 80-operations 99-dev
 readme:
-	@for p in $(README_PARTS); do f=docs/readme/$$p.md; [ -f $$f ] && { cat $$f; echo; }; done > README.md
-	@echo "README.md rebuilt from docs/readme/"
+	@$(PY) tools/build_readme.py $(README_PARTS)
