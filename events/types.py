@@ -197,9 +197,7 @@ class WpChanged(_E, frozen=True, tag="wp.changed"):
 
 
 class WpViolated(_E, frozen=True, tag="wp.violated"):
-    """A bounded-orchestrator rule broken by a work package (``rule``: circuit-open-mutation,
-    done-redone, deps-not-done, critical-needs-approval, attempts-decreased, children-active-cap,
-    completed-reopened). ``count``/``limit``: the level for a cap rule."""
+    """An orchestrator rule broken by a WP (projections/missions_rules.py); count/limit: a cap's level."""
 
     mission: str
     wp: str
@@ -214,8 +212,7 @@ class WpViolated(_E, frozen=True, tag="wp.violated"):
 
 
 class WpFlagged(_E, frozen=True, tag="wp.flagged"):
-    """A work package crossed a retry limit (``flag``: retries = attempts > 3, same-error = the
-    same error signature > 2 times): once per crossing, not while it stays over."""
+    """A WP crossed a retry limit (flag: retries = attempts > 3, same-error = same signature > 2)."""
 
     mission: str
     wp: str
@@ -261,8 +258,7 @@ class SwarmChanged(_E, frozen=True, tag="swarm.changed"):
 
 
 class SwarmCapped(_E, frozen=True, tag="swarm.capped"):
-    """A group went over a cap (``cap``: max-concurrent, max-children, max-total): once per
-    episode (the episode ends when ``count`` is back at or under ``limit``)."""
+    """A group over a cap (max-concurrent, max-children, max-total), once per episode."""
 
     group: str
     cap: str
@@ -280,6 +276,7 @@ class FleetFanout(_E, frozen=True, tag="fleet.fanout"):
     count: int
     window: float = 60.0
     agents: list[str] = []   # the first few new agents (ids)
+    upto: int = 0            # first sights counted up to this one (the next episode starts after it)
 
     @property
     def subject(self) -> str:

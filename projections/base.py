@@ -28,8 +28,8 @@ def decode_state(mod: ModuleType, data: bytes) -> Any:
 
 def registry() -> dict[str, ModuleType]:
     """Every projection, by NAME, in fold order."""
-    from projections import dod, fleet, missions, notify, report, runs, swarms
+    from projections import dod, fanout, fleet, missions, notify, report, runs, swarms
 
-    return {m.NAME: m for m in (fleet, dod, runs, missions, swarms, notify, report)}
+    return {m.NAME: m for m in (fleet, dod, runs, missions, swarms, fanout, notify, report)}
 
 

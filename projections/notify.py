@@ -43,6 +43,7 @@ import msgspec
 
 from events.timefmt import parse_iso
 from projections.notify_flap import HIST_KEEP
+from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
     AGENT_SEV, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, swarm_text)
 
@@ -363,15 +364,16 @@ def _host_resumed(st: dict, ev: Any, seq: int, t: float) -> None:
 
 _HANDLERS = {
     "agent.classified": _agent_classified, "agent.nudged": _agent_nudged,
-    "dod.verdict": _dod_verdict, "dod.contract_changed": _dod_contract, "dod.flagged": _dod_flagged,
+    "dod.contract_changed": _dod_contract, "dod.flagged": _dod_flagged,
     "rule.violated": _rule, "step.overdue": _overdue, "run.abandoned": _run_abandoned,
     "source.failed": _source_failed, "source.recovered": _source_recovered,
     "host.silent": _host_silent, "host.resumed": _host_resumed,
-    "wp.changed": _wp, "mission.completed": _mission_completed, "swarm.changed": _swarm,
+    "mission.completed": _mission_completed, "swarm.changed": _swarm,
     "notice.sent": _notice_sent, "notice.failed": _notice_failed, "notice.abandoned": _notice_abandoned,
     "notice.silenced": _notice_silenced, "silence.added": _silence_added, "silence.removed": _silence_removed,
     "notice.acked": _notice_acked, "notice.escalated": _notice_escalated, "notice.held": _notice_held,
 }
+_HANDLERS.update(_rule_handlers(_new, _clear))  # missions, swarms, DoD, fleet rule events (notify_rules.py)
 TYPES = frozenset(_HANDLERS)   # fold is a no-op for every other type
 
 
@@ -416,7 +418,7 @@ def _drop(st: dict, cid: str) -> None:
     c = st["conds"].pop(cid)
     st["retry"].pop(cid, None)
     cls = c["cls"]
-    k = ("wp:" + c["name"]) if cls == "APPROVAL_REQUIRED" else c["subject"] \
+    k = ("wp:" + c["name"]) if cls in _WP_INDEXED else c["subject"] \
         if cls in ("SWARM", "SOURCE_FAILED") else None
     if k is not None and st["index"].get(k) == cid:
         del st["index"][k]

@@ -85,8 +85,10 @@ def _present(v: Any) -> bool:
     return (isinstance(v, str) and v.strip() != "") or (isinstance(v, int) and not isinstance(v, bool))
 
 
-def restricted(rid: str, fields: dict, view: dict, ctx: Any) -> str:
-    """Why the run is held to the audit branch ("" when it is not)."""
+def restricted(rid: str, fields: dict, view: dict, ctx: Any, step: str = "") -> str:
+    """Why the run (for ``step``) is held to the audit branch ("" when it is not). A run's
+    ``continue_from`` holds every gated step; launch_intent's ``data.continue_from`` holds that
+    launch."""
     why = []
     if fields.get("branch") == "diagnose_only":
         why.append("branch is diagnose_only")
@@ -96,7 +98,7 @@ def restricted(rid: str, fields: dict, view: dict, ctx: Any) -> str:
         why.append(f"audit verdict is {data['verdict']}")
     if data.get("tainted"):
         why.append("audit is tainted")
-    li = view.get("launch_intent")
+    li = view.get("launch_intent") if step == "launch_intent" else None
     for cf in dict.fromkeys((fields.get("continue_from"), (li[3] if li else {}).get("continue_from"))):
         if isinstance(cf, str) and cf and cf != rid and ctx.tainted(cf):
             why.append(f"it continues from tainted run {cf}")
@@ -131,7 +133,7 @@ def check_step_rules(rid: str, fields: dict, view: dict, changes: list, ctx: Any
         branch = False
         cf_new = name == "launch_intent" and data.get("continue_from") != (p["data"] if p else {}).get("continue_from")
         if name in GATED and (new or cf_new):
-            why = restricted(rid, fields, view, ctx)
+            why = restricted(rid, fields, view, ctx, name)
             if why:
                 branch = True
                 out.append((Rule.AUDIT_BRANCH, name, f"{Rule.AUDIT_BRANCH.value}:{name}#{n}",

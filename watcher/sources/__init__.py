@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from projections.observations import Snapshot, SourceResult
+from watcher.sources import orphans
 from watcher.config import Config, Source
 
 
@@ -77,4 +78,5 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
             continue
         for aid, obs in list(snap.agents.items()):
             snap.agents[aid] = t.enrich(obs)
+        orphans.add(t, snap)  # windows of the fleet with no goal.json (watcher/sources/orphans.py)
     return snap

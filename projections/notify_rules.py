@@ -1,0 +1,82 @@
+"""Notify conditions for the rule events of missions, swarms, DoD and the fleet (pure fold handlers).
+
+``handlers(new, clear)`` returns the handlers ``projections.notify`` folds these event types with
+(it passes its own ``_new``/``_clear``, so this module imports nothing of notify's). Severities:
+- urgent: ``wp.violated`` (one-shot); a WP in APPROVAL_REQUIRED, ESCALATED or BLOCKED (needs a
+  human; one condition per WP until it leaves that state); ``dod.verdict`` ``unevaluable`` from a
+  verifier ("needs a human: <evidence>").
+- warning, once per episode (the producing projection emits one event per episode; each is a
+  one-shot condition): ``wp.flagged`` (retries / same error), ``circuit.changed`` to OPEN,
+  ``swarm.capped``, ``fleet.fanout``.
+A verdict from the agent's own goal.json is shown "claimed by the agent's file" and never counts
+as the DoD's verdict (so it never mutes the agent's "claims done"); a self-verdict is ignored.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from projections.identity import same_identity
+
+NEEDS_HUMAN = {"APPROVAL_REQUIRED": "work package needs approval",
+               "ESCALATED": "work package escalated: needs a human",
+               "BLOCKED": "work package blocked: needs a human"}
+INDEXED = tuple(NEEDS_HUMAN)   # condition classes indexed by "wp:<mission>/<wp>"
+FILE_PROVENANCE = "claimed by the agent's file"
+
+
+def handlers(new: Callable[..., str], clear: Callable[..., None]) -> dict[str, Callable[..., None]]:
+    """Fold handlers by event type, built on notify's condition helpers."""
+
+    def wp(st: dict, ev: Any, seq: int, t: float) -> None:
+        k = f"wp:{ev.mission}/{ev.wp}"
+        cid = st["index"].get(k)
+        c = st["conds"].get(cid) if cid else None
+        if ev.to in NEEDS_HUMAN:
+            if c is not None and c["cls"] == ev.to and c["cleared"] is None:
+                return  # the same need, still open
+            if cid is not None:
+                clear(st, st["index"].pop(k), t, str(ev.to))
+            st["index"][k] = new(st, f"mission:{ev.mission}", ev.to, "urgent", seq, t, f"{ev.mission}/{ev.wp}",
+                                 NEEDS_HUMAN[ev.to])
+        elif cid is not None:
+            clear(st, st["index"].pop(k), t, str(ev.to))
+
+    def wp_violated(st: dict, ev: Any, seq: int, t: float) -> None:
+        new(st, f"mission:{ev.mission}", "WP_VIOLATED", "urgent", seq, t, f"{ev.mission}/{ev.wp}",
+            f"{ev.rule}: {ev.detail}", oneshot=True)
+
+    def wp_flagged(st: dict, ev: Any, seq: int, t: float) -> None:
+        new(st, f"mission:{ev.mission}", "WP_FLAGGED", "warning", seq, t, f"{ev.mission}/{ev.wp}",
+            f"{ev.flag}: {ev.detail}", oneshot=True)
+
+    def circuit(st: dict, ev: Any, seq: int, t: float) -> None:
+        if ev.to == "OPEN" and ev.from_ != "OPEN":
+            new(st, f"circuit:{ev.scope}", "CIRCUIT_OPEN", "warning", seq, t, ev.scope,
+                "circuit OPEN: its work packages must not start", oneshot=True)
+
+    def swarm_capped(st: dict, ev: Any, seq: int, t: float) -> None:
+        what = {"max-concurrent": "running", "max-children": "active children", "max-total": "children ever"}
+        new(st, f"swarm:{ev.group}", "SWARM_CAP", "warning", seq, t, ev.group,
+            f"{ev.count} {what.get(ev.cap, ev.cap)} > {ev.cap.replace('-', '_')} {ev.limit}", oneshot=True)
+
+    def fanout(st: dict, ev: Any, seq: int, t: float) -> None:
+        new(st, "fleet", "FANOUT", "warning", seq, t, "fleet",
+            f"{ev.count} new agents within {int(ev.window)}s", oneshot=True)
+
+    def dod_verdict(st: dict, ev: Any, seq: int, t: float) -> None:
+        if same_identity(ev.verifier, ev.agent):
+            return  # self-approval is never a verdict
+        if ev.source == "goal.json":
+            new(st, f"dod:{ev.agent}", "VERDICT", "info", seq, t, ev.agent,
+                f"{ev.verdict} by {ev.verifier}, {FILE_PROVENANCE}", oneshot=True)
+            return
+        st["dod"][ev.agent] = ev.verdict
+        if ev.verdict == "unevaluable":
+            new(st, f"dod:{ev.agent}", "UNEVALUABLE", "urgent", seq, t, ev.agent,
+                f"needs a human: {ev.evidence or 'no evidence given'}", oneshot=True)
+        else:
+            new(st, f"dod:{ev.agent}", "VERDICT", "info", seq, t, ev.agent,
+                f"verdict {ev.verdict} by {ev.verifier}", oneshot=True)
+
+    return {"wp.changed": wp, "wp.violated": wp_violated, "wp.flagged": wp_flagged, "circuit.changed": circuit,
+            "swarm.capped": swarm_capped, "fleet.fanout": fanout, "dod.verdict": dod_verdict}
