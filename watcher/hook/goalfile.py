@@ -9,7 +9,11 @@ Invariants:
   serialised), and also detects writers that do not: right before the rename it compares goal.json's
   identity (device, inode, size, mtime, ctime) with the file it read; if another writer replaced or
   rewrote it in between, the hook reads again and re-applies its change to the new content
-  (bounded retries), so the other writer's keys are never reverted by a stale write-back.
+  (bounded retries), so the other writer's keys are never reverted by a stale write-back. Where
+  the kernel has ``renameat2(RENAME_EXCHANGE)`` (Linux), the new file is swapped in and the file it
+  displaced is checked too: a writer that slipped in between the check and the swap gets its file
+  put back and the hook tries again, so not even that microsecond window loses an update. A new
+  goal.json is created with ``link`` (fails if another writer created one meanwhile).
 - Temporary files are created ``O_CREAT|O_EXCL|O_NOFOLLOW`` under an unpredictable name in the same
   folder: a planted file or symlink is never written through; they are fsynced, renamed over the
   target (readers see the old or the new file, never a torn one) and never left behind.
@@ -37,9 +41,11 @@ def _identity(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def read_regular(path: str, cap: int = MAX_GOAL_BYTES) -> tuple[bytes, os.stat_result] | None:
-    """(content, fstat) of a regular file, None when it does not exist. Raises HookError for a
-    symlink, anything but a regular file, a file over ``cap`` bytes, or a read error."""
+def open_regular(path: str, cap: int = MAX_GOAL_BYTES) -> tuple[int, bytes, os.stat_result] | None:
+    """(open fd, content, fstat) of a regular file, None when it does not exist. Raises HookError
+    for a symlink, anything but a regular file, a file over ``cap`` bytes, or a read error. The fd
+    stays open (the caller closes it): while it is, the file's inode number cannot be reused, so
+    comparing identities later is not fooled by a new file that got the same number."""
     try:
         fd = os.open(path, _RO)
     except FileNotFoundError:
@@ -66,9 +72,19 @@ def read_regular(path: str, cap: int = MAX_GOAL_BYTES) -> tuple[bytes, os.stat_r
             got += len(b)
         if got > cap:  # grew while read
             raise HookError(f"{path} is larger than {cap} bytes: left untouched")
-        return b"".join(chunks), st
-    finally:
+        return fd, b"".join(chunks), st
+    except BaseException:
         os.close(fd)
+        raise
+
+
+def read_regular(path: str, cap: int = MAX_GOAL_BYTES) -> tuple[bytes, os.stat_result] | None:
+    """(content, fstat) of a regular file, None when it does not exist (see ``open_regular``)."""
+    got = open_regular(path, cap)
+    if got is None:
+        return None
+    os.close(got[0])
+    return got[1], got[2]
 
 
 def read_json(path: str, cap: int = MAX_GOAL_BYTES):
@@ -162,6 +178,77 @@ def _lock(path: str, timeout: float) -> int:
             delay = min(delay * 2, 0.02)
 
 
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_swap: list = []  # [renameat2 or None, ctypes]: looked up once
+
+
+def _renameat2():
+    """renameat2 and ctypes, looked up once (3 ms: done before a check, never between a check and
+    the swap it guards)."""
+    if not _swap:
+        try:
+            import ctypes
+
+            f = ctypes.CDLL(None, use_errno=True).renameat2
+            f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            _swap.extend((f, ctypes))
+        except (OSError, AttributeError):
+            _swap.extend((None, None))
+    return _swap
+
+
+def exchange(a: str, b: str) -> bool:
+    """Atomically swap the files at ``a`` and ``b``; False where the kernel, libc or filesystem
+    cannot (the caller falls back to a rename)."""
+    f, ctypes = _renameat2()
+    if f is None:
+        return False
+    if f(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    e = ctypes.get_errno()
+    if e in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(e, os.strerror(e), b)
+
+
+def _install(tmp: str, path: str, read: tuple | None) -> bool:
+    """Put ``tmp`` in place of ``path`` if ``path`` is still the file read (identity ``read``; None:
+    absent). False: another writer got there first (``path`` as that writer left it). The caller
+    holds the read file open, so its inode number is not reused meanwhile."""
+    if read is None:
+        try:
+            os.link(tmp, path)  # created only if still absent
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here: check, then rename
+            if _current(path) is not None:
+                return False
+            os.replace(tmp, path)
+            return True
+        _unlink(tmp)
+        return True
+    mine = os.lstat(tmp).st_ino
+    _renameat2()
+    if _current(path) != read:
+        return False
+    if not exchange(tmp, path):
+        os.replace(tmp, path)
+        return True
+    try:
+        displaced = _identity(os.lstat(tmp))[:4]  # a rename updates ctime: not compared here
+    except FileNotFoundError:
+        displaced = None
+    if displaced == read[:4]:
+        _unlink(tmp)  # what we swapped out is what we read: done
+        return True
+    # a writer replaced goal.json between the check and the swap: give its file back, try again
+    if exchange(tmp, path) and os.lstat(tmp).st_ino != mine:
+        exchange(tmp, path)  # yet another write landed meanwhile: the newest stays in place
+    _unlink(tmp)
+    return False
+
+
 def _current(path: str) -> tuple | None:
     try:
         return _identity(os.lstat(path))
@@ -186,29 +273,32 @@ def update_goal(path: str, change, *, create: bool = True, timeout: float = LOCK
     lfd = _lock(path + ".lock", timeout)
     try:
         for _ in range(MAX_RETRIES):
-            got = read_regular(path, cap)
-            doc = None
-            if got is not None:
-                try:
-                    doc = json.loads(got[0])
-                except (ValueError, RecursionError):
-                    raise HookError(f"{path} is not valid JSON: left untouched") from None
-                if not isinstance(doc, dict):
-                    raise HookError(f"{path} is not a JSON object: left untouched")
-            new = change(doc)
-            if new is None:
-                return False
-            mode = got[1].st_mode & 0o7777 if got else 0o644 & ~_umask()
-            data = (json.dumps(new, ensure_ascii=False, indent=2) + "\n").encode()
-            tmp = write_tmp(folder, os.path.basename(path), data, mode)
+            got = open_regular(path, cap)
             try:
-                if _current(path) != (_identity(got[1]) if got else None):
+                doc = None
+                if got is not None:
+                    try:
+                        doc = json.loads(got[1])
+                    except (ValueError, RecursionError):
+                        raise HookError(f"{path} is not valid JSON: left untouched") from None
+                    if not isinstance(doc, dict):
+                        raise HookError(f"{path} is not a JSON object: left untouched")
+                new = change(doc)
+                if new is None:
+                    return False
+                mode = got[2].st_mode & 0o7777 if got else 0o644 & ~_umask()
+                data = (json.dumps(new, ensure_ascii=False, indent=2) + "\n").encode()
+                tmp = write_tmp(folder, os.path.basename(path), data, mode)
+                try:
+                    if not _install(tmp, path, _identity(got[2]) if got else None):
+                        _unlink(tmp)
+                        continue  # another writer replaced or rewrote it since our read: again, on theirs
+                except BaseException:
                     _unlink(tmp)
-                    continue  # another writer replaced or rewrote it since our read: again, on theirs
-                os.replace(tmp, path)
-            except BaseException:
-                _unlink(tmp)
-                raise
+                    raise
+            finally:
+                if got is not None:
+                    os.close(got[0])
             _fsync_dir(folder)
             return True
         raise HookError(f"{path} kept changing under the hook ({MAX_RETRIES} rewrites): update skipped")
