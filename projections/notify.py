@@ -267,7 +267,7 @@ def _delivered(st: dict, ev: Any, t: float, status: str) -> None:
             if c is not None:
                 c["resolved" if kind == "resolved" else "escalated"] = t
             continue
-        subj, _, rest = cid.partition("|")
+        subj, _, rest = cid.rpartition("|")
         if rest.startswith("FLAPPING#"):
             st["flap_sent"][subj] = [cid, t]
         c = st["conds"].get(cid)
@@ -467,7 +467,7 @@ def sweep(st: dict[str, Any], t: float) -> None:
     subject has no history), silences expired over a day ago, old notice records."""
     st["sweep_at"] = t + SWEEP_S
     live = st["conds"]
-    for k in [k for k in st["retry"] if k not in live and k.partition("|")[0] not in st["classes"]]:
+    for k in [k for k in st["retry"] if k not in live and k.rpartition("|")[0] not in st["classes"]]:
         del st["retry"][k]
     for sid in [s for s, v in st["silences"].items() if v["until"] < t - ONESHOT_KEEP_S]:
         del st["silences"][sid]

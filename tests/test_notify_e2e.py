@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -315,3 +316,170 @@ def test_close_finishes_queued_and_step_only_records(tmp_path, rx):
     assert len(rx.posts) == 1 and d.types().count("notice.sent") == 1
     assert d.n.step(d.proj.states, T0 + 60) == [] and len(rx.posts) == 1
     d.log.close()
+
+
+def test_apprise_config_file_secrets_redacted_like_urls(tmp_path, rx, caplog):
+    """[notify] config: the tokens inside an apprise config file are redacted from every log line
+    and event as the ones in urls are (a failed delivery used to log the ntfy topic)."""
+    from watcher.runtime.loop import Watcher
+
+    topic, tok = "TOPICsecretQq77", "PWfileSecret991"
+    rx.codes = [500, 500]
+    conf = tmp_path / "apprise.txt"
+    conf.write_text(f"json://user:{tok}@127.0.0.1:{rx.port}/hook/{topic}\n")
+    os.chmod(conf, 0o600)
+    fleet_dir = tmp_path / "fleet"
+    (fleet_dir / "a1").mkdir(parents=True)
+    (fleet_dir / "a1" / "goal.json").write_text(json.dumps(
+        {"agent": "a1", "state": "waiting", "phase": "preguntando", "dod_contract": "tests pass", "last_activity": T0}))
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nconfig = "{conf}"\ngroup_wait = "1s"\n'
+                f'retry = ["1s"]\n[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    elog = EventLog(str(tmp_path / "e.db"))
+    n = Notifier(cfg)
+    assert topic in n.secrets and tok in n.secrets
+    w = Watcher(cfg, elog, notifier=n)
+    with caplog.at_level(logging.DEBUG):
+        for t in (T0, T0 + 1, T0 + 2, T0 + 3, T0 + 4, T0 + 5):
+            w.tick(t)
+            n.drain(10)
+        logging.getLogger("apprise").warning("leak test %s %s", topic, tok)   # whatever apprise logs
+    n.close(5)
+    types = [r.type for r in elog.read(0)]
+    assert "notice.abandoned" in types
+    blobs = [r.data.decode() for r in elog.read(0)] + [r.getMessage() for r in caplog.records] + [caplog.text]
+    assert any(topic in r for r in rx.raw)          # it did travel to the receiver
+    for s in (topic, tok):
+        assert not any(s in b for b in blobs), s
+    elog.close()
+
+
+def test_unusable_notify_url_warned_and_recorded(tmp_path, rx, caplog):
+    """`run` names a URL apprise cannot parse (and a plugin whose optional package is missing, as
+    such) in a WARNING and records it once as source.failed of source notify-urls."""
+    from apprise.manager_plugins import NotificationManager
+
+    disabled = next((s for s in NotificationManager().schemas() if not NotificationManager()[s].enabled), None)
+    urls = ["nosuch://foo/SECRETtok1", rx.url()] + ([f"{disabled}://x"] if disabled else [])
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nurls = {json.dumps(urls)}\n', check_paths=False)
+    with caplog.at_level(logging.WARNING):
+        d = Driver(cfg, tmp_path / "e.db")
+        d.tick(T0)
+        d.tick(T0 + 1)
+    failed = [r.event for r in d.log.read(0, types=["source.failed"])]
+    assert len(failed) == 1 and failed[0].source == "notify-urls"
+    assert "notify.urls[0]: 'nosuch' is not an apprise service" in failed[0].error
+    if disabled:
+        assert f"notify.urls[2]: the {disabled!r} plugin needs the optional package" in failed[0].error
+    assert "notify.urls[1]" not in failed[0].error and "SECRETtok1" not in failed[0].error
+    assert "'nosuch' is not an apprise service" in caplog.text and "SECRETtok1" not in caplog.text
+    d.close()
+    d2 = Driver(cfg, tmp_path / "e.db")          # a restart with the same problem records nothing new
+    d2.tick(T0 + 2)
+    assert len(list(d2.log.read(0, types=["source.failed"]))) == 1
+    d2.close()
+
+
+class FakeSmtp:
+    """Just enough SMTP to receive apprise's mail (EHLO, AUTH, MAIL, RCPT, DATA, QUIT)."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        self.mails: list[str] = []
+        outer = self
+
+        class H(socketserver.StreamRequestHandler):
+            def handle(self):
+                def w(s: str) -> None:
+                    self.wfile.write((s + "\r\n").encode())
+                    self.wfile.flush()
+
+                w("220 localhost ESMTP test")
+                data = None
+                for raw in self.rfile:
+                    line = raw.decode(errors="replace").rstrip("\r\n")
+                    if data is not None:
+                        if line == ".":
+                            outer.mails.append("\n".join(data))
+                            data = None
+                            w("250 OK")
+                        else:
+                            data.append(line[1:] if line.startswith("..") else line)
+                        continue
+                    u = line.upper()
+                    if u.startswith("EHLO"):
+                        w("250-localhost")
+                        w("250 AUTH PLAIN LOGIN")
+                    elif u.startswith("AUTH"):
+                        w("235 ok")
+                    elif u.startswith("DATA"):
+                        w("354 go")
+                        data = []
+                    elif u.startswith("QUIT"):
+                        w("221 bye")
+                        return
+                    else:
+                        w("250 OK")
+
+        self.srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_email_keeps_one_line_per_item(tmp_path):
+    """Email is an HTML channel: without a body format apprise ran the lines together."""
+    import email
+
+    from watcher.runtime.deliver import Deliverer
+
+    smtp = FakeSmtp()
+    try:
+        url = f"mailto://user:pw@127.0.0.1:{smtp.port}?mode=insecure&from=fw@example.com&to=me@example.com"
+        cfg = parse(f'[notify]\nurls = ["{url}"]\n', check_paths=False)
+        assert Deliverer(cfg).send("2 need you", "RECLAMA a1 · 1s\nRECLAMA a2 · 2s", "failure").ok
+        [mail] = smtp.mails
+        parts = [p for p in email.message_from_string(mail).walk() if p.get_content_maintype() == "text"]
+        assert parts
+        for p in parts:
+            text = p.get_payload(decode=True).decode()
+            if p.get_content_subtype() == "html":
+                assert re.search(r"RECLAMA a1 · 1s\s*<br\s*/?>\s*RECLAMA a2", text), text
+            else:
+                assert "RECLAMA a1 · 1s\nRECLAMA a2 · 2s" in text.replace("\r\n", "\n"), text
+    finally:
+        smtp.close()
+
+
+@pytest.mark.parametrize("url,want", [
+    ("ntfy://ntfy.sh/topic", "ntfy://ntfy.sh/topic?priority=max"),
+    ("ntfys://ntfy.sh/topic?tags=x", "ntfys://ntfy.sh/topic?tags=x&priority=max"),
+    ("gotify://host/token", "gotify://host/token?priority=emergency"),
+    ("ntfy://ntfy.sh/topic?priority=low", "ntfy://ntfy.sh/topic?priority=low"),     # the user's choice stands
+    ("json://127.0.0.1/hook", "json://127.0.0.1/hook"),                            # no priority there
+])
+def test_urgent_asks_for_top_priority(url, want):
+    import apprise
+
+    from watcher.runtime.deliver import priority_url
+
+    assert priority_url(url) == want
+    if "ntfy" in want and "low" not in want:
+        assert apprise.Apprise.instantiate(want).priority == "max"
+
+
+def test_doctor_warns_when_token_config_is_readable_by_others(tmp_path, rx):
+    from watcher.cli import app
+
+    cfgfile = tmp_path / "c.toml"
+    cfgfile.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nurls = ["{rx.url()}"]\n')
+    os.chmod(cfgfile, 0o644)
+    r = CliRunner().invoke(app, ["doctor", "--config", str(cfgfile)])
+    assert "holds notify tokens and is readable by others (mode 0644)" in r.output and f"chmod 600 {cfgfile}" in r.output
+    os.chmod(cfgfile, 0o600)
+    r = CliRunner().invoke(app, ["doctor", "--config", str(cfgfile)])
+    assert "readable by others" not in r.output

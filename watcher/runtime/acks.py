@@ -85,6 +85,7 @@ def ack(notice: str, cids: list[str], via: str, now: float, for_s: float | None 
 def silences_for(state: dict, cids: list[str], now: float, notice: str, for_s: float = SILENCE_S) -> list[SilenceAdded]:
     """One ``silence.added`` per subject of the conditions (the agent, the run, ...); the
     subject is glob-escaped, so an id holding ``*`` or ``[`` silences only itself."""
-    subjects = sorted({c.partition("|")[0] for c in cids if "|" in c})
-    return [SilenceAdded(silence=uuid.uuid4().hex[:8], subject_match=glob.escape(s), class_match=None, until=iso(now + for_s),
+    subjects = sorted({c.rpartition("|")[0] for c in cids if "|" in c})
+    return [SilenceAdded(silence=uuid.uuid4().hex[:8], subject_match=glob.escape(s), class_match=None,
+                         until=iso(now + for_s),
                          reason=f"from the phone (notice {notice})") for s in subjects]

@@ -124,7 +124,7 @@ class WebApp:
         for cid in notice_keys(elog, notice) or []:
             c = conds.get(cid)
             if c is None:
-                subj, _, rest = cid.partition("|")
+                subj, _, rest = cid.rpartition("|")
                 out.append({"cls": rest.partition("#")[0], "name": subj.partition(":")[2], "since": now,
                             "text": "", "status": "resolved"})
                 continue

@@ -82,7 +82,8 @@ def fleet_page(agents: dict[str, dict], now: float, back: str) -> str:
         sections.append(Markup("<h2 class='{}'>{} · {}</h2><ul>{}</ul>").format(
             escape(cls), escape(LABEL.get(cls, cls.lower())), len(rows), Markup("").join(rows)))
     need = sum(len(by.get(c, [])) for c in ATTENTION)
-    body = Markup("<h1>fleet · {} need attention · {} agents</h1>{}<p><a href='{}'>Back to the notice</a></p>").format(
+    body = Markup("<h1>fleet · {} need attention · {} agents</h1>{}"
+                  "<p><a href='{}'>Back to the notice</a></p>").format(
         need, sum(len(v) for v in by.values()), Markup("").join(sections) or Markup("<p>no agents</p>"), back)
     return _doc("fleetwatch fleet", body)
 
