@@ -57,7 +57,10 @@ def _build() -> Any:
 
 def __getattr__(name: str) -> Any:
     if name == "app":
-        app = _build()
+        try:
+            app = _build()
+        except AttributeError as e:  # not "cannot import name app": say what is broken
+            raise RuntimeError(f"building the CLI failed: {e}") from e
         globals()["app"] = app
         return app
     raise AttributeError(name)

@@ -110,10 +110,8 @@ def check_sources(ck: Checklist, cfg, now: float) -> None:
 
 
 def tmux_windows(src) -> int:
-    """How many distinct windows a polled tmux source saw (its ``windows`` map holds each window
-    under its name and its ``session:index`` target)."""
-    wins = getattr(src, "windows", None) or {}
-    return len({w.get("target") for w in wins.values() if isinstance(w, dict)})
+    """How many windows in scope a polled tmux source saw (its ``wins``)."""
+    return len(getattr(src, "wins", None) or ())
 
 
 def check_log(ck: Checklist, cfg, db: str | None) -> None:
