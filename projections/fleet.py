@@ -32,7 +32,6 @@ TYPES = frozenset(("agent.classified", "agent.updated", "source.failed", "source
 STATES = ("busy", "idle", "waiting")
 PHASES = {"working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",
           "blocked": "bloqueado"}
-CLASSES = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "TRABAJANDO", "CERRADO")
 
 
 def initial() -> dict[str, Any]:
