@@ -79,7 +79,8 @@ class DodVerdict(_E, frozen=True, tag="dod.verdict"):
     verdict: str  # met | failed | unevaluable
     verifier: str
     evidence: str = ""
-    source: str = "cli"  # cli | goal.json
+    source: str = "cli"  # cli | goal.json | checks
+    checks: list[dict[str, Any]] = []  # the checker's per-check results (id, status, exit, duration_s, comparison, digest, lines)
 
     @property
     def subject(self) -> str:

@@ -20,6 +20,8 @@ class AgentObs(msgspec.Struct, kw_only=True):
     phase: str | None = None          # normalised to Spanish: haciendo testeando hecho preguntando bloqueado
     contract_sha256: str | None = None  # None: no/empty dod_contract
     contract_len: int = 0
+    checks: list[dict[str, Any]] | None = None  # a structured dod_contract (validated), None for free text
+    cwd: str | None = None            # goal.json `cwd`: where cmd checks run
     dod_status: str | None = None     # pending | met | failed | (other, kept)
     dod_verifier: str | None = None
     last_activity: float | None = None  # epoch seconds: later of goal.json and tmux window
@@ -28,6 +30,8 @@ class AgentObs(msgspec.Struct, kw_only=True):
     task: str | None = None           # goal.json `task` (a short title; shown escaped)
     pane_dead: bool = False
     pane_dead_status: int | None = None
+    tool_open: bool = False           # goal.json tools_open (hook): a tool call began and has not ended
+    tmux_missing: bool = False        # a tmux source looked and found no window for this agent
 
 
 class RunObs(msgspec.Struct, kw_only=True):

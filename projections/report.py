@@ -2,7 +2,8 @@
 
 What it counts, per UTC day (``days[YYYY-MM-DD]``) and in total:
 - DoD: verdicts met / failed / unevaluable; claims (an agent entering DICE_TERMINADO);
-  false-done (a claim whose next verdict is ``failed``); claims never verified (a claim that
+  false-done (a claim whose next verdict is ``failed``; ``caught_by_checks`` when that verdict came
+  from fleetwatch's own checker); claims never verified (a claim that
   ends — the agent leaves DICE_TERMINADO — or is still open with no verdict); claim → verdict
   time; self-approvals refused (``dod.flagged`` ``self-approved``).
 - The human's load: pushes (``notice.sent``) per day and per hour of day (UTC), items per push
@@ -40,7 +41,7 @@ TYPES = frozenset((
     "agent.classified", "agent.nudged", "dod.verdict", "dod.flagged", "notice.sent", "notice.acked",
     "notice.escalated", "step.changed", "rule.violated", "run.abandoned", "wp.changed", "wp.violated",
     "circuit.changed", "watcher.started", "watcher.stopped", "source.failed", "source.recovered"))
-DAY_FIELDS = ("met", "failed", "unevaluable", "claims", "false_done", "unverified", "pushes", "items",
+DAY_FIELDS = ("met", "failed", "unevaluable", "claims", "false_done", "caught_by_checks", "unverified", "pushes", "items",
               "reclama", "reclama_s", "stalls", "stall_s", "nudges", "acks", "escalations",
               "steps_done", "steps_failed", "violations", "wps_done", "uptime_s", "restarts",
               "source_failures")
@@ -177,6 +178,8 @@ def _verdict(st: dict, ev: Any, t: float) -> None:
         _sample(st, "claim_verdict", max(0.0, t - a["claim"]))
         if v == "failed":
             count(st, t, "false_done")
+            if ev.verifier == "fleetwatch-checks":   # the no-LLM checker caught it
+                count(st, t, "caught_by_checks")
         a["claim"] = None
 
 

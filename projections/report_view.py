@@ -92,6 +92,7 @@ def figures(state: dict[str, Any], until: float, since: float | None = None) -> 
         "range": {"since": since if since is not None else st["first"], "until": until, "days": len(days)},
         "dod": {"met": int(_sum(days, "met")), "failed": int(_sum(days, "failed")),
                 "unevaluable": int(_sum(days, "unevaluable")), "claims": claims, "false_done": false_done,
+                "caught_by_checks": int(_sum(days, "caught_by_checks")),
                 "false_done_rate": round(false_done / claims, 4) if claims else None,
                 "never_verified": int(_sum(days, "unverified")), "open_claims": st["open"]["claims"],
                 "claim_to_verdict": spread(sm["claim_verdict"]),

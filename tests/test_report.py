@@ -151,7 +151,7 @@ def test_cli_json_fields_are_stable(db):
     assert r.returncode == 0, r.stderr
     fig = json.loads(r.stdout)
     assert set(fig) == {"schema", "range", "dod", "load", "stalls", "agents", "runs", "missions", "watcher", "days"}
-    assert set(fig["dod"]) == {"met", "failed", "unevaluable", "claims", "false_done", "false_done_rate",
+    assert set(fig["dod"]) == {"met", "failed", "unevaluable", "claims", "false_done", "caught_by_checks", "false_done_rate",
                                "never_verified", "open_claims", "claim_to_verdict", "self_approvals_refused"}
     assert set(fig["load"]["reclama"]) == {"count", "total_s", "p50_s", "p90_s", "max_s", "episodes",
                                            "agent_hours", "open"}

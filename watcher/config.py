@@ -19,7 +19,7 @@ from watcher.config_limits import MAX_CONFIG_BYTES, check_ranges, private_dir, r
 
 _DUR = re.compile(r"^\s*(\d{1,15})\s*(ms|s|m|h|d)\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-MAX_DURATION = 3650 * 86400.0    # ten years: anything longer is a typo (and overflows timers)
+MAX_DURATION = 36500 * 86400.0   # a century ("never" in tests is 10000d); more is a typo that overflows timers
 
 
 def parse_duration(value: object, key: str = "duration") -> float:
@@ -38,7 +38,7 @@ def parse_duration(value: object, key: str = "duration") -> float:
         raise ConfigError(f"{key}: expected a duration like 500ms, 90s, 15m, 4h or 1d, got {str(value)[:40]!r}",
                           key=key)
     if secs > MAX_DURATION:
-        raise ConfigError(f"{key}: {str(value)[:40]!r} is too long (at most 3650d)", key=key)
+        raise ConfigError(f"{key}: {str(value)[:40]!r} is too long (at most 36500d)", key=key)
     return secs
 
 
@@ -74,15 +74,18 @@ class Classify(_S):
     claim_unverified_after: Dur = "30m"
     fanout_max: int = 8                        # more new agents than this within fanout_window -> fleet.fanout
     fanout_window: Dur = "1m"
+    busy_silence: Dur = "10m"                  # busy, no hook event and no pane activity this long -> ESTANCADO
+    busy_silence_tool: Dur = "1h"              # the same while a tool call is open (PreToolUse, no PostToolUse)
 
 
 class Source(_S):
     name: str
-    kind: Literal["goals", "command", "tmux", "steps", "sqlite"]
+    kind: Literal["goals", "command", "tmux", "steps", "sqlite", "claude"]
     glob: str | None = None          # goals, steps
     argv: list[str] | None = None    # command
     timeout: Dur = "10s"             # command, sqlite; any kind: a poll longer than this fails the source
     socket: str | None = None        # tmux: -L SOCKET
+    session: str | None = None       # tmux: only windows of this session (exact name)
     entity: Literal["agent", "wp", "circuit", "swarm"] | None = None  # command (agent|swarm), sqlite
     path: str | None = None          # sqlite database
     query: str | None = None         # sqlite
@@ -113,6 +116,7 @@ class Nudge(_S):
     argv: list[str] = []                       # e.g. ["tmux", "send-keys", "-t", "{target}", "close your DoD", "Enter"]
     max_per_stall: int = 1
     after: Dur = "0s"
+    gap: Dur = "5m"                            # at least this between two nudges of one stall
 
 
 class NotifyRoute(_S):
@@ -175,6 +179,12 @@ class Hub(_S):
     ack_wait: Dur = "30s"                      # an unacked message is redelivered after this
 
 
+class Dod(_S):
+    run_checks: bool = False                   # run a structured contract's cmd checks when an agent claims done
+    check_timeout: Dur = "5m"                  # per check; the whole process group is killed at the limit
+    check_max_bytes: int = 1048576             # stdout kept per check (beyond: killed, unevaluable)
+
+
 class Config(_S):
     store: Store = msgspec.field(default_factory=Store)
     watch: Watch = msgspec.field(default_factory=Watch)
@@ -185,6 +195,7 @@ class Config(_S):
     missions: Missions = msgspec.field(default_factory=Missions)
     notify: Notify = msgspec.field(default_factory=Notify)
     nudge: Nudge = msgspec.field(default_factory=Nudge)
+    dod: Dod = msgspec.field(default_factory=Dod)
     web: Web | None = None                     # absent: no endpoint, no links in pushes
     forward: Forward | None = None             # absent: no forwarding
     hub: Hub | None = None                     # only `fleetwatch hub` reads it
@@ -257,9 +268,11 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
         return ConfigError(f"{key}: {msg}", key=key, path=path, op="config")
 
     check_ranges(cfg, bad, parse_duration)  # every number and duration, key named
+    check_ranges(cfg, bad, parse_duration)  # every number and duration, key named
     for key in ("watch.interval", "watch.debounce", "watch.resync", "classify.stall_after", "classify.claim_unverified_after",
                 "steps.deadline", "notify.group_wait", "notify.group_interval", "notify.repeat_interval",
-                "notify.timeout", "notify.source_failed_after", "nudge.after"):
+                "notify.timeout", "notify.source_failed_after", "nudge.after", "nudge.gap",
+                "classify.busy_silence", "classify.busy_silence_tool"):
         cfg.dur(key)
     for k, v in cfg.steps.deadlines.items():
         parse_duration(v, f"steps.deadlines.{k}")

@@ -1,7 +1,7 @@
 """Range checks of the config and safe reads of small files (imported by ``watcher/config.py``).
 
 - ``check_ranges`` walks every key of a decoded config, whatever section added it: each duration
-  (a field typed ``str | int``, also in lists and tables) must parse and be at most ten years;
+  (a field typed ``str | int``, also in lists and tables) must parse and be at most a century (36500d);
   each integer must be 0 … 10⁹; each float finite and not negative. Then the keys with tighter
   bounds (``SPECIFIC``). Every problem names its key (``sources[1].timeout``); exit 2 at the CLI.
 - A source's ``timeout`` must stay under ``MAX_SOURCE_TIMEOUT``: half the shipped unit's
@@ -40,6 +40,8 @@ SPECIFIC: dict[str, tuple[float, float, str]] = {
                           f"WatchdogSec={WATCHDOG_SEC:g}, must survive a stuck source)"),
     "sources[].max_bytes": (1, MAX_BYTES_CAP, f"between 1 and {MAX_BYTES_CAP} bytes"),
     "notify.timeout": (0.05, 600.0, "between 50ms and 10m"),
+    "dod.check_timeout": (0.1, 86400.0, "between 100ms and 1d (checks run off the tick: no watchdog limit)"),
+    "dod.check_max_bytes": (1, MAX_BYTES_CAP, f"between 1 and {MAX_BYTES_CAP} bytes"),
     "notify.retry[]": (0.0, 86400.0, "between 0s and 1d"),
 }
 

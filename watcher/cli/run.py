@@ -39,6 +39,12 @@ def _web(cfg, db):
     return None
 
 
+def _checker(cfg):
+    from watcher.runtime.checker import Checker
+
+    return Checker.from_config(cfg)
+
+
 def _record_last(w) -> None:
     """After ``notifier.close``: step() only harvests outcomes; commit them."""
     try:
@@ -47,20 +53,38 @@ def _record_last(w) -> None:
         log.exception("could not record the last deliveries")
 
 
-def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db_arg: str | None = None) -> int:
-    """Hold the writer lock and run ticks until SIGTERM/SIGINT (or one tick with ``once``)."""
-    from events.lock import WriterLock
+def _log_gone(cfg, err) -> None:
+    """The log vanished or was replaced under the watcher: nothing more is appended. Say so in the
+    service log and, best effort, in one direct push (the log cannot record a notice any more)."""
+    log.error("%s; nothing more is appended to the old file. Exiting 1 so systemd restarts the watcher "
+              "onto the file at the configured path (every current class is recorded again there)", err)
+    try:
+        from watcher.runtime.deliver import Deliverer
+
+        d = Deliverer(cfg)
+        if d.configured:
+            d.send("fleetwatch: the event log is gone", f"{err}. The watcher stopped appending and exits; "
+                   "systemd restarts it onto the file at the configured path.", "failure")
+    except Exception as e:  # the notice is a courtesy: the exit status is what counts
+        log.error("could not push the log-gone notice: %s", type(e).__name__)
+
+
+def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db_arg: str | None = None,
+          parents: bool = True) -> int:
+    """Hold the writer lock and run ticks until SIGTERM/SIGINT (or one tick with ``once``). The
+    lock is the log file's own (events/lock.py). If the file at ``db`` vanishes or is replaced,
+    :class:`LogReplaced` ends the run (exit 1). ``parents``: create a missing folder."""
+    from events.errors import LogReplaced
     from events.log import EventLog
     from watcher.config import load
     from watcher.runtime.loop import Waker, Watcher, settle_gc
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
 
-    lock = WriterLock(db).acquire()
     # SIGTERM/SIGINT are honoured from here on: a stop while the log opens, the projections load
     # or the first tick runs ends the start cleanly (watcher.stopped whenever watcher.started)
     stop = threading.Event()
     prior = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    elog = EventLog(db, durability=cfg.store.durability)
+    elog = EventLog(db, durability=cfg.store.durability, lock=True, parents=parents)  # WriterLocked: exit 3
     from watcher.hub.forwarder import start as start_forwarder
 
     fwd = start_forwarder(cfg, db)  # [forward]: its own thread; never blocks the tick
@@ -69,11 +93,11 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     w = Watcher(cfg, elog)
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
     settle_gc()  # after start-up: imports, config and the loaded projections are long-lived
-    w.cancel = stop  # a stop cuts the tick's wait for slow sources
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                   cfg.dur("watch.debounce"))
     if not once:
         w.notifier = _notifier(cfg, waker.event.set)
+        w.checker = _checker(cfg)
     web = None if once else _web(cfg, db)
 
     def on_stop(signum, frame):
@@ -141,6 +165,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     waker = Waker([r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                                   cfg.dur("watch.debounce"))
                     w.notifier = _notifier(cfg, waker.event.set)
+                    if w.checker is not None:
+                        w.checker.close()
+                    w.checker = _checker(cfg)
                     log.info("config reloaded: %d sources", len(w.sources))
                 sd.ready_after_reload()
             mono = time.monotonic()
@@ -155,6 +182,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             w.tick(time.time(), full=full, changed=paths)
             sd.tick_completed(time.monotonic())
             sd.status(status_line(w.class_counts(), time.monotonic() - mono))
+    except LogReplaced as e:
+        _log_gone(cfg, e)
+        raise
     finally:
         sd.stopping()
         for s, h in old.items():
@@ -162,6 +192,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         if w.notifier is not None:
             w.notifier.close(5.0)
             _record_last(w)
+        if w.checker is not None:
+            w.checker.close(1.0)  # a claim checked but not recorded is checked again at the next start
         if web is not None:
             web.close()
         if started:
@@ -170,8 +202,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             fwd.stop(2.0 if once else 5.0)  # forwards what is left (watcher.stopped too)
         waker.close()
         w.close()
-        elog.close()
-        lock.release()
+        elog.close()  # and the writer lock
     log.info("stopped")
     return 0
 
@@ -182,14 +213,17 @@ def register(app: typer.Typer) -> None:
     def run(
         once: Annotated[bool, typer.Option("--once", help="Run one tick, then exit.")] = False,
         log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+        create: Annotated[bool, typer.Option("--create", help="Create the folder of an explicit --db / $FLEETWATCH_DB that does not exist (else refused: a typo).")] = False,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
         """Run the watcher: poll sources, append transitions, push notices. Exit 3 if another
-        watcher holds the log, 2 on a bad config."""
-        from watcher.cli.util import context
+        watcher holds the log, 2 on a bad config or log path, 1 if the log vanished or was
+        replaced while running (systemd restarts it)."""
+        from watcher.cli.util import context, explicit_db
         from watcher.runtime.logs import setup_logging
 
         setup_logging(log_level)
         cfg, path = context(config, db, need_config=True, check_paths=True)
-        raise typer.Exit(serve(cfg, path, once=once, config_arg=config, db_arg=db))
+        raise typer.Exit(serve(cfg, path, once=once, config_arg=config, db_arg=db,
+                               parents=create or not explicit_db(db)))

@@ -72,6 +72,7 @@ class Watcher:
         self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.pending: list[Any] = []
         self.notifier = notifier
+        self.checker: Any = None             # watcher.runtime.checker.Checker when [dod] run_checks
         self.polls = Polls(self.poll_one)
         self.poll_wait: float | None = None  # a tick waits this long for sources (None: their deadlines)
         self._polled = False                 # the first tick always waits up to the deadlines
@@ -91,6 +92,12 @@ class Watcher:
                                            None if self.poll_wait is None or not self._polled else self.poll_wait,
                                            cancel=self.cancel)
         self._polled = True
+        marks = getattr(self.notifier, "nudge_marks", None)
+        if marks is not None:  # the echo of the watcher's own nudge keys is not the agent's activity
+            quiet = marks()
+            for s in self.sources:
+                if s.kind == "tmux":
+                    s.quiet = quiet
         snap = merge(self.sources, results)
         for name in pending:  # slow first poll: nothing known yet, nothing concluded from it
             snap.failed.setdefault(name, "pending")
@@ -108,17 +115,15 @@ class Watcher:
         a bug: it is logged and skipped for this tick, the others (and the loop) go on."""
         c = self.cfg
         evs, self.memos["fleet"] = fleet.step(self.proj["fleet"], snap, now,
-                                              stall_after=c.dur("classify.stall_after"), memo=self.memos.get("fleet"))
+                                              stall_after=c.dur("classify.stall_after"), memo=self.memos.get("fleet"),
+                                              busy_silence=c.dur("classify.busy_silence"),
+                                              busy_silence_tool=c.dur("classify.busy_silence_tool"))
         policy = {
             "dod": {"claim_unverified_after": c.dur("classify.claim_unverified_after")},
             "runs": {"default_deadline": c.dur("steps.deadline"),
-                     "deadlines": {k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines},
-                     "board_daily_quota": c.steps.board_daily_quota, "sessions_per_day": c.steps.sessions_per_day,
-                     "inactive_boards": tuple(c.steps.inactive_boards)},
-            "missions": {"max_children_active": c.missions.max_children_active},
-            "swarms": {"max_concurrent": c.swarm.max_concurrent, "max_children": c.swarm.max_children,
-                       "max_total": c.swarm.max_total},
-            "fanout": {"fanout_max": c.classify.fanout_max, "fanout_window": c.dur("classify.fanout_window")},
+                     "deadlines": {k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines}},
+            "missions": {},
+            "swarms": {"max_concurrent": c.swarm.max_concurrent, "max_children": c.swarm.max_children},
         }
         for name, kw in policy.items():
             mod = self.proj.mods.get(name)
@@ -202,6 +207,8 @@ class Watcher:
             n += self.commit(self.detect(snap, now), now)
             if self.notifier is not None:
                 n += self.commit(self.notifier.step(self.proj.states, now), now)
+            if self.checker is not None:   # DoD checks run in its worker; only verdicts come back
+                n += self.commit(self.checker.step(self.proj.states, snap, now), now)
         except AppendFailed:
             pass
         if self.snap_wanted:

@@ -5,7 +5,8 @@ Invariants
 - No shell; stdin is /dev/null; the child runs in its own session (``start_new_session``), so its
   whole process group can be killed: on timeout, on the output cap, and after it exits (helpers
   it left behind holding our pipe are killed too, so a ``sh -c 'sleep 120 & echo []'`` leaves
-  nothing running and does not hold the poll until the timeout).
+  nothing running and does not hold the poll until the timeout). ``CommandSource.close`` kills
+  a group still running (the watcher stopping mid-poll leaves no child behind).
 - stdout is read incrementally and never beyond ``max_bytes``: at ``max_bytes + 1`` bytes the
   group is killed and the result is "output too large" (RSS stays ~``max_bytes``, whatever the
   child prints: ``yes`` or 1 GB).
@@ -21,6 +22,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from typing import NamedTuple
 
@@ -54,6 +56,21 @@ class RunResult(NamedTuple):
     exit_code: int | None = None
 
 
+class Running:
+    """The process groups one source has running, so that ``close()`` (the watcher stopping,
+    a reload) kills them too: a group leaves this set under its lock before its leader is
+    reaped, so a kill from here can never hit a reused process group id."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pgids: set[int] = set()
+
+    def kill(self) -> None:
+        with self.lock:
+            for g in self.pgids:
+                _kill_group(g)
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -75,16 +92,21 @@ def _known(err: bytes) -> str:
     return next((k for k in KNOWN_STDERR if k in low), "")
 
 
-def run_bounded(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT) -> RunResult:
-    """Run ``argv`` (see the module invariants). Success: ``RunResult(stdout)``."""
+def run_bounded(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT, *, cwd: str | None = None,
+                running: Running | None = None) -> RunResult:
+    """Run ``argv`` (see the module invariants) in ``cwd`` (None: ours). Success:
+    ``RunResult(stdout)``; a non-zero exit keeps its stdout too (the DoD checker compares it)."""
     try:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             start_new_session=True, close_fds=True)
+                             start_new_session=True, close_fds=True, cwd=cwd)
     except FileNotFoundError:
         return RunResult(None, f"command not found: {argv[0] if argv else ''}", RunError.NOT_FOUND)
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         name = getattr(e, "strerror", None) or type(e).__name__
         return RunResult(None, f"cannot run {argv[0] if argv else ''}: {name}", RunError.CANNOT_RUN)
+    if running is not None:
+        with running.lock:
+            running.pgids.add(p.pid)
     out = bytearray()
     err = bytearray()
     cause: RunError | None = None
@@ -135,6 +157,9 @@ def run_bounded(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT) ->
     finally:
         sel.close()
         _kill_group(p.pid)   # the child is not reaped yet: its pgid cannot have been reused
+        if running is not None:
+            with running.lock:
+                running.pgids.discard(p.pid)
         p.stdout.close()     # type: ignore[union-attr]
         p.stderr.close()     # type: ignore[union-attr]
         try:
@@ -149,7 +174,7 @@ def run_bounded(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT) ->
         return RunResult(None, f"killed by signal {-code}", RunError.SIGNAL, code)
     if code:
         hint = _known(bytes(err))
-        return RunResult(None, f"exit status {code}" + (f" ({hint})" if hint else ""), RunError.EXIT, code)
+        return RunResult(bytes(out), f"exit status {code}" + (f" ({hint})" if hint else ""), RunError.EXIT, code)
     return RunResult(bytes(out), None, None, code)
 
 
@@ -173,6 +198,7 @@ class CommandSource:
         self.max_bytes = spec.max_bytes or MAX_OUTPUT
         self.entity = spec.entity or "agent"
         self.last: SourceResult | None = None
+        self.running = Running()
 
     def _bad(self, why: str) -> SourceResult:
         return SourceResult(name=self.name, kind=self.kind, ok=False, error=f"bad output: {why}",
@@ -203,7 +229,7 @@ class CommandSource:
     def poll(self, now: float, full: bool = True) -> SourceResult:
         if not full and self.last is not None:
             return self.last
-        r = run_bounded(self.argv, self.timeout, self.max_bytes)
+        r = run_bounded(self.argv, self.timeout, self.max_bytes, running=self.running)
         if r.error is not None:
             res = SourceResult(name=self.name, kind=self.kind, ok=False, error=r.error,
                                error_class=r.error_class.value if r.error_class else "", exit_code=r.exit_code)
@@ -213,4 +239,5 @@ class CommandSource:
         return res
 
     def close(self) -> None:
-        pass
+        """Kill what is still running (the watcher stops or reloads mid-poll)."""
+        self.running.kill()

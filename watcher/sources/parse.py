@@ -2,7 +2,6 @@
 becomes an observation with ``error`` set (MAL_LANZADO) carrying a short reason."""
 from __future__ import annotations
 
-import hashlib
 import math
 from datetime import datetime, timezone
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import msgspec
 
 from projections.fleet import normalise_phase
+from projections.dod_checks import parse_contract
 from projections.observations import AgentObs, RunObs
 
 _dec = msgspec.json.Decoder()
@@ -76,11 +76,9 @@ def agent_from_obj(obj: Any, *, source: str, fallback_id: str | None, path: str 
     if not aid:
         return AgentObs(agent="?", source=source, path=path, error="no agent id")
     aid = aid.strip()[:200]
-    contract = obj.get("dod_contract")
-    sha, clen = None, 0
-    if isinstance(contract, str) and contract.strip():
-        sha = hashlib.sha256(contract.encode("utf-8", "surrogatepass")).hexdigest()
-        clen = len(contract)
+    contract = parse_contract(obj.get("dod_contract"))   # free text or structured checks (validated)
+    sha, clen = contract.digest, contract.length
+    cwd = obj.get("cwd") if isinstance(obj.get("cwd"), str) else None
     la = parse_time(obj.get("last_activity"))
     if la is None:
         la = mtime
@@ -88,14 +86,15 @@ def agent_from_obj(obj: Any, *, source: str, fallback_id: str | None, path: str 
     error = None
     if "state" in obj and not isinstance(state, str):
         error = f"state has the wrong type ({type(state).__name__})"
-    elif contract is not None and not isinstance(contract, str):
-        error = f"dod_contract has the wrong type ({type(contract).__name__})"
+    elif contract.error:
+        error = contract.error
     return AgentObs(
         agent=aid, source=source, path=path, error=error,
         state=_s(state), phase=normalise_phase(_s(obj.get("phase"))),
-        contract_sha256=sha, contract_len=clen,
+        contract_sha256=sha, contract_len=clen, checks=list(contract.checks) if contract.checks else None, cwd=cwd,
         dod_status=_s(obj.get("dod_status")), dod_verifier=_s(obj.get("dod_verifier")),
         last_activity=la, ended=obj.get("ended") is True, target=_s(obj.get("target")),
+        tool_open=isinstance(obj.get("tools_open"), list) and bool(obj.get("tools_open")),
         task=(_s(obj.get("task")) or None) and obj["task"][:200],
     )
 

@@ -1,0 +1,107 @@
+"""``fleetwatch check AGENT [--dry-run]``: run an agent's structured DoD checks by hand, the way
+the watcher's checker does (``watcher.runtime.checker``), and record the verdict.
+
+The agent's goal.json is found through the configured ``goals`` sources (one poll each); the
+pinned contract digest comes from the log. ``--dry-run`` shows each check (argv, expectation,
+where it runs) and whether the contract still matches the one pinned at launch; it runs and
+writes nothing. Exit 0 when the verdict is ``met``, 1 otherwise, 2 for an unknown agent.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from typing import Annotated
+
+import typer
+
+from projections.text import safe
+from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
+
+
+def find_agent(cfg, agent: str):
+    """The agent's observation from one poll of every goals source, or None."""
+    from watcher.sources import build_sources
+
+    for s in build_sources(cfg):
+        if getattr(getattr(s, "spec", None), "kind", "") != "goals":
+            continue
+        try:
+            res = s.poll(time.time(), True)
+            if not any(o.agent == agent for o in res.agents):   # the two-read rule: a second look
+                time.sleep(max(0.05, cfg.dur("watch.debounce")))
+                res = s.poll(time.time(), True)
+        finally:
+            close = getattr(s, "close", None)
+            if close:
+                close()
+        for o in res.agents:
+            if o.agent == agent:
+                return o
+    return None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("check")
+    @errors
+    def check_cmd(
+        agent: Annotated[str, typer.Argument(help="The agent whose DoD checks to run.")],
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the checks; run and record nothing.")] = False,
+        as_json: JsonOpt = False,
+        config: ConfigOpt = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Run an agent's dod_contract cmd checks now and record the verdict (verifier fleetwatch-checks)."""
+        from events.log import EventLog, Pending
+        from watcher.cli.status import load_states
+        from watcher.runtime.checker import verdict_for
+
+        cfg, path = context(config, db)
+        name = agent.strip()
+        obs = find_agent(cfg, name)
+        if obs is None:
+            print(f"fleetwatch: no goal.json for agent {safe(name, 80)!r} in the configured goals sources", file=sys.stderr)
+            raise typer.Exit(2)
+        if obs.error:
+            print(f"fleetwatch: {safe(name, 80)}: {safe(obs.error, 200)}", file=sys.stderr)
+            raise typer.Exit(2)
+        _, states, _, _ = load_states(config, db)
+        pinned = ((states.get("dod") or {}).get("agents", {}).get(name) or {}).get("contract_sha256")
+        changed = pinned is not None and pinned != obs.contract_sha256
+        if dry_run:
+            rows = [{"id": c["id"], "kind": c["kind"], "required": c.get("required", True) is not False,
+                     "cmd": c.get("cmd"), "expect": c.get("expect", {"exit": 0}) if c["kind"] == "cmd" else None,
+                     "runs": c["kind"] == "cmd"} for c in (obs.checks or [])]
+            if as_json:
+                print(json.dumps({"agent": name, "cwd": obs.cwd, "pinned": pinned, "current": obs.contract_sha256,
+                                  "contract_changed": changed, "checks": rows}))
+                return
+            print(f"{safe(name, 80)}: {len(rows)} check(s), run in {safe(obs.cwd or '(the current folder)', 200)}")
+            if changed:
+                print("  contract changed since launch: the checker would refuse (unevaluable)")
+            if obs.checks is None:
+                print("  the contract is free text: nothing fleetwatch can run (needs a human or a verifier agent)")
+            for r in rows:
+                what = " ".join(safe(a, 60) for a in r["cmd"]) + f"  expect {json.dumps(r['expect'])}" if r["runs"] \
+                    else "needs a human or a verifier agent"
+                print(f"  {safe(r['id'], 40)} ({safe(r['kind'], 20)}{', required' if r['required'] else ''}): {what}")
+            return
+        pend = verdict_for(name, 0, obs.checks, obs.cwd, obs.contract_sha256, pinned,
+                           cfg.dur("dod.check_timeout"), cfg.dod.check_max_bytes)
+        ev = pend.event
+        elog = EventLog(path, durability=cfg.store.durability, create=False)
+        try:
+            seq = elog.append([Pending(ev, id=f"checks-cli:{name}:{uuid.uuid4().hex[:12]}")], time.time())[0]
+        finally:
+            elog.close()
+        if as_json:
+            print(json.dumps({"agent": name, "verdict": ev.verdict, "seq": seq, "checks": ev.checks}))
+        else:
+            for r in ev.checks:
+                detail = r.get("comparison") or r.get("why") or ""
+                print(f"  {safe(r['id'], 40)}: {r['status']}" + (f" ({safe(detail, 160)})" if detail else ""))
+                for ln in r.get("lines", []):
+                    print(f"      | {ln}")
+            print(f"recorded dod.verdict {ev.verdict} for {safe(name, 80)} by fleetwatch-checks (seq {seq})")
+        raise typer.Exit(0 if ev.verdict == "met" else 1)

@@ -1,0 +1,135 @@
+"""The DoD checker: when an agent claims done, run its contract's ``cmd`` checks and record one
+``dod.verdict`` (verifier ``fleetwatch-checks``). On only with ``[dod] run_checks = true``.
+
+Invariants
+- Never in the tick's thread: ``step`` only plans (``projections.dod_checks.due``), hands claims to
+  one worker thread and harvests what finished. A check that hangs holds nothing but the worker.
+- Each check is argv without a shell, run in goal.json's ``cwd`` through
+  ``watcher.sources.command.run_bounded``: its own process group, killed whole at
+  ``check_timeout`` or at ``check_max_bytes`` of output; stderr never kept.
+- The contract is pinned at launch: the dod projection keeps the digest first seen; a claim whose
+  current contract differs is ``unevaluable: contract changed since launch`` without running
+  anything. A ``met`` needs every required check to pass (``projections.dod_checks.decide``).
+- Exactly one verdict per claim: the event id is ``checks:<agent>:<claim seq>`` (an idempotent
+  append), and a claim with a checker verdict newer than it is never run again — so a restart
+  between claim and verdict runs the checks once more and records one verdict.
+- Evidence is what ran, not what the agent wrote: exit code, duration, the comparison, a digest
+  of stdout and at most a few short escaped lines of it; never the ``dod`` text.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+from events.log import Pending
+from events.types import DodVerdict
+from projections import dod_checks
+from projections.text import safe
+from watcher.sources.command import RunError, run_bounded
+
+log = logging.getLogger("fleetwatch.checker")
+
+
+def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes: int) -> dict[str, Any]:
+    """Run one check; its result (``status`` pass | fail | unevaluable | skipped)."""
+    if check.get("kind") != "cmd":
+        return dod_checks.not_runnable(check)
+    base = {"id": check["id"], "kind": "cmd", "required": dod_checks.required(check)}
+    if cwd is not None and not os.path.isdir(cwd):
+        return {**base, "status": "unevaluable", "why": "cwd is not a folder"}
+    t0 = time.monotonic()
+    r = run_bounded(list(check["cmd"]), timeout, max_bytes, cwd=cwd)
+    dur = round(time.monotonic() - t0, 3)
+    res = {**base, "duration_s": dur, "exit": r.exit_code}
+    if r.error_class in (RunError.TIMEOUT, RunError.TOO_LARGE, RunError.NOT_FOUND, RunError.CANNOT_RUN,
+                         RunError.SIGNAL):
+        return {**res, "status": "unevaluable", "why": r.error}
+    out = r.out or b""
+    text = out.decode("utf-8", "replace")
+    ok, comparison = dod_checks.compare(check, r.exit_code if r.exit_code is not None else 0, text)
+    lines = [safe(ln, dod_checks.LINE_MAX) for ln in text.strip().splitlines()[-dod_checks.MAX_LINES:]]
+    return {**res, "status": "pass" if ok else "fail", "comparison": comparison,
+            "digest": hashlib.sha256(out).hexdigest()[:16], "lines": lines}
+
+
+def verdict_for(agent: str, claim_seq: int, checks: list[dict[str, Any]] | None, cwd: str | None,
+                digest: str | None, pinned: str | None, timeout: float, max_bytes: int) -> Pending:
+    """Run (or refuse) a claim's checks; the verdict to append."""
+    if checks is None:
+        results: list[dict[str, Any]] = []
+        verdict, ev = "unevaluable", "the contract is free text: needs a human or a verifier agent"
+    elif pinned is not None and digest != pinned:
+        results = []
+        verdict, ev = "unevaluable", "contract changed since launch: checks refused"
+    else:
+        results = [run_check(c, cwd, timeout, max_bytes) for c in checks]
+        verdict = dod_checks.decide(results)
+        ev = dod_checks.evidence(results, verdict)
+    e = DodVerdict(agent=agent, verdict=verdict, verifier=dod_checks.VERIFIER, evidence=safe(ev, 600),
+                   source="checks", checks=results)
+    return Pending(e, id=f"checks:{agent}:{claim_seq}")
+
+
+class Checker:
+    """One worker thread; ``step`` is called by the watcher each tick (after its commits)."""
+
+    def __init__(self, timeout: float, max_bytes: int) -> None:
+        self.timeout, self.max_bytes = timeout, max_bytes
+        self.jobs: queue.Queue = queue.Queue()
+        self.done: queue.Queue = queue.Queue()
+        self.inflight: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._work, name="fleetwatch-checker", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Checker | None:
+        if not cfg.dod.run_checks:
+            return None
+        return cls(cfg.dur("dod.check_timeout"), cfg.dod.check_max_bytes)
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            try:
+                job = self.jobs.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            key = (job[0], job[1])
+            try:
+                self.done.put((key, verdict_for(*job, self.timeout, self.max_bytes)))
+            except Exception:  # a bug, not an input: logged; the claim is retried next tick
+                log.exception("checks for %s failed to run", safe(job[0]))
+                self.done.put((key, None))
+
+    def step(self, states: dict[str, Any], snap: Any, now: float) -> list[Any]:
+        """Hand back finished verdicts (the watcher appends and folds them right away, so by the
+        next step the dod state shows them) and hand new claims to the worker."""
+        out, harvested = [], set()
+        while True:
+            try:
+                key, pending = self.done.get_nowait()
+            except queue.Empty:
+                break
+            self.inflight.discard(key)
+            harvested.add(key)                 # not planned again before its verdict is folded
+            if pending is not None:
+                out.append(pending)
+        dod = states["dod"]["agents"]
+        agents = snap.agents if snap is not None else {}
+        for agent, seq in dod_checks.due(dod, self.inflight | harvested):
+            obs = agents.get(agent)
+            if obs is None:
+                continue
+            self.inflight.add((agent, seq))
+            self.jobs.put((agent, seq, obs.checks, obs.cwd, obs.contract_sha256, dod[agent].get("contract_sha256")))
+        return out
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        self.thread.join(timeout)
+
