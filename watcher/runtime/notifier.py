@@ -59,7 +59,7 @@ def policy_from_config(cfg: Config) -> Policy:
         retry=tuple(parse_duration(v, f"notify.retry[{i}]") for i, v in enumerate(n.retry)),
         flap_high=n.flap_high, flap_low=n.flap_low, source_failed_after=cfg.dur("notify.source_failed_after"),
         nudge_enabled=g.enabled, nudge_max=g.max_per_stall, nudge_after=cfg.dur("nudge.after"),
-        nudge_needs_target=any("{target}" in a for a in g.argv),
+        nudge_gap=cfg.dur("nudge.gap"), nudge_needs_target=any("{target}" in a for a in g.argv),
         escalate_after=cfg.dur("notify.escalate_after"), escalate_urls=bool(n.escalate_urls),
         quiet_urgent=n.quiet_urgent, send_resolved=n.send_resolved,
         routes=tuple(dict(r.match) for r in n.routes))
@@ -130,15 +130,20 @@ class Notifier:
         self._done: queue.Queue[_Job] = queue.Queue()
         self._inflight: dict[str, Message] = {}          # notice id -> message (until folded back)
         self._nudging: dict[tuple[str, int, int], NudgeAction] = {}
+        self._marks: dict[str, tuple[float, float]] = {}  # agent -> wall (from, until) its nudge keys were sent
         self._busy = 0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._key: bytes | None = None
-        if cfg.web is not None:
+        if cfg.web is not None:  # a bad key costs the links, never the pushes
+            from events.errors import FleetwatchError
             from watcher.runtime.links import key_path, load_key
 
-            self._key = load_key(key_path(cfg))
+            try:
+                self._key = load_key(key_path(cfg))
+            except FleetwatchError as e:
+                log.error("web: pushes go out without page links: %s%s", e, f" ({e.hint})" if e.hint else "")
         self.problems = url_problems(cfg) if self.enabled else []
         for p in self.problems:
             log.warning("notify: %s", p)
@@ -361,13 +366,25 @@ class Notifier:
                 except Exception:
                     pass
 
+    def nudge_marks(self) -> dict[str, tuple[float, float]]:
+        """agent -> (wall time its last nudge's keys were sent from, until; inf while sending): the
+        tmux source ignores the pane activity of that echo, so a nudge never flips the class."""
+        with self._lock:
+            return dict(self._marks)
+
     def _nudge(self, a: NudgeAction | None) -> Outcome:
         assert a is not None
         argv = [x.replace("{target}", a.target or "").replace("{agent}", a.agent) for x in self.cfg.nudge.argv]
+        start = time.time()
+        with self._lock:
+            self._marks[a.agent] = (start, float("inf"))
         try:
             r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=NUDGE_TIMEOUT)
         except (OSError, subprocess.SubprocessError) as e:
             return Outcome(False, f"{type(e).__name__}")
+        finally:
+            with self._lock:
+                self._marks[a.agent] = (start, time.time())
         return Outcome(r.returncode == 0, "" if r.returncode == 0 else f"exit {r.returncode}")
 
 
