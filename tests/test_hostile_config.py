@@ -31,7 +31,7 @@ def _err(text: str) -> ConfigError:
     ('[watch]\ninterval = "99999999999999d"\n', "watch.interval"),
     ('[watch]\ninterval = "1' + "0" * 5000 + 's"\n', "watch.interval"),
     ("[watch]\ninterval = 99999999999999999\n", "watch.interval"),
-    ('[classify]\nstall_after = "4000d"\n', "classify.stall_after"),
+    ('[classify]\nstall_after = "40000d"\n', "classify.stall_after"),
     ('[notify]\nrepeat_interval = "999999999999d"\n', "notify.repeat_interval"),
     ('[notify]\nretry = ["1s", "99999999d"]\n', "notify.retry[1]"),
     ('[steps.deadlines]\napply = "99999999d"\n', "steps.deadlines.apply"),

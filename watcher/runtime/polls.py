@@ -1,8 +1,9 @@
 """Source polls under a deadline the loop enforces: no source can stop the tick.
 
 Each source polls in its own worker thread (one per source object, started on first use, kept
-for the source's life). A tick hands every idle worker its poll and waits for the results, at
-most ``wait`` seconds in all (None: up to each source's deadline, as ``--once`` and tests want).
+for the source's life). A tick hands every idle worker its poll and waits for those results, at
+most ``wait`` seconds in all (None: up to each source's deadline, as ``--once`` and tests want);
+a poll still running from an earlier tick is not waited for again.
 
 Per source, after the wait:
 - the poll finished: its result;
@@ -125,14 +126,16 @@ class Polls:
         for k in [k for k in self._workers if k not in live]:
             self._workers.pop(k).close()
         workers = [self.worker(s) for s in sources]
+        fresh = []
         for w in workers:
             if not w.busy:
                 w.take()  # a poll that finished after the last tick's wait: the freshest view
                 w.submit(now, full, changed, self.clock())
+                fresh.append(w)
             elif changed:
                 w.needs_full = True  # these paths go unseen by this busy poll: look everywhere next
         t0 = time.monotonic()
-        for w in workers:
+        for w in fresh:  # a poll still running from an earlier tick is not waited for again
             left = w.started + w.deadline - self.clock()
             end = t0 + (left if wait is None else min(left, wait))
             while not w.done.is_set() and not (cancel is not None and cancel.is_set()):
