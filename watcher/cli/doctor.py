@@ -16,6 +16,7 @@ import time
 import typer
 
 from events.errors import FleetwatchError
+from projections.text import safe
 from watcher.service.units import UNITS, fleetwatch_bin, is_pristine, units_dir
 
 # ---- doctor ---------------------------------------------------------------------------------
@@ -27,8 +28,10 @@ class Checklist:
         self.failed = False
 
     def line(self, mark: str, what: str, hint: str = "") -> None:
+        """One check; ``what`` and ``hint`` may carry paths and errors from files agents write:
+        escaped, so each check stays one line."""
         self.failed |= mark == "✗"
-        self.echo(f"{mark} {what}" + (f"\n    hint: {hint}" if hint else ""))
+        self.echo(f"{mark} {safe(what, 400)}" + (f"\n    hint: {safe(hint, 400)}" if hint else ""))
 
     def ok(self, what: str) -> None:
         self.line("✓", what)

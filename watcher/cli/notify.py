@@ -14,6 +14,8 @@ from typing import Annotated, Any, Optional
 import msgspec
 import typer
 
+from projections.text import safe
+
 from events.errors import ConfigError, FleetwatchError
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, errors, open_log
 
@@ -125,7 +127,7 @@ def register(app: typer.Typer) -> None:
                                      "until": ev.until, "reason": ev.reason}).decode())
         else:
             what = " ".join(x for x in (ev.subject_match, ev.class_match and f"class {ev.class_match}") if x)
-            typer.echo(f"silence {sid}: {what} muted until {ev.until} (undo: fleetwatch unsilence {sid})")
+            typer.echo(f"silence {sid}: {safe(what, 200)} muted until {ev.until} (undo: fleetwatch unsilence {sid})")
 
     @app.command("unsilence")
     @errors
@@ -146,7 +148,7 @@ def register(app: typer.Typer) -> None:
             log.append([SilenceRemoved(silence=silence_id)], now)
         finally:
             log.close()
-        typer.echo(f"silence {silence_id} removed")
+        typer.echo(f"silence {safe(silence_id, 40)} removed")
 
     @app.command("silences")
     @errors
@@ -165,7 +167,8 @@ def register(app: typer.Typer) -> None:
             typer.echo("no active silences")
         for v in act.values():
             what = " ".join(x for x in (v["subject"], v["class"] and f"class {v['class']}") if x)
-            typer.echo(f"{v['id']}  {what}  until {v['until']}" + (f"  ({v['reason']})" if v["reason"] else ""))
+            typer.echo(safe(f"{v['id']}  {what}  until {v['until']}", 300)
+                       + (f"  ({safe(v['reason'], 200)})" if v["reason"] else ""))
 
     @app.command("notify-test")
     @errors
