@@ -77,16 +77,21 @@ class EventLog:
         self.snapshot_problems: dict[str, str] = {}  # name -> why, of snapshots() refused
         try:
             if existed:  # refuse foreign / newer files through a read-only connection: nothing touched
-                probe = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
+                probe = schema.open_readonly(self.path)
                 try:
                     probe.setbusytimeout(BUSY_TIMEOUT_MS)
                     self.schema_version = schema.classify(probe, self.path)
                 finally:
                     probe.close()
             if readonly:
-                self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
+                self.db = schema.open_readonly(self.path)
                 self.db.setbusytimeout(BUSY_TIMEOUT_MS)
                 self.schema_version = schema.classify(self.db, self.path)
+                if self.schema_version == 0:  # created, not yet initialised: read as an empty log
+                    self.db.close()
+                    self.db = apsw.Connection(":memory:")
+                    schema.migrate(self.db, self.path)
+                    self.schema_version = schema.SCHEMA_VERSION
             else:
                 if lock:
                     self._lock = WriterLock(self.path).acquire()
@@ -124,7 +129,18 @@ class EventLog:
             self._lock.release()
 
     def close(self) -> None:
-        """Close the connection, then (a writer) drop the lock and the head file's descriptor."""
+        """Close the connection, then (the watcher) drop the lock and the head file's descriptor.
+        If the file at the path is no longer this log, the ``-wal``/``-shm``/``.head`` left at the
+        path are this log's: they are set aside so they never meet the next file there."""
+        lost = False
+        if self._lock is not None:  # the file at our own (resolved) name: gone or another one?
+            try:
+                st = os.stat(self.path)
+                lost = (st.st_dev, st.st_ino) != self.identity
+            except OSError:
+                lost = True
+        if lost:  # commits still in the WAL go into the file we have open (moved: kept there)
+            self.checkpoint("TRUNCATE")
         try:
             self.db.close()
         finally:
@@ -133,6 +149,8 @@ class EventLog:
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
+            if lost:
+                schema.set_aside_orphans(self.path)
 
     # ---- identity, guards, anchor -------------------------------------------------------------
     def check_identity(self) -> None:
@@ -183,11 +201,11 @@ class EventLog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, mode: str = "PASSIVE") -> None:
         """A passive WAL checkpoint now (never waits for readers; what a reader pins stays for
         the next one). Cheap when the WAL is already checkpointed."""
         try:
-            self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.db.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
         except apsw.Error:
             pass  # busy or I/O: SQLite's automatic checkpoint stays in charge
 

@@ -18,7 +18,8 @@ Schema versions
   otherwise delete a row without firing the DELETE trigger). ``events_type`` indexes ``type`` so
   ``tail --type`` never scans the log. ``snapshots`` gains ``head`` (the chain hash at the
   snapshot's seq) and ``digest`` (``events.chain.snapshot_digest``): a snapshot is trusted only when
-  both check against the chain. Snapshots written before v3 have neither and are replayed once.
+  both check against the chain. Snapshots written before v3 are unbound: the migration drops them
+  (a cache: one replay at the next start).
 
 Guards
 - :data:`GUARDS` is the exact SQL of every trigger and index that keeps ``events`` append-only;
@@ -110,6 +111,7 @@ DROP TRIGGER IF EXISTS events_no_delete;
 {_NO_DELETE};
 {_NO_REPLACE};
 {_TYPE_INDEX};
+DELETE FROM snapshots;
 ALTER TABLE snapshots ADD COLUMN head BLOB;
 ALTER TABLE snapshots ADD COLUMN digest BLOB;
 """
@@ -214,6 +216,7 @@ def check_path(path: str, create: bool, *, readonly: bool = False, parents: bool
     try:
         if not os.path.isdir(parent):
             private_dir(parent)  # 0700 whatever the umask, parents too (issue 13)
+        set_aside_orphans(path)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
     except FileExistsError:
@@ -223,6 +226,45 @@ def check_path(path: str, create: bool, *, readonly: bool = False, parents: bool
     except OSError as e:
         raise StoreError(f"cannot create the event log: {e.strerror or e}", op="create", path=path,
                          hint="choose a writable path with --db or [store] path") from e
+
+
+ORPHAN_SUFFIXES = ("-wal", "-shm", "-journal", ".head")
+
+
+def set_aside_orphans(path: str) -> list[str]:
+    """Rename ``-wal``/``-shm``/``-journal``/``.head`` files left at ``path`` by a log that is no
+    longer there (deleted or replaced while a watcher ran) to ``<name>.orphan-<time>``: SQLite
+    would replay a stale WAL into a new file at that name, and a stale anchor would accuse the new
+    log. Kept, not deleted (evidence of what was lost). Returns the new names."""
+    import time
+
+    out = []
+    for suf in ORPHAN_SUFFIXES:
+        src = path + suf
+        if os.path.lexists(src):
+            dst = f"{src}.orphan-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+            try:
+                os.rename(src, dst)
+                out.append(dst)
+            except OSError:
+                pass
+    return out
+
+
+def open_readonly(path: str) -> apsw.Connection:
+    """A read-only connection. In a folder where SQLite cannot create the ``-shm`` (a read-only
+    copy) and with no ``-wal`` beside the file (so nothing is uncheckpointed and no writer can
+    start: it could not create one either), the file is opened ``immutable``."""
+    try:
+        c = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+        c.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        return c
+    except apsw.CantOpenError:
+        if os.path.exists(path + "-wal"):
+            raise
+    from urllib.parse import quote
+
+    return apsw.Connection(f"file:{quote(path)}?immutable=1", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
 
 
 def classify(conn: apsw.Connection, path: str) -> int:
@@ -264,4 +306,4 @@ def migrate(db: apsw.Connection, path: str) -> None:
 
 
 __all__ = ["APPLICATION_ID", "GIVEN_ID", "GUARDS", "MIGRATIONS", "SCHEMA_VERSION", "check_path", "classify",
-           "guard_problems", "migrate", "restore_guards"]
+           "guard_problems", "migrate", "open_readonly", "restore_guards", "set_aside_orphans"]

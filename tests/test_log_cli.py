@@ -13,11 +13,10 @@ import sys
 import time
 
 import apsw
-
-from events.schema import restore_guards
 import pytest
 
 from events.log import EventLog
+from events.schema import restore_guards
 from events.types import AgentClassified, NoticeSent, RuleViolated, WatcherStarted
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
