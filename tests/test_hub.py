@@ -4,6 +4,7 @@ virtual clock, and the forwarder -> JetStream -> hub path on a real nats-server 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -228,7 +229,7 @@ class HubThread:
 
 
 def hub_cfg(tmp_path: Path, url: str, **kw) -> object:
-    extra = "".join(f'{k} = "{v}"\n' for k, v in kw.items())
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in kw.items())
     return parse(f'[store]\npath = "{tmp_path}/hub.db"\ndurability = "normal"\n'
                  f'[hub]\nnats = "{url}"\nack_wait = "2s"\n{extra}')
 

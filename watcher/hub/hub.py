@@ -111,6 +111,7 @@ class Hub:
         self.stats: dict[str, Any] = {"received": 0, "appended": 0, "duplicates": 0, "rejected": 0, "gaps": 0,
                                       "batches": 0, "failed": 0}
         self._rejects_logged: set[str] = set()
+        self._ack_all = False
 
     # ---- pure-ish stages ------------------------------------------------------------------
     def seen(self, host: str, mono: float, now: float) -> None:
@@ -233,8 +234,10 @@ class Hub:
         ack_wait = parse_duration(self.hc.ack_wait, "hub.ack_wait")
         psub = await js.pull_subscribe(
             f"{wire.PREFIX}.>", durable=self.hc.consumer, stream=self.hc.stream,
-            config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
+            config=ConsumerConfig(ack_policy=AckPolicy.ALL, deliver_policy=DeliverPolicy.ALL,
                                   ack_wait=ack_wait, max_ack_pending=self.hc.batch, max_deliver=-1))
+        info = await psub.consumer_info()
+        self._ack_all = info.config.ack_policy == AckPolicy.ALL  # an older consumer may ack one by one
 
         async def on_hb(msg: Any) -> None:
             host = msg.subject.rpartition(".")[2]
@@ -273,9 +276,16 @@ class Hub:
             for m in msgs:
                 await m.nak(delay=1.0)
             return
-        bad = set(rejected)
-        for i, m in enumerate(msgs):
-            await (m.term() if i in bad else m.ack())
+        if not self._ack_all:
+            bad = set(rejected)
+            for i, m in enumerate(msgs[:-1]):
+                await (m.term() if i in bad else m.ack())
+        try:  # AckPolicy.ALL: the last ack covers the batch (refused messages included: they are
+            # counted and logged, never retried); confirmed, so it is applied before the next
+            # fetch (max_ack_pending = batch: otherwise that fetch would find the window full)
+            await msgs[-1].ack_sync(timeout=2.0)
+        except Exception as e:  # unconfirmed: redelivered after ack_wait, a no-op (known id)
+            log.debug("ack not confirmed: %s", type(e).__name__)
 
 
 def _iso(t: float) -> str:
