@@ -33,6 +33,8 @@ class Receiver:
         self.raw: list[str] = []
         self.codes: list[int] = []
         self.answered: list[int] = []
+        self.by_path: dict[str, list[dict]] = {}   # delivered posts per path
+        self.gets: dict[str, int] = {}             # GETs per path (heartbeats)
         outer = self
 
         class H(BaseHTTPRequestHandler):
@@ -44,8 +46,15 @@ class Receiver:
                 outer.answered.append(code)
                 if code == 200:
                     outer.posts.append(json.loads(body))
+                    outer.by_path.setdefault(self.path.split("?")[0], []).append(outer.posts[-1])
                 self.send_response(code)
                 self.end_headers()
+
+            def do_GET(self):  # noqa: N802
+                outer.gets[self.path] = outer.gets.get(self.path, 0) + 1
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"OK")
 
             def log_message(self, *a):
                 pass
@@ -54,8 +63,11 @@ class Receiver:
         self.port = self.srv.server_address[1]
         threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
-    def url(self, extra: str = "") -> str:
-        return f"json://{extra}127.0.0.1:{self.port}/hook"
+    def url(self, extra: str = "", path: str = "/hook") -> str:
+        return f"json://{extra}127.0.0.1:{self.port}{path}"
+
+    def got(self, path: str = "/hook") -> list[dict]:
+        return list(self.by_path.get(path, []))
 
     def close(self) -> None:
         self.srv.shutdown()
@@ -77,11 +89,11 @@ def config(tmp_path, url: str, extra: str = "", group_wait: str = "10s") -> obje
 class Driver:
     """The loop's contract in miniature: fold what is in the log, call step, append its events."""
 
-    def __init__(self, cfg, path) -> None:
+    def __init__(self, cfg, path, **kw) -> None:
         self.log = EventLog(str(path), durability="normal")
         self.proj = Projections({"fleet": fleet, "notify": notify})
         self.proj.catch_up(self.log)
-        self.n = Notifier(cfg)
+        self.n = Notifier(cfg, **kw)
 
     def append(self, evs, now: float) -> None:
         if evs:

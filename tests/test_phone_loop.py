@@ -12,74 +12,18 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from events.log import EventLog
-from projections import fleet, notify
-from tests.test_notify_e2e import reclama
+from tests.test_notify_e2e import Driver, reclama, rx  # noqa: F401  (rx: the receiver fixture)
 from watcher.config import parse
-from watcher.runtime.notifier import Notifier, PlanClock
-from watcher.runtime.state import Projections
+from watcher.runtime.notifier import PlanClock
 
 T0 = 1_800_000_000.0
 LINK = re.compile(r"(https?://[^\s]+/n/(n[0-9a-f]{15})\?t=([0-9a-z]+\.[A-Za-z0-9_-]{32}))")
-
-
-class Rx:
-    """A local receiver: apprise json:// POSTs (pushes) and GETs (heartbeats) by path."""
-
-    def __init__(self) -> None:
-        self.posts: dict[str, list[dict]] = {}
-        self.gets: dict[str, int] = {}
-        self.lock = threading.Lock()
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                n = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(n).decode())
-                with outer.lock:
-                    outer.posts.setdefault(self.path.split("?")[0], []).append(body)
-                self.send_response(200)
-                self.end_headers()
-
-            def do_GET(self):  # noqa: N802
-                with outer.lock:
-                    outer.gets[self.path] = outer.gets.get(self.path, 0) + 1
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"OK")
-
-            def log_message(self, *a):
-                pass
-
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-
-    def url(self, path: str = "/hook") -> str:
-        return f"json://127.0.0.1:{self.port}{path}"
-
-    def got(self, path: str = "/hook") -> list[dict]:
-        with self.lock:
-            return list(self.posts.get(path, []))
-
-    def close(self) -> None:
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
-@pytest.fixture
-def rx():
-    r = Rx()
-    yield r
-    r.close()
 
 
 class Mono:
@@ -97,33 +41,16 @@ def cfg_for(tmp_path, rx, extra: str = "", web: bool = True):
                  f'retry = ["1s"]\ntimeout = "5s"\n{extra}\n{w}', check_paths=False)
 
 
-class Loop:
-    """The watcher loop's contract in miniature, on a virtual wall and monotonic clock."""
+class Loop(Driver):
+    """The notify loop in miniature (test_notify_e2e.Driver) on a virtual wall and monotonic clock."""
 
     def __init__(self, cfg, db: str) -> None:
-        self.log = EventLog(db, durability="normal")
-        self.proj = Projections({"fleet": fleet, "notify": notify})
         self.mono = Mono()
-        self.n = Notifier(cfg, mono=self.mono)
-
-    def append(self, evs, now: float) -> None:
-        if evs:
-            self.log.append(evs, now)
-        self.proj.catch_up(self.log)
+        super().__init__(cfg, db, mono=self.mono)
 
     def tick(self, now: float) -> None:
-        self.mono.t = 1000.0 + (now - T0) if now >= T0 else self.mono.t + 1
-        self.proj.catch_up(self.log)
-        self.append(self.n.step(self.proj.states, now), now)
-        assert self.n.drain(15)
-        self.append(self.n.step(self.proj.states, now), now)
-
-    def types(self) -> list[str]:
-        return [r.type for r in self.log.read(0)]
-
-    def close(self) -> None:
-        self.n.close(5)
-        self.log.close()
+        self.mono.t = 1000.0 + (now - T0)
+        super().tick(now)
 
 
 def post(base: str, path: str, data: dict) -> int:
@@ -168,7 +95,7 @@ def test_push_link_acknowledge_stops_repeat_and_escalation(tmp_path, rx):
 
 def test_unanswered_reclama_escalates_exactly_once(tmp_path, rx):
     cfg = cfg_for(tmp_path, rx, f'escalate_after = "15m"\nrepeat_interval = "0s"\n'
-                                f'escalate_urls = ["{rx.url("/oncall")}"]', web=False)
+                                f'escalate_urls = ["{rx.url(path="/oncall")}"]', web=False)
     lp = Loop(cfg, str(tmp_path / "e.db"))
     lp.append([reclama("a1")], T0)
     for t in range(1, 3600, 15):
