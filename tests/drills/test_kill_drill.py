@@ -2,7 +2,12 @@
 random moments and restarted. Afterwards nothing is lost (each agent's last class is the class
 of its final file; each step's last change is its final status), nothing is doubled (no subject
 has two consecutive agent.classified events with one class), seq is contiguous, and `verify` and
-`rebuild --check` exit 0. K = 10 kills (100 with FW_DRILL_LONG=1)."""
+`rebuild --check` exit 0. K = 10 kills (100 with FW_DRILL_LONG=1).
+
+At random moments a second writer tries the same file by another path (issue 14): through a
+symlink (refused with exit 3 naming the holder, or, if it came while no watcher held the log, it
+becomes the one writer and is killed like the others) and through a hard link (refused, exit 2,
+the link removed again). Either way: still lost 0, doubled 0."""
 from __future__ import annotations
 
 import os
@@ -15,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from events.lock import holder_pid
 from events.log import EventLog
 from tests.drills.churn import Churn
 
@@ -75,6 +81,37 @@ def score(churn: Churn, elog: EventLog) -> tuple[list[str], list[str]]:
     return lost, doubled
 
 
+def second_writer(argv: list[str], db: Path, how: str, rng: random.Random, seen: dict[str, int]):
+    """Start a second `fleetwatch run` on ``db`` through a symlink or a hard link. Returns the
+    process if it became the writer (no other held the log), else None after checking it was
+    refused with the right exit status."""
+    alias = db.parent / ("alias.db" if how == "symlink" else "hard.db")
+    if how == "symlink":
+        if not alias.is_symlink():
+            alias.symlink_to(db.name)
+    else:
+        os.link(db, alias)
+    p = subprocess.Popen([*argv, "--db", str(alias)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while p.poll() is None and time.monotonic() < deadline:
+            if holder_pid(str(db)) == p.pid:              # nobody held it: it is the one writer now
+                seen["took_over"] += 1
+                return p
+            time.sleep(0.01)
+        rc = p.wait(1)
+    finally:
+        if how == "hard":
+            alias.unlink()
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    want = 3 if how == "symlink" else 2
+    assert rc == want, (how, rc, err)
+    assert how == "hard" or "held by pid" in err, err
+    seen[f"refused_{how}"] += 1
+    return None
+
+
 @pytest.mark.drill
 def test_kill_drill(tmp_path, capsys):
     seed = int(os.environ.get("FW_DRILL_SEED", "20261129"))
@@ -83,14 +120,25 @@ def test_kill_drill(tmp_path, capsys):
     churn = Churn(tmp_path / "fleet", seed, agents=25, runs=3, t0=time.time(),
                   steps_root=tmp_path / "runs")
     argv = [EXE, "run", "--config", str(cfg), "--log-level", "warning"]
-    for _ in range(KILLS):
+    seen = {"refused_symlink": 0, "refused_hard": 0, "took_over": 0}
+    db = tmp_path / "e.db"
+    EventLog(str(db)).close()                             # the file exists from the start: every
+    for k in range(KILLS):                                # odd round has a second writer
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         end = time.monotonic() + rng.uniform(0.05, 1.5)   # dies in start-up, mid-tick or idle
+        other = None
         while time.monotonic() < end:
             churn.step()
             time.sleep(rng.uniform(0.0, 0.03))
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+        if k % 2:                                         # a second writer by another path, mid-run
+            other = second_writer(argv, db, rng.choice(["symlink", "hard"]), rng, seen)
+            churn.step()
+        for q in (p, other):
+            if q is not None:
+                q.send_signal(signal.SIGKILL)
+                q.wait()
+                if q.stderr:
+                    q.stderr.close()
         churn.steps(rng.randint(0, 5))                    # changes while nobody watches
     # a clean run settles: every corrupt file gets its second read, every gone agent its grace
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -115,7 +163,7 @@ def test_kill_drill(tmp_path, capsys):
     rb = fw("rebuild", "--check", "--config", str(cfg))
     with capsys.disabled():
         print(f"\nkill drill: seed={seed} kills={KILLS} churn={churn.counts} events={head} "
-              f"classified={n_cls} lost={len(lost)} doubled={len(doubled)}")
+              f"classified={n_cls} lost={len(lost)} doubled={len(doubled)} second writers={seen}")
     assert not lost, lost[:10]
     assert not doubled, doubled[:10]
     assert v.returncode == 0, v.stdout + v.stderr
