@@ -1,0 +1,219 @@
+"""The mutation gate (``make mutation``): does the suite notice when the pure core is wrong?
+
+For each module of ``MODULES`` every mutation site is found with ``ast`` (the operators below),
+and each mutant is applied, one at a time, to a private copy of the checkout (never to the working
+tree, so editing while it runs is safe); the module's own tests (``MODULES[m]``) run against it.
+A mutant is *killed* when a test fails (or the run times out), *survives* when they all pass.
+The score per module is killed / run; ``--min`` (default 90) is the gate: exit 1 below it.
+
+Operators (each occurrence is one mutant):
+- ``cmp``: ``<``↔``<=``, ``>``↔``>=``, ``==``↔``!=``, ``in``↔``not in``, ``is``↔``is not``
+- ``bool``: ``and``↔``or``; ``not x`` → ``x``
+- ``num``: an integer constant n → n + 1 (off by one); a float x → x * 2
+- ``cls``: a class name string ("RECLAMA" …) → another class (a renamed class)
+- ``branch``: the body of an ``if`` without ``else`` → ``pass`` (a dropped branch)
+- ``call``: ``min``↔``max``, ``re.fullmatch``↔``re.match``, ``any``↔``all``
+- ``ret``: ``return <expr>`` of a bool-returning comparison → ``return not (<expr>)``
+
+Usage: ``python tests/mutation/mutate.py [--module projections.fleet ...] [--max N] [--jobs J]
+[--min 90] [--list]``. ``--max`` samples N mutants per module (deterministically spread over the
+file) for a quicker run; the README's development section has the last full scores.
+Survivors are printed with their line so a test can be written that pins the rule they break.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import concurrent.futures as cf
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CLASSES = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "TRABAJANDO", "MAL_LANZADO", "CERRADO")
+
+# module -> the tests that own its rules (fast ones: a mutant run must take seconds)
+MODULES: dict[str, list[str]] = {
+    "projections.fleet": ["tests/test_fleet.py", "tests/test_fleet_updates.py", "tests/test_watcher.py",
+                          "tests/test_first_tick.py", "tests/test_rules_table.py"],
+    "projections.notify_plan": ["tests/test_notify_plan.py", "tests/test_phone_loop.py", "tests/test_notify_e2e.py"],
+    "projections.notify_flap": ["tests/test_notify_plan.py", "tests/test_notify_flap.py"],
+    "projections.runs_rules": ["tests/test_runs_rules.py", "tests/test_runs.py", "tests/test_rules_table.py"],
+}
+
+_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+        ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_CALLS = {"min": "max", "max": "min", "any": "all", "all": "any", "fullmatch": "match", "match": "fullmatch"}
+
+
+class Site:
+    def __init__(self, op: str, line: int, what: str, index: int):
+        self.op, self.line, self.what, self.index = op, line, what, index
+
+    def __repr__(self) -> str:
+        return f"{self.op}@{self.line}: {self.what}"
+
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def sites(tree: ast.AST) -> list[tuple[str, ast.AST, str]]:
+    """(operator, node, description) for every mutation site, in a stable order."""
+    docs = _docstring_ids(tree)
+    found: list[tuple[str, ast.AST, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in _CMP:
+                    found.append(("cmp", node, f"{type(op).__name__}->{_CMP[type(op)].__name__} #{i}"))
+        elif isinstance(node, ast.BoolOp):
+            found.append(("bool", node, "and->or" if isinstance(node.op, ast.And) else "or->and"))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            found.append(("bool", node, "drop not"))
+        elif isinstance(node, ast.Constant) and id(node) not in docs:
+            v = node.value
+            if type(v) is int and not isinstance(v, bool):
+                found.append(("num", node, f"{v}->{v + 1}"))
+            elif type(v) is float:
+                found.append(("num", node, f"{v}->{v * 2 if v else 1.0}"))
+            elif isinstance(v, str) and v in CLASSES:
+                found.append(("cls", node, f"{v}->{CLASSES[(CLASSES.index(v) + 1) % len(CLASSES)]}"))
+        elif isinstance(node, ast.If) and not node.orelse and not (
+                len(node.body) == 1 and isinstance(node.body[0], ast.Pass)):
+            found.append(("branch", node, "body->pass"))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in _CALLS:
+                found.append(("call", node, f"{name}->{_CALLS[name]}"))
+        elif isinstance(node, ast.Return) and isinstance(node.value, (ast.Compare, ast.BoolOp)):
+            found.append(("ret", node, "return not (...)"))
+    found.sort(key=lambda s: (getattr(s[1], "lineno", 0), getattr(s[1], "col_offset", 0), s[0], s[2]))
+    return found
+
+
+def apply(tree: ast.Module, index: int) -> tuple[str, Site]:
+    """The source of ``tree`` with mutation site ``index`` applied."""
+    t = copy.deepcopy(tree)
+    op, node, what = sites(t)[index]
+    if op == "cmp":
+        i = int(what.rpartition("#")[2])
+        node.ops[i] = _CMP[type(node.ops[i])]()
+    elif op == "bool" and isinstance(node, ast.BoolOp):
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif op == "bool":                # `not x` -> `x`
+        parent_fix(t, node, node.operand)
+    elif op == "num":
+        node.value = node.value + 1 if type(node.value) is int else (node.value * 2 if node.value else 1.0)
+    elif op == "cls":
+        node.value = CLASSES[(CLASSES.index(node.value) + 1) % len(CLASSES)]
+    elif op == "branch":
+        node.body = [ast.Pass()]
+    elif op == "call":
+        f = node.func
+        if isinstance(f, ast.Name):
+            f.id = _CALLS[f.id]
+        else:
+            f.attr = _CALLS[f.attr]
+    elif op == "ret":
+        node.value = ast.UnaryOp(op=ast.Not(), operand=node.value)
+    ast.fix_missing_locations(t)
+    return ast.unparse(t), Site(op, getattr(node, "lineno", 0), what, index)
+
+
+def parent_fix(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, field, new)
+                return
+            if isinstance(value, list):
+                for i, v in enumerate(value):
+                    if v is old:
+                        value[i] = new
+                        return
+
+
+def _copy_tree(dest: Path) -> None:
+    def ignore(d: str, names: list[str]) -> set[str]:
+        return {n for n in names if n in (".git", ".venv", "__pycache__", ".pytest_cache", "build", "dist")}
+
+    shutil.copytree(ROOT, dest, ignore=ignore, symlinks=True)
+
+
+def run_mutant(module: str, index: int, tests: list[str], timeout: float) -> tuple[Site, str, float]:
+    rel = Path(*module.split(".")).with_suffix(".py")
+    src = (ROOT / rel).read_text()
+    text, site = apply(ast.parse(src), index)
+    with tempfile.TemporaryDirectory(prefix="fw-mutant-") as d:
+        work = Path(d) / "repo"
+        _copy_tree(work)
+        (work / rel).write_text(text)
+        env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1", "FW_MUTANT": "1"}
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                "-m", "not drill", *tests], cwd=work, env=env, capture_output=True,
+                               text=True, timeout=timeout)
+            outcome = "survived" if r.returncode == 0 else "killed" if r.returncode == 1 else f"error {r.returncode}"
+        except subprocess.TimeoutExpired:
+            outcome = "killed (timeout)"
+    return site, outcome, time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--module", action="append", help="a module of MODULES (default: all)")
+    ap.add_argument("--max", type=int, default=0, help="mutants per module (0: all)")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)))
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--min", type=float, default=90.0, help="gate: minimum %% killed per module")
+    ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    a = ap.parse_args(argv)
+    mods = a.module or list(MODULES)
+    worst = 100.0
+    for m in mods:
+        rel = Path(*m.split(".")).with_suffix(".py")
+        tests = [t for t in MODULES[m] if (ROOT / t).exists()]
+        n = len(sites(ast.parse((ROOT / rel).read_text())))
+        idx = list(range(n))
+        if a.max and n > a.max:
+            idx = sorted({round(i * (n - 1) / (a.max - 1)) for i in range(a.max)}) if a.max > 1 else [0]
+        if a.list:
+            tree = ast.parse((ROOT / rel).read_text())
+            for i in idx:
+                print(m, apply(tree, i)[1])
+            continue
+        print(f"{m}: {len(idx)} of {n} mutants, tests: {' '.join(tests)}", flush=True)
+        killed, survivors = 0, []
+        with cf.ThreadPoolExecutor(a.jobs) as ex:
+            for site, outcome, dur in ex.map(lambda i: run_mutant(m, i, tests, a.timeout), idx):
+                if outcome.startswith("killed"):
+                    killed += 1
+                else:
+                    survivors.append((site, outcome))
+        score = 100.0 * killed / len(idx) if idx else 100.0
+        worst = min(worst, score)
+        print(f"  {m}: {killed}/{len(idx)} killed = {score:.0f} %")
+        for site, outcome in survivors:
+            print(f"    {outcome}: {rel}:{site.line} {site.op} {site.what}")
+    if a.list:
+        return 0
+    print(f"gate: worst module {worst:.0f} % (minimum {a.min:.0f} %)")
+    return 0 if worst >= a.min else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
