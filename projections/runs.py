@@ -228,15 +228,27 @@ class _Ctx:
         self._intents: list | None = None
         self._taint: dict[str, bool] = {}
         self.cache: dict[Any, Any] = {}  # cross-run indexes of this tick (projections.runs_quota)
+        self._views: dict[str, dict | None] = {}
 
-    def step_of(self, run: str, step: str) -> tuple[str, float | None, dict]:
-        """(status, at epoch, data) of another run's step: the snapshot's view, else the state's."""
+    def view(self, run: str) -> dict | None:
+        """A snapshot run's steps parsed (name -> parse_step), once per tick; None: no readable steps."""
+        if run in self._views:
+            return self._views[run]
         o = self.snap.runs.get(run)
+        v = None
         if o is not None and o.error is None and isinstance(o.doc, dict):
             steps = o.doc.get("steps")
             if isinstance(steps, dict):
-                st, _, t, data, _ = parse_step(step, steps.get(step))
-                return st, t, data
+                v = {n: parse_step(n, e) for n, e in steps.items()}
+        self._views[run] = v
+        return v
+
+    def step_of(self, run: str, step: str) -> tuple[str, float | None, dict]:
+        """(status, at epoch, data) of another run's step: the snapshot's view, else the state's."""
+        v = self.view(run)
+        if v is not None:
+            e = v.get(step)
+            return (e[0], e[2], e[3]) if e is not None else ("", None, {})
         r = self.runs.get(run)
         s = r["steps"].get(step) if r else None
         if s is None:
@@ -336,7 +348,7 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, default_deadline
     if (rs is None or rs["gone"] or rs["error"] != err or rs["source"] != obs.source
             or any(rs.get(k) != fields[k] for k in RUN_FIELDS)):
         evs.append(RunChanged(run=rid, **fields, error=err, source=obs.source))
-    view = {n: parse_step(n, e) for n, e in raw_steps.items()} if steps_ok else {}
+    view = (ctx.view(rid) or {}) if steps_ok else {}
     gap = next((i for i, s in enumerate(ORDER) if s not in view or view[s][0] != "done"), len(ORDER))
     changes = []  # (name, prev status, status, at, t, data, reason, attempt, new attempt, prev record)
     if steps_ok:

@@ -78,11 +78,9 @@ def in_flight_before(r: dict | None) -> bool:
 
 
 def _first_begin(ctx: Any, run: str) -> float:
-    d = _doc(ctx, run)
-    steps = d.get("steps") if d is not None else None
-    ats = []
-    if isinstance(steps, dict):
-        ats = [ts(e.get("at")) for e in steps.values() if isinstance(e, dict) and e.get("status") == "begin"]
+    v = ctx.view(run)
+    if v is not None:
+        ats = [e[2] for e in v.values() if e[0] == "begin"]
     else:
         r = ctx.runs.get(run)
         ats = [ts(s["at"]) for s in (r["steps"].values() if r else ()) if s["status"] == "begin"]
@@ -92,11 +90,17 @@ def _first_begin(ctx: Any, run: str) -> float:
 
 def _started(ctx: Any, run: str) -> float:
     """When a run started: its earliest step ``at``, else when first seen (else now)."""
-    d = _doc(ctx, run)
-    steps = d.get("steps") if d is not None else None
+    memo = ctx.cache.setdefault("started", {})
+    if run not in memo:
+        memo[run] = _started_of(ctx, run)
+    return memo[run]
+
+
+def _started_of(ctx: Any, run: str) -> float:
+    v = ctx.view(run)
     r = ctx.runs.get(run)
-    if isinstance(steps, dict):
-        ats = [ts(e.get("at")) for e in steps.values() if isinstance(e, dict)]
+    if v is not None:
+        ats = [e[2] for e in v.values()]
     else:
         ats = [ts(s["at"]) for s in (r["steps"].values() if r else ())]
     ats = [t for t in ats if t is not None]
@@ -139,22 +143,19 @@ def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily
 def _quota(ctx: Any, rid: str, board: str, t: float | None, quota: int) -> tuple[str, str] | None:
     """(day, detail) when this confirmation is past the board's quota for its UTC day."""
     dy = day(t if t is not None else ctx.now)
-    key = ("quota", board, dy)
-    ranked = ctx.cache.get(key)
-    if ranked is None:
-        rows = []
+    index = ctx.cache.get("confirmed")
+    if index is None:  # (board, UTC day) -> {run: rank by (at, run)} of confirmed uploads, once per tick
+        rows: dict[tuple[str, str], list] = {}
         for run in _all_runs(ctx):
-            if board_of(ctx, run) != board:
-                continue
-            st, t2, _ = ctx.step_of(run, "upload_confirmed")
+            b = board_of(ctx, run)
+            st, t2, _ = ctx.step_of(run, "upload_confirmed") if b else ("", None, {})
             if st == "done":
                 t2 = t2 if t2 is not None else ctx.now
-                if day(t2) == dy:
-                    rows.append((t2, run))
-        ranked = ctx.cache[key] = [r for _, r in sorted(rows)]
-    if rid not in ranked or ranked.index(rid) < quota:
+                rows.setdefault((b, day(t2)), []).append((t2, run))
+        index = ctx.cache["confirmed"] = {k: {r: i for i, (_, r) in enumerate(sorted(v))} for k, v in rows.items()}
+    i = index.get((board, dy), {}).get(rid, -1)
+    if i < quota:
         return None
-    i = ranked.index(rid)
     return dy, f"upload {i + 1} confirmed on board {board} on {dy} (UTC): the quota is {quota} a day"
 
 
@@ -173,29 +174,49 @@ def _duplicate(ctx: Any, rid: str, board: str, t: float | None, data: dict) -> s
     sha = data.get("sha256")
     if not isinstance(sha, str) or SHA256.fullmatch(sha) is None:
         return ""
+    index = ctx.cache.get("uploads")
+    if index is None:  # (board, sha256) -> [(at, run)] of uploads that went through, once per tick
+        index = ctx.cache["uploads"] = {}
+        for run in _all_runs(ctx):
+            u = _uploaded(ctx, run)
+            b = board_of(ctx, run)
+            if u is not None and b:
+                index.setdefault((b, u[0]), []).append((u[1], run))
     ours = (t if t is not None else math.inf, rid)
-    for run in _all_runs(ctx):
-        if run == rid or board_of(ctx, run) != board:
-            continue
-        u = _uploaded(ctx, run)
-        if u is not None and u[0] == sha.lower() and (u[1], run) < ours:
+    for at_, run in sorted(index.get((board, sha.lower()), [])):
+        if run != rid and (at_, run) < ours:
             return f"sha256 {sha[:12]}… was already uploaded to board {board} by run {run}"
     return ""
 
 
+def _flights(ctx: Any) -> tuple[list[str], dict[str, int], list[str]]:
+    """(runs in flight now that already were before this tick, rank of the others by first begin,
+    the others in that order)."""
+    c = ctx.cache.get("flight")
+    if c is None:
+        old, new = [], []
+        for run in _all_runs(ctx):
+            if in_flight_now(ctx, run):
+                if in_flight_before(ctx.runs.get(run)):
+                    old.append(run)
+                else:
+                    new.append((_first_begin(ctx, run), run))
+        order = [r for _, r in sorted(new)]
+        c = ctx.cache["flight"] = (old, {r: i for i, r in enumerate(order)}, order)
+    return c
+
+
 def _concurrent(ctx: Any, rid: str) -> str:
-    """Another run in flight (before this tick, or earlier this tick) while ``rid`` starts."""
-    ours = (_first_begin(ctx, rid), rid)
-    others = []
-    for run in _all_runs(ctx):
-        if run == rid or not in_flight_now(ctx, run):
-            continue
-        if in_flight_before(ctx.runs.get(run)) or (_first_begin(ctx, run), run) < ours:
-            others.append(run)
-    if len(others) + 1 <= CONCURRENCY:
+    """Other runs in flight (since before this tick, or starting earlier in it) while ``rid`` starts."""
+    old, rank, order = _flights(ctx)
+    k = rank.get(rid, 0)
+    earlier = order[:min(k, 3)]
+    n = len(old) - (rid in old) + k
+    if n + 1 <= CONCURRENCY:
         return ""
-    shown = ", ".join(others[:3]) + (f" (+{len(others) - 3})" if len(others) > 3 else "")
-    return f"{len(others) + 1} outer-loop events in flight at once (at most {CONCURRENCY}): also {shown}"
+    shown = ([r for r in old[:4] if r != rid][:3] + earlier)[:3]
+    more = f" (+{n - len(shown)})" if n > len(shown) else ""
+    return f"{n + 1} outer-loop events in flight at once (at most {CONCURRENCY}): also {', '.join(shown)}{more}"
 
 
 def _daily_cap(ctx: Any, rid: str, cap: int) -> tuple[str, str] | None:
@@ -205,7 +226,8 @@ def _daily_cap(ctx: Any, rid: str, cap: int) -> tuple[str, str] | None:
     ranked = ctx.cache.get(key)
     if ranked is None:
         rows = [(s, run) for run in _all_runs(ctx) for s in (_started(ctx, run),) if day(s) == dy]
-        ranked = ctx.cache[key] = [r for _, r in sorted(rows)]
-    if rid not in ranked or ranked.index(rid) < cap:
+        ranked = ctx.cache[key] = {r: i for i, (_, r) in enumerate(sorted(rows))}
+    i = ranked.get(rid, -1)
+    if i < cap:
         return None
-    return dy, f"session {ranked.index(rid) + 1} on {dy} (UTC): at most {cap} outer-loop events a day"
+    return dy, f"session {i + 1} on {dy} (UTC): at most {cap} outer-loop events a day"
