@@ -342,3 +342,34 @@ def test_slow_first_poll_is_pending_not_failed(tmp_path):
         HungGoals.hang.set()
         w.close()
         elog.close()
+
+
+def test_watcher_stopping_mid_poll_leaves_no_command_child(tmp_path):
+    """close() (SIGTERM, reload) while a command source is running kills its whole group."""
+    pidfile = tmp_path / "pid"
+    cfg = parse(f'[[sources]]\nname = "slow"\nkind = "command"\n'
+                f'argv = ["sh", "-c", "sleep 120 & echo $! > {pidfile}; sleep 120"]\ntimeout = "10s"\n')
+    src = build_sources(cfg)[0]
+    t = threading.Thread(target=src.poll, args=(T0,), daemon=True)
+    t.start()
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.02)
+    pid = int(pidfile.read_text())
+    src.close()
+    t.join(10)
+    assert not t.is_alive() and src.last.error_class == "signal"
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def test_tmux_no_server_hint_survives_without_storing_stderr():
+    """The one use of stderr: a fixed phrase (tmux's "no server running") travels, the text not."""
+    from watcher.sources.command import run_argv
+
+    out, err = run_argv(["sh", "-c", "echo 'no server running on /tmp/x secret-token' >&2; exit 1"], 5)
+    assert err == "exit status 1 (no server running)" and not out
