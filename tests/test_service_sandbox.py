@@ -35,9 +35,11 @@ def _install(home: Path) -> Path:
     """Run the real ``fleetwatch install-service`` into ``home``; the units folder."""
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
            "PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(home / "no-manager")}
-    r = subprocess.run([str(FLEETWATCH), "install-service", "--config", str(home / "c.toml"),
-                        "--db", str(home / "e.db")], env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
+    for extra in ([], ["--hub"]):   # the watcher's units, then the hub's
+        r = subprocess.run([str(FLEETWATCH), "install-service", *extra, "--config", str(home / "c.toml"),
+                            *([] if extra else ["--db", str(home / "e.db")])],
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
     return home / ".config" / "systemd" / "user"
 
 
@@ -57,7 +59,8 @@ def test_every_installed_unit_scores_at_most_6_5(tmp_path):
     runtime = tmp_path / "rt"
     runtime.mkdir(mode=0o700)
     services = sorted(units.glob("*.service"))
-    assert {u.name for u in services} >= {"fleetwatch.service", "fleetwatch-verify.service"}
+    assert {u.name for u in services} >= {"fleetwatch.service", "fleetwatch-verify.service",
+                                          "fleetwatch-onfailure.service", "fleetwatch-hub.service"}
     scores = {u.name: exposure(u, runtime) for u in services}
     print("exposure:", scores)
     assert all(s <= MAX_EXPOSURE for s in scores.values()), scores
@@ -209,7 +212,7 @@ group_wait = "1s"
         assert r.returncode == 0, r.stderr + (out.read_text() if out.exists() else "")
         show = m.run("systemctl", "--user", "show", unit, "-p", "ActiveState", "-p", "PrivateUsers",
                      "-p", "MemoryDenyWriteExecute", "-p", "RestrictNamespaces", env=env).stdout
-        assert "ActiveState=active" in show and "PrivateUsers=yes" in show and "MemoryDenyWriteExecute=yes" in show, show
+        assert "ActiveState=active" in show and "MemoryDenyWriteExecute=yes" in show and "RestrictNamespaces=yes" in show, show
         def classified():
             out = m.run(str(FLEETWATCH), "tail", "-n", "200", "--json", "--db", str(work / "events.db"),
                         env=env, check=False).stdout
