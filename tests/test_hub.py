@@ -350,3 +350,46 @@ def test_install_service_hub_writes_the_hub_unit(tmp_path, cli):
     assert f" hub --config {cfg}" in text and "NoNewPrivileges=yes" in text and "Type=notify" in text
     assert not (unit.parent / "fleetwatch.service").exists()  # --hub writes only the hub's unit
     assert "fleetwatch-hub.service" in r.output
+
+
+def test_second_hub_on_one_log_exits_3(tmp_path):
+    from tests.natsserver import free_port
+
+    cfg = tmp_path / "hub.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/hub.db"\n[hub]\nnats = "nats://127.0.0.1:{free_port()}"\n')
+    first = subprocess.Popen([EXE, "hub", "--config", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:  # the first hub holds the log while it retries an unreachable NATS
+        until(lambda: (tmp_path / "hub.db").exists(), what="the first hub's log")
+        second = subprocess.run([EXE, "hub", "--config", str(cfg)], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 3 and "held by pid" in second.stderr, second.stderr
+    finally:
+        first.terminate()  # a stop while NATS is unreachable ends the hub promptly, exit 0
+        assert first.wait(30) == 0, first.stderr.read()
+
+
+@needs_nats
+def test_recreated_host_log_is_a_new_chain_at_the_hub(tmp_path, nats_server):
+    db = tmp_path / "vm1.db"
+    lg = EventLog(str(db), durability="normal")
+    lg.append([classified("a1", "RECLAMA")], T0)
+    lg.close()
+    f = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(db)).start()
+    until(lambda: f.stats["position"] == 1, what="first chain forwarded")
+    f.stop(1.0)
+    keep = store.read_position(apsw.Connection(str(db)), "FLEETWATCH", "vm1")
+    for p in tmp_path.glob("vm1.db*"):
+        p.unlink()
+    lg = EventLog(str(db), durability="normal")  # the user deleted the log: a new chain from seq 1
+    with lg.db:
+        lg.db.execute(store.POSITION_DDL)
+        store.write_position(lg.db, "FLEETWATCH", "vm1", *keep)  # as if restored from a backup
+    lg.append([classified("a1", "TRABAJANDO"), classified("a2", "RECLAMA")], T0)
+    lg.close()
+    f = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(db)).start()
+    until(lambda: f.stats["position"] == 2, what="new chain forwarded from seq 1")
+    f.stop(1.0)
+    hub = HubThread(hub_cfg(tmp_path, nats_server.url), str(tmp_path / "hub.db"))
+    until(lambda: sum(1 for i in hub_rows(str(tmp_path / "hub.db")) if i.startswith("vm1/")) == 3, what="3 rows")
+    hub.close()
+    chains, lines, ok = store.host_report(EventLog(str(tmp_path / "hub.db"), create=False).db)
+    assert ok and sorted(c.count for c in chains) == [1, 2], lines

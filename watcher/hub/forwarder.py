@@ -53,6 +53,24 @@ def connect_options(urls: str | list[str], creds: str | None, name: str) -> dict
     return opts
 
 
+async def connect(urls: str | list[str], creds: str | None, name: str, timeout: float = 5.0) -> Any:
+    """A connected nats-py client, or an exception within ``timeout`` s (nats-py alone would
+    retry an unreachable server forever, and a stop could not end that). Once connected, nats-py
+    reconnects by itself after a blip; the callers' loops handle everything longer."""
+    from nats.aio.client import Client
+
+    nc = Client()
+    try:
+        await asyncio.wait_for(nc.connect(**connect_options(urls, creds, name)), timeout)
+    except BaseException:
+        try:
+            await asyncio.wait_for(nc.close(), 1.0)
+        except Exception:
+            pass
+        raise
+    return nc
+
+
 async def ensure_stream(js: Any, name: str) -> None:
     """Create the stream if missing (file storage, limits retention, a week, dedupe window);
     an existing stream is used as it is (its owner may have tuned it)."""
@@ -121,8 +139,6 @@ class Forwarder:
 
     # ---- the loop -------------------------------------------------------------------------
     async def _run(self) -> None:
-        import nats
-
         elog = self._elog = EventLog(self.db_path, durability=self.durability, create=False)
         try:
             self.chain, self.pos = store.read_position(elog.db, self.stream, self.host)
@@ -130,8 +146,7 @@ class Forwarder:
             attempt = 0
             while not self._done():
                 try:
-                    nc = await nats.connect(**connect_options(self.fwd.nats, self.fwd.creds,
-                                                              f"fleetwatch-forward-{self.host}"))
+                    nc = await connect(self.fwd.nats, self.fwd.creds, f"fleetwatch-forward-{self.host}")
                 except Exception as e:
                     await self._backoff(attempt, f"cannot connect to NATS ({type(e).__name__})")
                     attempt += 1

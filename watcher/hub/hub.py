@@ -28,7 +28,7 @@ from events.log import EventLog, Pending
 from events.types_hub import HostResumed, HostSilent
 from watcher.config import Config, parse_duration
 from watcher.hub import store, wire
-from watcher.hub.forwarder import connect_options, ensure_stream
+from watcher.hub.forwarder import connect, ensure_stream
 
 log = logging.getLogger("fleetwatch.hub")
 
@@ -184,12 +184,10 @@ class Hub:
     # ---- the edge: NATS -------------------------------------------------------------------
     async def run(self, stop: Any, on_tick: Any = None) -> None:
         """Consume until ``stop`` (a threading.Event) is set; reconnects with backoff."""
-        import nats
-
         attempt = 0
         while not stop.is_set():
             try:
-                nc = await nats.connect(**connect_options(self.hc.nats, self.hc.creds, "fleetwatch-hub"))
+                nc = await connect(self.hc.nats, self.hc.creds, "fleetwatch-hub")
             except Exception as e:
                 if attempt == 0:
                     log.warning("cannot connect to NATS (%s); retrying", type(e).__name__)
