@@ -121,9 +121,13 @@ class Watcher:
         policy = {
             "dod": {"claim_unverified_after": c.dur("classify.claim_unverified_after")},
             "runs": {"default_deadline": c.dur("steps.deadline"),
-                     "deadlines": {k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines}},
-            "missions": {},
-            "swarms": {"max_concurrent": c.swarm.max_concurrent, "max_children": c.swarm.max_children},
+                     "deadlines": {k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines},
+                     "board_daily_quota": c.steps.board_daily_quota, "sessions_per_day": c.steps.sessions_per_day,
+                     "inactive_boards": tuple(c.steps.inactive_boards)},
+            "missions": {"max_children_active": c.missions.max_children_active},
+            "swarms": {"max_concurrent": c.swarm.max_concurrent, "max_children": c.swarm.max_children,
+                       "max_total": c.swarm.max_total},
+            "fanout": {"fanout_max": c.classify.fanout_max, "fanout_window": c.dur("classify.fanout_window")},
         }
         for name, kw in policy.items():
             mod = self.proj.mods.get(name)
