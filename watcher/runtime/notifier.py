@@ -77,6 +77,8 @@ def quiet_zone(cfg: Config):
 class PlanClock:
     """Wall-clock time for the planner that never steps back (see the module invariants)."""
 
+    TOLERANCE = 0.5   # NTP slewing is not a step: below this the wall clock is taken as it is
+
     def __init__(self, mono: Callable[[], float] = time.monotonic):
         self.mono = mono
         self._last: tuple[float, float] | None = None   # (plan time, monotonic) of the last call
@@ -86,7 +88,7 @@ class PlanClock:
         t = wall
         if self._last is not None:
             floor = self._last[0] + max(0.0, m - self._last[1])
-            if floor > wall and (newest is None or newest() > wall):
+            if floor > wall + self.TOLERANCE and (newest is None or newest() > wall):
                 t = floor   # the wall clock stepped back: keep going from where we were
         self._last = (t, m)
         return t
