@@ -71,7 +71,7 @@ def hub_cfg(tmp: Path, url: str, rx: Receiver) -> Path:
     cfg = tmp / "hub.toml"
     cfg.write_text(f'[store]\npath = "{tmp}/hub.db"\ndurability = "normal"\n'
                    f'[hub]\nnats = "{url}"\nsilent_after = "10m"\nack_wait = "2s"\nbatch = 100\n'
-                   f'[notify]\nurls = ["{rx.url()}"]\ngroup_wait = "500ms"\ngroup_interval = "1s"\n'
+                   f'[notify]\nurls = ["{rx.url()}"]\ngroup_wait = "2s"\ngroup_interval = "1s"\n'
                    f'repeat_interval = "100d"\nretry = ["1s"]\n')
     return cfg
 
@@ -91,6 +91,21 @@ def fleet_view(db: Path, prefix: str = "") -> dict[str, str]:
         return {prefix + a: v["class"] for a, v in Projections.load(lg)["fleet"]["agents"].items()}
     finally:
         lg.close()
+
+
+def wait(pred, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def hosts_at_hub(tmp: Path) -> set[str]:
+    try:
+        with ro(tmp / "hub.db") as c:
+            return {h for (h,) in c.execute("SELECT DISTINCT host FROM hub_origin")}
+    except apsw.Error:
+        return set()
 
 
 def caught_up(tmp: Path) -> bool:
@@ -124,12 +139,15 @@ def test_hub_drill(tmp_path, capsys):
         p.start()
     kills = {"hub": 0, "host": 0, "nats": 0}
     try:
-        # one RECLAMA on two hosts at once (same agent name): one grouped push at the hub
+        # one RECLAMA on two hosts at once (same agent name, within group_wait): one grouped push
+        wait(lambda: hosts_at_hub(tmp_path) == set(HOSTS), 60, "every host forwarding")
         for h in ("h1", "h2"):
             d = tmp_path / h / "fleet" / "twin"
             d.mkdir()
             (d / "goal.json").write_text('{"agent": "twin", "state": "waiting", "phase": "preguntando", '
                                          '"dod_contract": "c"}')
+        wait(lambda: any("twin" in p.get("message", "") for p in rx.posts), 60, "the twin push")
+        time.sleep(1.0)  # a second push would come within group_wait: give it the chance to show
         end = time.monotonic() + CHURN_S
         next_kill = time.monotonic() + rng.uniform(0.5, CHURN_S / KILLS)
         outage_at = time.monotonic() + CHURN_S / 2
