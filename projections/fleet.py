@@ -144,8 +144,22 @@ def normalise_phase(phase: Any) -> Any:
     return PHASES.get(phase, phase) if isinstance(phase, str) else phase
 
 
-def classify(obs: AgentObs | None, now: float, stall_after: float) -> tuple[Cls, str]:
-    """The termination machine of CONTRACT.md: first matching row wins."""
+def silence_limit(obs: AgentObs, busy_silence: float | None, busy_silence_tool: float | None) -> float | None:
+    """How long a busy agent may stay silent (no hook event, no pane activity) before it is
+    ESTANCADO: ``busy_silence``, or ``busy_silence_tool`` (if longer) while a tool call is open.
+    None: no backstop."""
+    if busy_silence is None:
+        return None
+    if obs.tool_open and busy_silence_tool is not None:
+        return max(busy_silence, busy_silence_tool)
+    return busy_silence
+
+
+def classify(obs: AgentObs | None, now: float, stall_after: float, busy_silence: float | None = None,
+             busy_silence_tool: float | None = None) -> tuple[Cls, str]:
+    """The termination machine of CONTRACT.md: first matching row wins. With ``busy_silence``
+    (``[classify] busy_silence``), a busy agent silent that long is ESTANCADO too: an aborted turn
+    can fire no hook at all, and a background task may never end."""
     if obs is None:
         return Cls.CERRADO, "no longer seen by any source"
     if obs.ended:
@@ -171,6 +185,9 @@ def classify(obs: AgentObs | None, now: float, stall_after: float) -> tuple[Cls,
         if idle_for is not None and idle_for >= stall_after:
             return Cls.ESTANCADO, f"idle, no activity for {fmt_age(idle_for)}"
         return Cls.TRABAJANDO, "idle within stall_after"
+    limit = silence_limit(obs, busy_silence, busy_silence_tool)
+    if limit is not None and obs.last_activity is not None and now - obs.last_activity >= limit:
+        return Cls.ESTANCADO, f"busy, silent for {fmt_age(now - obs.last_activity)}"
     return Cls.TRABAJANDO, obs.state
 
 
@@ -197,17 +214,25 @@ class Memo(NamedTuple):
     n_state: int = -1
     missing: list[str] = []
     stall_after: float | None = None
+    busy_silence: tuple[float | None, float | None] = (None, None)
 
 
 _INF = float("inf")
 
 
-def _window(obs: AgentObs, cls: Cls, stall_after: float) -> tuple[float, float]:
+def _window(obs: AgentObs, cls: Cls, stall_after: float, busy_silence: float | None = None,
+            busy_silence_tool: float | None = None) -> tuple[float, float]:
     """The clock interval in which ``classify(obs, ·)`` keeps giving ``cls``: only an idle,
-    not-done agent with a known last activity changes class by time (at last_activity + stall)."""
+    not-done agent with a known last activity changes class by time (at last_activity + stall),
+    and a busy one under the busy_silence backstop (at last_activity + its silence limit)."""
     la = obs.last_activity
-    if la is None or cls not in (Cls.TRABAJANDO, Cls.ESTANCADO) or obs.state != "idle":
+    if la is None or cls not in (Cls.TRABAJANDO, Cls.ESTANCADO) or obs.state not in ("idle", "busy"):
         return -_INF, _INF
+    if obs.state == "busy":
+        limit = silence_limit(obs, busy_silence, busy_silence_tool)
+        if limit is None:
+            return -_INF, _INF
+        stall_after = limit
     # the bound is exact in classify's own arithmetic (now - la >= stall_after), rounding included
     t = la + stall_after
     if cls is Cls.TRABAJANDO:
@@ -220,7 +245,8 @@ def _window(obs: AgentObs, cls: Cls, stall_after: float) -> tuple[float, float]:
 
 
 def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
-         absent: dict[str, int] | None = None) -> tuple[list[Any], dict[str, int]]:
+         absent: dict[str, int] | None = None, busy_silence: float | None = None,
+         busy_silence_tool: float | None = None) -> tuple[list[Any], dict[str, int]]:
     """Transitions from the folded state ``prev`` to this tick's ``snap``.
 
     ``absent`` counts consecutive ticks an agent was not seen; an agent becomes CERRADO on its
@@ -228,17 +254,28 @@ def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
     whose source failed this tick keep their class. Returns (events, new absent counts).
     Every agent is classified (no memo); ``step`` is the same with the per-tick memo.
     """
-    out, memo = step(prev, snap, now, stall_after=stall_after, memo=Memo(absent=dict(absent or {})))
+    out, memo = step(prev, snap, now, stall_after=stall_after, memo=Memo(absent=dict(absent or {})),
+                     busy_silence=busy_silence, busy_silence_tool=busy_silence_tool)
     return out, memo.absent
 
 
+def tmux_gone(obs: AgentObs, old: dict[str, Any] | None) -> bool:
+    """The agent's tmux window or session is gone: a tmux source found no window for it although
+    the log records a window it was seen in (targets recorded by the tmux source are exact,
+    ``=session:index``)."""
+    return obs.tmux_missing and old is not None and str(old.get("target") or "").startswith("=")
+
+
 def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
-         memo: Memo | None = None) -> tuple[list[Any], Memo]:
+         memo: Memo | None = None, busy_silence: float | None = None,
+         busy_silence_tool: float | None = None) -> tuple[list[Any], Memo]:
     """``diff`` with a memo (see :class:`Memo`): the same events as ``diff`` given the same
     state, snapshot and clock, but agents whose observation and state record did not change
-    since the memo (and whose class cannot change by time yet) are not classified again."""
+    since the memo (and whose class cannot change by time yet) are not classified again.
+    ``busy_silence``/``busy_silence_tool``: the busy backstop (see ``classify``; None: off)."""
     memo = memo or Memo()
-    if memo.stall_after != stall_after:
+    silence = (busy_silence, busy_silence_tool)
+    if memo.stall_after != stall_after or memo.busy_silence != silence:
         memo = Memo(absent=memo.absent)
     cur = snap.agents
     absent = {k: v for k, v in memo.absent.items() if k not in cur} if memo.absent else {}
@@ -285,9 +322,14 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
         index = dict(zip(keys, range(len(keys)))) if len(todo) > 4 and len(keys) > 64 else None
     for aid in sorted(todo):
         obs = cur[aid]
-        cls, reason = classify(obs, now, stall_after)
         old = recs[index[aid] if index is not None else keys.index(aid)]
-        lo, hi = _window(obs, cls, stall_after)
+        gone = tmux_gone(obs, old)
+        if gone:
+            cls, reason = Cls.CERRADO, "tmux window gone"
+            lo, hi = -_INF, _INF
+        else:
+            cls, reason = classify(obs, now, stall_after, busy_silence, busy_silence_tool)
+            lo, hi = _window(obs, cls, stall_after, busy_silence, busy_silence_tool)
         if old is None or old["class"] != cls.value:
             vals[index[aid] if index is not None else keys.index(aid)] = None  # look again next tick
             out.append(AgentClassified(
@@ -295,8 +337,9 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
                 state=obs.state if isinstance(obs.state, str) else None,
                 phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
-                contract_len=obs.contract_len, task=obs.task, target=obs.target, last_activity=_la(obs)))
-        elif (upd := updated(old, obs)) is not None:
+                contract_len=obs.contract_len, task=obs.task,
+                target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)))
+        elif not gone and (upd := updated(old, obs)) is not None:
             vals[index[aid] if index is not None else keys.index(aid)] = None  # look again next tick
             out.append(upd)
         if lo == -_INF and hi == _INF:
@@ -322,7 +365,7 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
                                        state=old.get("state"), phase=old.get("phase"),
                                        reason="no longer seen by any source", source=old.get("source") or ""))
     return out, Memo(absent=absent, keys=keys, vals=vals, recs=recs, due=due, bounds=(lo_max, hi_min),
-                     n_state=len(agents), missing=missing, stall_after=stall_after)
+                     n_state=len(agents), missing=missing, stall_after=stall_after, busy_silence=silence)
 
 
 def status(state: dict[str, Any], now: float) -> dict[str, Any]:

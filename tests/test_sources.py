@@ -179,7 +179,7 @@ def test_tmux_enriches_activity_and_reports_dead_panes(tmp_path):
         srcs = build_sources(cfg)
         snap = merge(srcs, [s.poll(NOW) for s in srcs])
         assert snap.agents["a1"].last_activity > 1000          # window activity is later
-        assert snap.agents["a1"].target == "fleet:0"
+        assert snap.agents["a1"].target == "=fleet:0"  # exact: the session name is not prefix-matched
         assert snap.agents["a2"].pane_dead
         # the exit status is relayed when tmux has it (under load tmux sometimes reports none)
         assert snap.agents["a2"].pane_dead_status in (7, None)

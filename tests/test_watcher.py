@@ -30,7 +30,8 @@ def goal(root, agent, **kw):
 def make(tmp_path, stall="15m"):
     fleet = tmp_path / "fleet"
     fleet.mkdir(exist_ok=True)
-    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[classify]\nstall_after = "{stall}"\n'
+    # busy agents here keep a fixed last_activity for hours of virtual time: no busy_silence backstop
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[classify]\nstall_after = "{stall}"\nbusy_silence = "30d"\n'
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
     return fleet, cfg
 

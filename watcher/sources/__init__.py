@@ -29,6 +29,10 @@ def make(spec: Source) -> Any:
         from watcher.sources.sqlite import SqliteSource
 
         return SqliteSource(spec)
+    if spec.kind == "claude":
+        from watcher.sources.claude import ClaudeSource
+
+        return ClaudeSource(spec)
     raise ValueError(spec.kind)
 
 
@@ -56,6 +60,10 @@ def duplicate(cur: Any, other: Any) -> Any:
 def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
     snap = Snapshot(results=results)
     tmux = [s for s in sources if s.kind == "tmux"]
+    answered = {r.name for r in results}
+    for s in sources:  # no result this tick (a poll still pending): its agents are unseen, not gone
+        if s.name not in answered:
+            snap.failed[s.name] = "pending"
     for res in results:
         if not res.ok:
             snap.failed[res.name] = res.error or "failed"

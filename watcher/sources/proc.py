@@ -5,7 +5,9 @@ resync ticks only; between them (inotify wake-ups) the last result is reused.
 """
 from __future__ import annotations
 
-from typing import Any
+import math
+import re
+from typing import NamedTuple
 
 from projections.observations import AgentObs, SourceResult
 from watcher.config import Source, parse_duration
@@ -13,13 +15,42 @@ from watcher.config import Source, parse_duration
 from watcher.sources.command import MAX_OUTPUT, CommandSource, run_argv  # noqa: F401
 
 
-TMUX_FORMAT = "#{session_name}\t#{window_index}\t#{window_name}\t#{window_activity}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_index}"
+# window_name last: it is the one free-text field (a tab in it cannot shift the others)
+TMUX_FORMAT = ("#{session_name}\t#{session_id}\t#{window_index}\t#{window_id}\t#{window_activity}\t#{pane_dead}\t"
+               "#{pane_dead_status}\t#{pane_index}\t#{window_name}")
+ECHO_S = 5.0          # pane activity this long after a nudge's keys were sent is the echo, not the agent
+_WIN_PART = re.compile(r"^(\d+)(\.\d+)?$")
+
+
+class Win(NamedTuple):
+    session: str
+    index: str
+    wid: str              # "@N": stable for the server's life, survives renames and renumbering
+    name: str
+    activity: float | None
+    dead: bool
+    dead_status: int | None
+
+    def exact(self, pane: str = "") -> str:
+        """The exact tmux target (``=`` : the session name is not prefix-matched)."""
+        return f"={self.session}:{self.index}{pane}"
 
 
 class TmuxSource:
-    """Window liveness from ``tmux [-L SOCKET] list-windows -a``. One agent per window, matched by
-    the window name (== agent id) or by target ``session:window[.pane]``. ``window_activity`` is
-    liveness (output on screen), not progress."""
+    """Window liveness from ``tmux [-L SOCKET] list-windows -a``, scoped to the configured socket
+    and (``session``) session. Matching is exact, never by prefix:
+
+    1. a ``target`` in goal.json wins: ``[=]session:index[.pane]``, ``[=]session:name`` (a name
+       that is unique in that session) or ``@window_id``; a target that names no window in scope
+       matches nothing (no fallback to a window merely named like the agent);
+    2. else the window this agent was linked to before (by window id: a renamed window keeps it);
+    3. else the one window in scope whose name is exactly the agent id (two such: none).
+
+    The agent's target becomes the exact ``=session:index[.pane]``. ``window_activity`` is liveness
+    (output on screen), not progress; activity within ``ECHO_S`` after a nudge's keys were sent
+    (``quiet``, from the notifier) is the echo of those keys and is ignored. An agent with no
+    window is marked ``tmux_missing`` (the fleet closes it "tmux window gone" if it was seen in one).
+    """
 
     kind = "tmux"
 
@@ -28,28 +59,34 @@ class TmuxSource:
         self.spec = spec
         self.timeout = parse_duration(spec.timeout)
         self.last: SourceResult | None = None
-        self.windows: dict[str, dict[str, Any]] = {}
+        self.wins: list[Win] = []
+        self.by_id: dict[str, Win] = {}
+        self.links: dict[str, str] = {}                 # agent -> window id it was matched to
+        self.accepted: dict[str, float] = {}            # window id -> last pane activity taken as the agent's
+        self.quiet: dict[str, tuple[float, float]] = {}  # agent -> (keys sent from, until) of its last nudge
         self._enriched: dict[str, tuple[AgentObs, tuple, AgentObs]] = {}  # agent -> (input, window, output)
 
     def argv(self) -> list[str]:
         base = ["tmux"] + (["-L", self.spec.socket] if self.spec.socket else [])
         return base + ["list-windows", "-a", "-F", TMUX_FORMAT]
 
-    def parse(self, raw: bytes) -> dict[str, dict[str, Any]]:
-        wins: dict[str, dict[str, Any]] = {}
+    def parse(self, raw: bytes) -> list[Win]:
+        wins: list[Win] = []
         for line in raw.decode("utf-8", "replace").splitlines():
-            parts = line.split("\t")
-            if len(parts) < 6:
+            parts = line.split("\t", 8)
+            if len(parts) < 9:
                 continue
-            sess, idx, wname, act, dead, dstat = parts[:6]
+            sess, _sid, idx, wid, act, dead, dstat, _pane, wname = parts
+            if self.spec.session is not None and sess != self.spec.session:
+                continue  # out of scope
             try:
                 activity = float(act) if act else None
             except ValueError:
                 activity = None
-            info = {"target": f"{sess}:{idx}", "activity": activity, "dead": dead == "1",
-                    "dead_status": int(dstat) if dstat.lstrip("-").isdigit() else None}
-            wins.setdefault(wname, info)
-            wins[f"{sess}:{idx}"] = info
+            if activity is not None and not math.isfinite(activity):
+                activity = None
+            wins.append(Win(sess, idx, wid, wname, activity, dead == "1",
+                            int(dstat) if dstat.lstrip("-").isdigit() else None))
         return wins
 
     def poll(self, now: float, full: bool = True) -> SourceResult:
@@ -57,35 +94,79 @@ class TmuxSource:
             return self.last
         out, err = run_argv(self.argv(), self.timeout)
         if err and ("no server running" in err or "error connecting" in err):
-            out, err = b"", None  # no tmux server: nothing to enrich, not a failure
+            out, err = b"", None  # no tmux server: no window at all, not a failure
         if err:
             res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err)
         else:
-            self.windows = self.parse(out or b"")
+            self.wins = self.parse(out or b"")
+            self.by_id = {w.wid: w for w in self.wins}
             res = SourceResult(name=self.name, kind=self.kind)
         self.last = res
         return res
 
-    def enrich(self, obs: AgentObs) -> AgentObs:
-        """The later of goal.json's and the window's activity; a dead pane is reported."""
-        w = None
+    def resolve(self, target: str) -> tuple[Win | None, str]:
+        """(window, pane suffix) of an exact target, or (None, "")."""
+        t = target.strip()
+        if t.startswith("@"):
+            return self.by_id.get(t), ""
+        sess, colon, rest = t.lstrip("=").partition(":")
+        if not colon or not sess:
+            return None, ""
+        if self.spec.session is not None and sess != self.spec.session:
+            return None, ""
+        m = _WIN_PART.match(rest)
+        if m:
+            hits = [w for w in self.wins if w.session == sess and w.index == m.group(1)]
+            return (hits[0], m.group(2) or "") if hits else (None, "")
+        if rest.startswith("@"):
+            w = self.by_id.get(rest)
+            return (w, "") if w is not None and w.session == sess else (None, "")
+        hits = [w for w in self.wins if w.session == sess and w.name == rest]
+        return (hits[0], "") if len(hits) == 1 else (None, "")
+
+    def find(self, obs: AgentObs) -> tuple[Win | None, str]:
         if obs.target:
-            w = self.windows.get(obs.target) or self.windows.get(obs.target.split(".")[0])
-        if w is None:
-            w = self.windows.get(obs.agent)
-        if w is None:
-            return obs
-        key = (w["activity"], w["target"], w["dead"], w["dead_status"])
-        hit = self._enriched.get(obs.agent)
-        if hit is not None and hit[0] is obs and hit[1] == key:
-            return hit[2]  # same input, same window: the same object (lets detectors skip it)
+            return self.resolve(obs.target)
+        wid = self.links.get(obs.agent)
+        if wid is not None and wid in self.by_id:
+            return self.by_id[wid], ""
+        hits = [w for w in self.wins if w.name == obs.agent]
+        return (hits[0], "") if len(hits) == 1 else (None, "")
+
+    def _activity(self, agent: str, w: Win) -> float | None:
+        """The window's activity, minus the echo of the watcher's own nudge keys."""
+        act = w.activity
+        q = self.quiet.get(agent)
+        if act is not None and q is not None and math.floor(q[0]) <= act <= q[1] + ECHO_S:
+            return self.accepted.get(w.wid)
+        if act is not None:
+            self.accepted[w.wid] = act
+        return act
+
+    def enrich(self, obs: AgentObs) -> AgentObs:
+        """The later of goal.json's and the window's activity, the exact target; a dead pane is
+        reported; no window -> ``tmux_missing``."""
         import msgspec
 
+        w, pane = self.find(obs)
+        hit = self._enriched.get(obs.agent)
+        if w is None:
+            self.links.pop(obs.agent, None)
+            if hit is not None and hit[0] is obs and hit[1] == ():
+                return hit[2]
+            out = obs if obs.tmux_missing else msgspec.structs.replace(obs, tmux_missing=True)
+            self._enriched[obs.agent] = (obs, (), out)
+            return out
+        self.links[obs.agent] = w.wid
+        act = self._activity(obs.agent, w)
+        key = (act, w.exact(pane), w.dead, w.dead_status)
+        if hit is not None and hit[0] is obs and hit[1] == key:
+            return hit[2]  # same input, same window: the same object (lets detectors skip it)
         la = obs.last_activity
-        if w["activity"] is not None and (la is None or w["activity"] > la):
-            la = w["activity"]
-        out = msgspec.structs.replace(obs, last_activity=la, target=obs.target or w["target"],
-                                      pane_dead=w["dead"], pane_dead_status=w["dead_status"])
+        if act is not None and (la is None or act > la):
+            la = act
+        out = msgspec.structs.replace(obs, last_activity=la, target=w.exact(pane), pane_dead=w.dead,
+                                      pane_dead_status=w.dead_status, tmux_missing=False)
         self._enriched[obs.agent] = (obs, key, out)
         return out
 
