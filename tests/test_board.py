@@ -299,3 +299,18 @@ def test_real_terminal_board_follows_a_goal_json_change(tmp_path, tmux_server):
     finally:
         watcher.terminate()
         watcher.wait(timeout=30)
+
+
+def test_a_file_that_is_not_a_log_is_said_not_crashed(tmp_path):
+    db = tmp_path / "notalog.db"
+    db.write_text("this is not sqlite")
+
+    async def go():
+        app = Board(Feed(str(db)))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            assert app.feed.note and app.feed.log is None          # said in the header, retried later
+            assert app.feed.note[:20] in str(app.query_one("#head").render())
+            assert app.rows == []
+    run(go())
+    assert db.read_text() == "this is not sqlite"                 # untouched

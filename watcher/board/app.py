@@ -16,6 +16,7 @@ within one interval plus a render); ``NO_COLOR`` is honoured by Textual (monochr
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +40,17 @@ TILE = 18          # compact tile width (cell padding adds 2)
 CHROME = 9         # lines the header, tabs, table header, filter, message and footer take
 
 
+MONO = {"NO_COLOR": False}  # set once at start (Textual removes NO_COLOR from the environment)
+
+
+def class_style(cls: str) -> str:
+    """The class table's colour; with NO_COLOR no colour at all (Textual's monochrome filter would
+    turn red into a dark grey that can barely be read), RECLAMA in reverse video instead."""
+    if MONO["NO_COLOR"]:
+        return "bold reverse" if classes.rank(cls) == 0 else ""
+    return classes.COLOUR.get(cls, "")
+
+
 def matches(row: dict[str, Any], needle: str) -> bool:
     """The filter: every word of ``needle`` in the agent's id, class, state/phase, task, reason or
     target (case-insensitive)."""
@@ -58,7 +70,7 @@ def header(doc: dict[str, Any], feed_note: str) -> Text:
     for c in classes.ORDER:
         n = doc["classes"].get(c, 0)
         if n:
-            t.append(f" {c} {n}", style=classes.COLOUR.get(c, ""))
+            t.append(f" {c} {n}", style=class_style(c))
     failed = [s for s in doc["sources"] if s.get("failed")]
     t.append("\nsources ")
     if failed:
@@ -80,7 +92,7 @@ def header(doc: dict[str, Any], feed_note: str) -> Text:
 
 def tile(a: dict[str, Any]) -> Text:
     """A compact tile: ``id CLAS age`` in the class colour."""
-    style = classes.COLOUR.get(a["class"], "")
+    style = class_style(a["class"])
     return Text(f"{cell(a['agent'], 8):<8} {cell(a['class'], 20)[:4]} {fmt_age(a['age_s']):>4}", style=style)
 
 
@@ -129,6 +141,7 @@ class Board(App[None]):
     def __init__(self, feed: Feed, *, socket: str | None = None, compact: bool | None = None,
                  show_closed: bool = False, interval: float = 0.2, clock: Callable[[], float] = time.time,
                  verifier: str = "", on_jump: Callable[[str | None, str | None], actions.Outcome] | None = None):
+        MONO["NO_COLOR"] = MONO["NO_COLOR"] or os.environ.get("NO_COLOR") is not None  # before Textual pops it
         super().__init__()
         self.feed, self.socket, self.clock, self.interval = feed, socket, clock, interval
         self.compact_pref, self.show_closed, self.needle = compact, show_closed, ""
@@ -210,7 +223,7 @@ class Board(App[None]):
             rows = []
             for a in self.rows:
                 r = full[a["agent"]]
-                style = classes.COLOUR.get(a["class"], "")
+                style = class_style(a["class"])
                 rows.append((a["agent"], [Text(r[0], style="bold" if classes.rank(a["class"]) == 0 else ""),
                                           Text(r[1], style=style), *(Text(c) for c in r[2:6]),
                                           Text(cell(a.get("reason"), 40)), *(Text(c) for c in r[6:])]))

@@ -40,10 +40,17 @@ class Feed:
         from events.log import EventLog
         from watcher.runtime.state import Projections
 
+        from events.errors import FleetwatchError
+
         if not os.path.exists(self.path):
             self.note = f"no event log yet at {self.path} (start `fleetwatch run`)"
             return False
-        self.log = EventLog(self.path, durability=self.durability, create=False)
+        try:
+            log = EventLog(self.path, durability=self.durability, create=False)
+        except FleetwatchError as e:  # not a log (yet): said in the header, tried again next poll
+            self.note = str(e)
+            return False
+        self.log = log
         self.proj = Projections.load(self.log)
         self.recent.extend(self.log.last(50))
         self.note = ""
