@@ -21,20 +21,10 @@ import pytest
 
 from watcher.hook.adapter import Reason, decide, run_hook
 
-NOW = 1796068800.0  # 2026-11-30T20:00:00Z, virtual clock
+from tests.test_hook import A01, BASE, NOW  # the same fixture goal.json and payload base fields
+
 STAMP = "2026-11-30T20:00:00Z"
-OLD = "2026-11-29T19:20:00Z"
-BASE = {
-    "session_id": "0b4e8f5c-7d1a-4c3e-9a61-2f5d8e1c3b7a",
-    "transcript_path": "/home/dev/.claude/projects/-home-dev-work-a01/0b4e8f5c.jsonl",
-    "cwd": "/home/dev/work/a01",
-    "permission_mode": "default",
-}
-A01 = {
-    "agent": "a01", "task": "refactor parser", "state": "busy", "phase": "haciendo",
-    "dod": "editing parser.py, 3 tests left", "dod_contract": "pytest tests/test_parser.py passes; ruff clean",
-    "dod_status": "pending", "last_activity": OLD,
-}
+OLD = A01["last_activity"]
 BASH = {"tool_name": "Bash", "tool_input": {"command": "pytest -q"}}
 SUB = {"agent_id": "sa_7f3", "agent_type": "Explore"}
 
