@@ -169,9 +169,10 @@ def test_goal_target_wins_and_is_exact(tmp_path, sock):
     srcs = build_sources(cfg)
     snap = merge(srcs, [s.poll(0) for s in srcs])
     assert snap.agents["a1"].target == "=other:0" and not snap.agents["a1"].tmux_missing
-    assert snap.agents["a3"].tmux_missing and snap.agents["a3"].target == "fleet:a3"  # no prefix match
+    assert snap.agents["a3"].tmux_missing and snap.agents["a3"].target is None  # no prefix match, not passed on
     scoped = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
                    f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\nsession = "fleet"\n')
     srcs = build_sources(scoped)
     snap = merge(srcs, [s.poll(0) for s in srcs])
-    assert snap.agents["a1"].tmux_missing  # outside the configured session: not this source's window
+    # outside the configured session: not this source's window, and its target is not passed on
+    assert snap.agents["a1"].tmux_missing and snap.agents["a1"].target is None

@@ -49,7 +49,8 @@ class TmuxSource:
     The agent's target becomes the exact ``=session:index[.pane]``. ``window_activity`` is liveness
     (output on screen), not progress; activity within ``ECHO_S`` after a nudge's keys were sent
     (``quiet``, from the notifier) is the echo of those keys and is ignored. An agent with no
-    window is marked ``tmux_missing`` (the fleet closes it "tmux window gone" if it was seen in one).
+    window is marked ``tmux_missing``, its unresolved target dropped (the fleet closes it "tmux
+    window gone" if it was seen in one).
     """
 
     kind = "tmux"
@@ -154,7 +155,10 @@ class TmuxSource:
             self.links.pop(obs.agent, None)
             if hit is not None and hit[0] is obs and hit[1] == ():
                 return hit[2]
-            out = obs if obs.tmux_missing else msgspec.structs.replace(obs, tmux_missing=True)
+            # no window in scope: a target from goal.json that names none is not passed on (a nudge
+            # must never type into a pane outside the configured socket/session)
+            out = obs if obs.tmux_missing and obs.target is None else \
+                msgspec.structs.replace(obs, tmux_missing=True, target=None)
             self._enriched[obs.agent] = (obs, (), out)
             return out
         self.links[obs.agent] = w.wid
