@@ -447,3 +447,54 @@ def test_unevaluable_escalates_urgent_needs_a_human(world):
     c = [c for c in conds.values() if c["cls"] == "UNEVALUABLE"]
     assert len(c) == 1 and c[0]["sev"] == "urgent"
     assert c[0]["text"].startswith("needs a human: the verifier cannot read")
+
+
+# ---- orphan windows (watcher/sources/orphans.py; the real tmux run is in tests/test_rules_e2e.py) ----
+class _Spec:
+    socket, session = "fleet-sock", None
+
+
+class _Tmux:
+    def __init__(self, wins):
+        self.name, self.spec, self.wins = "tmux", _Spec(), wins
+
+
+class _Win:
+    def __init__(self, name, index, dead=False):
+        self.name, self.session, self.index, self.wid, self.activity, self.dead = name, "fleet", str(index), f"@{index}", None, dead
+
+
+def _merge(src, agents, failed=None):
+    from watcher.sources import orphans
+
+    snap = Snapshot(agents=dict(agents), failed=failed or {})
+    orphans.add(src, snap)
+    return {a: o.error for a, o in snap.agents.items() if o.source == "tmux"}
+
+
+def _obs(agent, index):
+    return AgentObs(agent=agent, source="fleet", state="busy", contract_sha256="c" * 64, target=f"=fleet:{index}")
+
+
+def test_orphan_window_after_one_tick_of_grace_then_goal_missing():
+    src = _Tmux([_Win("a1", 0), _Win("x9", 1), _Win("dead", 2, dead=True)])
+    a1 = {"a1": _obs("a1", 0)}
+    assert _merge(src, a1) == {}                                    # grace: seen once
+    assert _merge(src, a1) == {"x9": "no goal.json"}                # twice: reported; a dead pane never
+    assert _merge(src, {}) == {"x9": "no goal.json"}                # a1's goal.json gone: grace first
+    assert _merge(src, {}) == {"x9": "no goal.json", "a1": "goal.json missing"}
+    assert _merge(src, a1) == {"x9": "no goal.json"}                # back
+
+
+def test_orphans_nothing_concluded_while_another_source_failed_or_unscoped():
+    src = _Tmux([_Win("x9", 1)])
+    for _ in range(3):
+        assert _merge(src, {}, failed={"fleet": "root missing"}) == {}
+    src.spec = type("S", (), {"socket": None, "session": None})()   # the default server: every shell window
+    assert _merge(src, {}) == {} and _merge(src, {}) == {}
+
+
+def test_orphan_named_like_an_agent_is_not_a_second_agent():
+    src = _Tmux([_Win("a1", 0), _Win("a1", 5)])                   # a1 linked to window 0; window 5 named a1
+    a1 = {"a1": _obs("a1", 0)}
+    assert _merge(src, a1) == {} and _merge(src, a1) == {}

@@ -16,7 +16,7 @@ any other source failed this tick (its agents unseen), nothing is concluded.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from projections.observations import AgentObs, Snapshot
 
@@ -24,6 +24,14 @@ NO_GOAL = "no goal.json"
 GOAL_MISSING = "goal.json missing"
 MAX_ORPHANS = 500
 _seen: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_linked: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()  # agent -> window
+
+
+class Window(NamedTuple):
+    name: str
+    target: str          # the exact target ("=session:index")
+    activity: float | None
+    dead: bool
 
 
 def scoped(src: Any) -> bool:
@@ -31,30 +39,39 @@ def scoped(src: Any) -> bool:
     return bool(getattr(spec, "socket", None) or getattr(spec, "session", None))
 
 
-def _target(w: Any) -> str:
-    ex = getattr(w, "exact", None)
-    return ex() if callable(ex) else f"={w.session}:{w.index}"
+def key(target: str | None) -> str:
+    """A window's identity from a target: "=fleet:1.0" and "fleet:1" are the same window."""
+    return (target or "").lstrip("=").split(".", 1)[0]
 
 
-def candidates(src: Any, agents: dict[str, AgentObs]) -> dict[str, tuple[Any, str]]:
-    """agent id -> (window, reason) of this tick's orphan windows (pure over the source's view)."""
+def windows(src: Any) -> list[Window]:
+    """The source's windows in scope, from either of its layouts (``wins`` or ``windows``)."""
     wins = getattr(src, "wins", None)
-    links = getattr(src, "links", None)
-    if wins is None or links is None:
-        return {}
-    by_id = {w.wid: w for w in wins}
-    used = {wid for a, wid in links.items() if a in agents}
-    out: dict[str, tuple[Any, str]] = {}
-    for aid, wid in sorted(links.items()):
-        w = by_id.get(wid)
-        if aid not in agents and w is not None and not w.dead and wid not in used:
+    if wins is not None:
+        return [Window(w.name, w.exact() if callable(getattr(w, "exact", None)) else f"={w.session}:{w.index}",
+                       w.activity, bool(w.dead)) for w in wins]
+    by = getattr(src, "windows", None) or {}
+    return [Window(k, "=" + v["target"], v.get("activity"), bool(v.get("dead"))) for k, v in by.items()
+            if isinstance(v, dict) and k != v.get("target")]
+
+
+def candidates(wins: list[Window], agents: dict[str, AgentObs], linked: dict[str, str]) -> dict[str, tuple[Window, str]]:
+    """agent id -> (window, reason) of this tick's orphan windows (pure). ``linked``: agent ->
+    window key of the previous tick."""
+    by = {key(w.target): w for w in wins}
+    used = {key(o.target) for o in agents.values() if o.target}
+    out: dict[str, tuple[Window, str]] = {}
+    for aid, k in sorted(linked.items()):
+        w = by.get(k)
+        if aid not in agents and w is not None and not w.dead and k not in used:
             out[aid] = (w, GOAL_MISSING)
-            used.add(wid)
+            used.add(k)
     for w in wins:
-        if w.wid in used or w.dead or w.name in agents or not w.name.strip():
+        k = key(w.target)
+        if k in used or w.dead or w.name in agents or not w.name.strip():
             continue
         out.setdefault(w.name, (w, NO_GOAL))
-        used.add(w.wid)
+        used.add(k)
     return out
 
 
@@ -62,7 +79,13 @@ def add(src: Any, snap: Snapshot) -> None:
     """Add this tick's confirmed orphan windows of ``src`` to ``snap.agents``."""
     if not scoped(src) or any(name != src.name for name in snap.failed):
         return  # a failed (or pending) source hides its agents: nothing is an orphan this tick
-    cands = candidates(src, snap.agents)
+    linked = _linked.get(src, {})
+    cands = candidates(windows(src), snap.agents, linked)
+    now_linked = {a: key(o.target) for a, o in snap.agents.items() if o.target and o.source != src.name}
+    for aid, (w, why) in cands.items():
+        if why == GOAL_MISSING:
+            now_linked[aid] = key(w.target)  # still its window while it lives
+    _linked[src] = now_linked
     prev = _seen.get(src, {})
     seen = {k: prev.get(k, 0) + 1 for k in cands}
     _seen[src] = seen
@@ -71,6 +94,6 @@ def add(src: Any, snap: Snapshot) -> None:
         if seen[aid] < 2 or aid in snap.agents or n >= MAX_ORPHANS:
             continue
         w, why = cands[aid]
-        snap.agents[aid] = AgentObs(agent=aid, source=src.name, error=why, target=_target(w),
+        snap.agents[aid] = AgentObs(agent=aid, source=src.name, error=why, target=w.target,
                                     last_activity=w.activity)
         n += 1
