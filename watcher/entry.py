@@ -1,8 +1,12 @@
-"""The console script. ``fleetwatch hook`` takes a fast path that never imports typer/rich
-(a Claude Code hook must start and exit in well under 100 ms); everything else is the typer app."""
+"""The console script. Two fast paths never import typer/rich: ``fleetwatch hook`` (a Claude Code
+hook must start and exit in well under 100 ms) and the plain forms of ``tail``, ``status``,
+``summary``, ``verify`` and ``export`` (``watcher.cli.fast``: the same functions the typer
+commands call); everything else, ``--help`` included, is the typer app."""
 from __future__ import annotations
 
 import sys
+
+FAST = ("tail", "status", "summary", "verify", "export")
 
 
 def main() -> None:
@@ -11,6 +15,13 @@ def main() -> None:
         from watcher.hook.adapter import run_hook
 
         sys.exit(run_hook(argv[1:]))
+    if argv[:1] and argv[0] in FAST:
+        from watcher.cli.fast import main as fast
+
+        rc = fast(argv)
+        if rc is not None:
+            sys.stdout.flush()
+            sys.exit(rc)
     from watcher.cli import app
 
     app()

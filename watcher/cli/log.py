@@ -8,8 +8,6 @@ data not a blob or not decodable) is reported by seq on stderr and the command g
 prints a marked line, `export` a raw, marked JSON line (``{"seq", "damaged", "raw"}``), `verify`
 exits 1 naming it. Never a traceback.
 """
-from __future__ import annotations
-
 import contextlib
 import fnmatch
 import os
@@ -17,13 +15,12 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
-from typing import Annotated, Any, Optional
+from typing import Any
 
 import msgspec
-import typer
 
 from events.records import Damaged
-from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors, open_log
+from watcher.cli.plain import context, open_log
 
 _enc = msgspec.json.Encoder()
 
@@ -166,7 +163,7 @@ class _Stopper:
     def _set(self, *_: object) -> None:
         self.stopped = True
 
-    def __enter__(self) -> _Stopper:
+    def __enter__(self) -> "_Stopper":
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 self._old[sig] = signal.signal(sig, self._set)
@@ -188,10 +185,142 @@ def _emit(out: _Out, recs: Iterable[Any]) -> int:
     return last
 
 
-def register(app: typer.Typer) -> None:
+def parse_expect_head(value: str) -> tuple[int, str]:
+    """``--expect-head SEQ:HASH`` -> (seq, hash); ValueError when it is not that."""
+    seq_s, _, hash_s = value.partition(":")
+    want = (int(seq_s), hash_s.strip().lower())
+    bytes.fromhex(want[1])
+    if want[0] < 0 or len(want[1]) != 64:
+        raise ValueError(value)
+    return want
+
+
+# ---- the commands' bodies (no typer: the typer commands below and watcher.cli.fast call these)
+def tail(follow: bool = False, lines: int | None = None, since: int | None = None,
+         type_: list[str] | None = None, subject: str | None = None, verbose: bool = False,
+         as_json: bool = False, config: str | None = None, db: str | None = None) -> None:
+    """`fleetwatch tail` (options as the command's)."""
+    types = _expand_types(type_)
+    for bad in unknown_types(type_):
+        print(f"fleetwatch: warning: no event type matches --type {bad!r}"
+              " (see the Events section of the README)", file=sys.stderr)
+    subject, exact = subject_match(subject)
+    out = _Out(as_json, verbose)
+    _, path = context(config, db)
+    try:
+        with (_Stopper() if follow else contextlib.nullcontext(lambda: False)) as stop:
+            if _missing(path):
+                if not follow:
+                    return
+                while not os.path.exists(path):
+                    if stop():
+                        return
+                    time.sleep(0.2)
+            _, log = open_log(config, db, readonly=True)
+            try:
+                if since is not None:
+                    head = since
+                    recs = log.read(since, types=types, subject=subject, limit=None if exact else lines,
+                                    damaged="yield")
+                else:  # the last N through the type/subject indexes: a rare type costs no scan
+                    head = log.head()[0]
+                    n = 20 if lines is None else lines
+                    recs = log.last(n, types=types, subject=subject, exact=exact is not None, damaged="yield")
+                if exact:
+                    recs = _only(recs, exact, lines if since is not None else None)
+                last = _emit(out, recs)
+                if follow:
+                    for rec in _only(log.follow(max(head, last), types=types, subject=subject, stop=stop,
+                                                yield_damaged=True), exact):
+                        out.write(rec)
+                        out.flush()
+            finally:
+                log.close()
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        _quiet_pipe()
+
+
+def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as_json: bool = False,
+           config: str | None = None, db: str | None = None) -> None:
+    """`fleetwatch verify`; ``want``: the parsed ``--expect-head``. Exit 1 (SystemExit) when broken."""
+    if restore_guards:
+        _, log = open_log(config, db)
+        try:
+            before = log.guard_problems()
+            log.restore_guards()
+        finally:
+            log.close()
+        print(f"guards restored ({'; '.join(before)})" if before else "guards were intact", file=sys.stderr)
+    _, log = open_log(config, db, readonly=True)
+    try:
+        res = log.verify(expect_head=want)
+        from watcher.hub.store import host_report  # a hub's log: every host's chain, gaps per host
+
+        hosts, host_lines, hosts_ok = host_report(log.db)
+    finally:
+        log.close()
+    if as_json:
+        doc = msgspec.to_builtins(res)
+        if hosts:
+            doc["hosts"] = msgspec.to_builtins(hosts)
+        sys.stdout.write(_enc.encode(doc).decode() + "\n")
+    elif res.ok:
+        print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
+        print(f"head anchor {res.anchor.split(':')[0]}:{res.anchor.split(':')[1][:8]} matches" if res.anchor
+              else "no head anchor (events.db.head): a cut tail cannot be told; pass --expect-head")
+    else:
+        where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
+        print(f"BROKEN at {where}: {res.problem}\n"
+              f"last good {res.head_seq}:{res.head_hash}")
+    if host_lines and not as_json:
+        print("\n".join(host_lines))
+    if not res.ok:
+        where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
+        print(f"fleetwatch: verify failed at {where}: {res.problem}", file=sys.stderr)
+        raise SystemExit(1)
+    if not hosts_ok:
+        print("fleetwatch: verify: a host chain is broken or has gaps (see above)", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def export(since: int = 0, config: str | None = None, db: str | None = None) -> None:
+    """`fleetwatch export`."""
+    _, path = context(config, db)
+    if _missing(path):
+        return
+    _, log = open_log(config, db, readonly=True)
+    try:
+        w = sys.stdout.write
+        buf: list[str] = []
+        for rec in log.read(since, damaged="yield"):
+            if type(rec.event) is Damaged:
+                print(f"fleetwatch: seq {rec.seq}: damaged row ({rec.event.problem}); exported raw",
+                      file=sys.stderr)
+            buf.append(_json_line(rec))
+            if len(buf) >= 1000:
+                w("".join(buf))
+                buf.clear()
+        w("".join(buf))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_pipe()
+    finally:
+        log.close()
+
+
+def register(app: Any) -> None:
+    """The typer commands: option parsing and help; the work is in the functions above."""
+    from typing import Annotated, Optional
+
+    import typer
+
+    from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, errors
+
     @app.command("tail")
     @errors
-    def tail(
+    def tail_cmd(
         follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new events as they are appended (Ctrl-C to stop).")] = False,
         lines: Annotated[Optional[int], typer.Option("-n", "--lines", min=0, help="How many events: the last N (default 20); with --since, the first N after SEQ (default all).")] = None,
         since: Annotated[Optional[int], typer.Option("--since", min=0, help="Only events with seq > SEQ.")] = None,
@@ -204,50 +333,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print events from the log: the last 20 by default, -f to follow live. --json prints
         one JSON object per line exactly as CONTRACT.md (as `export`)."""
-        types = _expand_types(type_)
-        for bad in unknown_types(type_):
-            print(f"fleetwatch: warning: no event type matches --type {bad!r}"
-                  " (see the Events section of the README)", file=sys.stderr)
-        subject, exact = subject_match(subject)
-        out = _Out(as_json, verbose)
-        _, path = context(config, db)
-        try:
-            with (_Stopper() if follow else contextlib.nullcontext(lambda: False)) as stop:
-                if _missing(path):
-                    if not follow:
-                        return
-                    while not os.path.exists(path):
-                        if stop():
-                            return
-                        time.sleep(0.2)
-                _, log = open_log(config, db, readonly=True)
-                try:
-                    if since is not None:
-                        head = since
-                        recs = log.read(since, types=types, subject=subject, limit=None if exact else lines,
-                                        damaged="yield")
-                    else:  # the last N through the type/subject indexes: a rare type costs no scan
-                        head = log.head()[0]
-                        n = 20 if lines is None else lines
-                        recs = log.last(n, types=types, subject=subject, exact=exact is not None, damaged="yield")
-                    if exact:
-                        recs = _only(recs, exact, lines if since is not None else None)
-                    last = _emit(out, recs)
-                    if follow:
-                        for rec in _only(log.follow(max(head, last), types=types, subject=subject, stop=stop,
-                                                    yield_damaged=True), exact):
-                            out.write(rec)
-                            out.flush()
-                finally:
-                    log.close()
-        except KeyboardInterrupt:
-            pass
-        except BrokenPipeError:
-            _quiet_pipe()
+        tail(follow, lines, since, type_, subject, verbose, as_json, config, db)
 
     @app.command("verify")
     @errors
-    def verify(
+    def verify_cmd(
         expect_head: Annotated[Optional[str], typer.Option("--expect-head", metavar="SEQ:HASH", help="Also require the row at SEQ to have HASH (hex), as printed by an earlier verify: catches a truncated tail.")] = None,
         restore_guards: Annotated[bool, typer.Option("--restore-guards", help="Put the append-only triggers and indexes back as fleetwatch created them (the only write verify makes), then check everything.")] = False,
         as_json: JsonOpt = False,
@@ -260,84 +350,23 @@ def register(app: typer.Typer) -> None:
         first bad seq, or the table), 2 no usable log."""
         want = None
         if expect_head is not None:
-            seq_s, _, hash_s = expect_head.partition(":")
             try:
-                want = (int(seq_s), hash_s.strip().lower())
-                bytes.fromhex(want[1])
-                if want[0] < 0 or len(want[1]) != 64:
-                    raise ValueError
+                want = parse_expect_head(expect_head)
             except ValueError:
                 raise typer.BadParameter("expected SEQ:HASH, e.g. 42:3f2a… (64 hex digits)",
                                          param_hint="--expect-head") from None
-        if restore_guards:
-            _, log = open_log(config, db)
-            try:
-                before = log.guard_problems()
-                log.restore_guards()
-            finally:
-                log.close()
-            print(f"guards restored ({'; '.join(before)})" if before else "guards were intact", file=sys.stderr)
-        _, log = open_log(config, db, readonly=True)
-        try:
-            res = log.verify(expect_head=want)
-            from watcher.hub.store import host_report  # a hub's log: every host's chain, gaps per host
-
-            hosts, host_lines, hosts_ok = host_report(log.db)
-        finally:
-            log.close()
-        if as_json:
-            doc = msgspec.to_builtins(res)
-            if hosts:
-                doc["hosts"] = msgspec.to_builtins(hosts)
-            sys.stdout.write(_enc.encode(doc).decode() + "\n")
-        elif res.ok:
-            print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
-            print(f"head anchor {res.anchor.split(':')[0]}:{res.anchor.split(':')[1][:8]} matches" if res.anchor
-                  else "no head anchor (events.db.head): a cut tail cannot be told; pass --expect-head")
-        else:
-            where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
-            print(f"BROKEN at {where}: {res.problem}\n"
-                  f"last good {res.head_seq}:{res.head_hash}")
-        if host_lines and not as_json:
-            print("\n".join(host_lines))
-        if not res.ok:
-            where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
-            print(f"fleetwatch: verify failed at {where}: {res.problem}", file=sys.stderr)
-            raise typer.Exit(1)
-        if not hosts_ok:
-            print("fleetwatch: verify: a host chain is broken or has gaps (see above)", file=sys.stderr)
-            raise typer.Exit(1)
+        verify(want, restore_guards, as_json, config, db)
 
     @app.command("export")
     @errors
-    def export(
+    def export_cmd(
         since: Annotated[int, typer.Option("--since", min=0, help="Only events with seq > SEQ.")] = 0,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
         """Write every event (seq > SEQ) to stdout as JSON lines, exactly as `tail --json`. A
         damaged row is written raw and marked ({"seq", "damaged", "raw"}) and named on stderr."""
-        _, path = context(config, db)
-        if _missing(path):
-            return
-        _, log = open_log(config, db, readonly=True)
-        try:
-            w = sys.stdout.write
-            buf: list[str] = []
-            for rec in log.read(since, damaged="yield"):
-                if type(rec.event) is Damaged:
-                    print(f"fleetwatch: seq {rec.seq}: damaged row ({rec.event.problem}); exported raw",
-                          file=sys.stderr)
-                buf.append(_json_line(rec))
-                if len(buf) >= 1000:
-                    w("".join(buf))
-                    buf.clear()
-            w("".join(buf))
-            sys.stdout.flush()
-        except BrokenPipeError:
-            _quiet_pipe()
-        finally:
-            log.close()
+        export(since, config, db)
 
     @app.command("backup")
     @errors

@@ -5,22 +5,19 @@
 works while `fleetwatch run` holds the log. A missing log is not an error for the readers: they
 say so and show an empty fleet.
 """
-from __future__ import annotations
-
 import enum
 import logging
 import os
 import sys
 import time
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
-import typer
 
 from projections import views
 from projections.text import safe
 from watcher.cli import render
-from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
+from watcher.cli.plain import context
 
 log = logging.getLogger("fleetwatch.status")
 
@@ -88,40 +85,57 @@ def unknown_agent(agent: str, known: Any) -> str | None:
 
 
 # ---- commands ---------------------------------------------------------------------------------
-def register(app: typer.Typer) -> None:
+# ---- the commands' bodies (no typer: the typer commands below and watcher.cli.fast call these)
+def status(config: str | None = None, db: str | None = None, json: bool = False) -> None:
+    """`fleetwatch status` (options as the command's)."""
+    now = time.time()
+    cfg, states, head, note = load_states(config, db)
+    if note:
+        print(f"fleetwatch: {note}", file=sys.stderr)
+    doc = build_status(cfg, states, head, now)
+    if json:
+        sys.stdout.write(_json.encode(doc).decode() + "\n")
+    elif sys.stdout.isatty():
+        render.status_rich(doc)
+    else:
+        sys.stdout.write(render.status_plain(doc))
+
+
+def summary(config: str | None = None, db: str | None = None, json: bool = False) -> None:
+    """`fleetwatch summary` (options as the command's)."""
+    now = time.time()
+    cfg, states, head, note = load_states(config, db)
+    if note:
+        print(f"fleetwatch: {note}", file=sys.stderr)
+    groups = summary_groups(cfg, states, now)
+    if json:
+        sys.stdout.write(_json.encode({"head": head, "groups": [
+            {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode() + "\n")
+    elif sys.stdout.isatty():
+        render.summary_rich(groups, len((states.get("fleet") or {}).get("agents", {})))
+    else:
+        sys.stdout.write(render.summary_text(groups, len((states.get("fleet") or {}).get("agents", {}))))
+
+
+def register(app: Any) -> None:
+    from typing import Annotated
+
+    import typer
+
+    from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, errors
+
     @app.command("status")
     @errors
     def status_cmd(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> None:
         """Fleet by class with ages, DoD per agent, missions, swarm groups, runs, sources."""
-        now = time.time()
-        cfg, states, head, note = load_states(config, db)
-        if note:
-            print(f"fleetwatch: {note}", file=sys.stderr)
-        doc = build_status(cfg, states, head, now)
-        if json:
-            sys.stdout.write(_json.encode(doc).decode() + "\n")
-        elif sys.stdout.isatty():
-            render.status_rich(doc)
-        else:
-            sys.stdout.write(render.status_plain(doc))
+        status(config, db, json)
 
     @app.command("summary")
     @errors
     def summary_cmd(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> None:
         """The one short text to read: RECLAMA > DICE_TERMINADO > ESTANCADO > MAL_LANZADO, then
         approvals and violations. One line per item, counts per group."""
-        now = time.time()
-        cfg, states, head, note = load_states(config, db)
-        if note:
-            print(f"fleetwatch: {note}", file=sys.stderr)
-        groups = summary_groups(cfg, states, now)
-        if json:
-            sys.stdout.write(_json.encode({"head": head, "groups": [
-                {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode() + "\n")
-        elif sys.stdout.isatty():
-            render.summary_rich(groups, len((states.get("fleet") or {}).get("agents", {})))
-        else:
-            sys.stdout.write(render.summary_text(groups, len((states.get("fleet") or {}).get("agents", {}))))
+        summary(config, db, json)
 
     @app.command("verdict")
     @errors
@@ -198,7 +212,7 @@ def register(app: typer.Typer) -> None:
               + (": snapshots match" if check else ""))
 
 
-def check_verdict(agent: str, verifier: str, evidence: str | None = None) -> Refusal | None:
+def check_verdict(agent: str, verifier: str, evidence: str | None = None) -> "Refusal | None":
     """Why a verdict must be refused, or None. Pure. Self-verdicts are refused by identity
     (``projections.identity``: ``a 1``, ``ａ１``, Cyrillic ``а1``, ``agent:a1`` are all ``a1``)."""
     from projections.identity import blank, same_identity

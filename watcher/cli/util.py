@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from events.errors import FleetwatchError
+from watcher.cli.plain import context, error_text, explicit_db, open_log  # noqa: F401 (typer-free: shared with the fast path)
 
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", help="Config file (else $FLEETWATCH_CONFIG, else $XDG_CONFIG_HOME/fleetwatch/config.toml).")]
 DbOpt = Annotated[Optional[str], typer.Option("--db", help="Event log path (else $FLEETWATCH_DB, else [store] path).")]
@@ -18,10 +19,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON out
 
 
 def fail(err: FleetwatchError) -> None:
-    msg = f"fleetwatch: {err}"
-    if getattr(err, "hint", ""):
-        msg += f"\n  hint: {err.hint}"
-    print(msg, file=sys.stderr)
+    print(error_text(err), file=sys.stderr)
     raise typer.Exit(err.exit_code)
 
 
@@ -38,29 +36,3 @@ def errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(0)
 
     return wrapper
-
-
-def context(config: str | None, db: str | None, *, need_config: bool = False, check_paths: bool = False):
-    """(cfg, db_path) for a command. Reading commands do not insist that source folders exist."""
-    from watcher.config import db_path, load
-
-    cfg = load(config, required=need_config, check_paths=check_paths)
-    return cfg, db_path(cfg, db)
-
-
-def explicit_db(db: str | None) -> bool:
-    """The log path was given by hand (--db or $FLEETWATCH_DB): a folder that does not exist is a
-    typo to refuse (unless --create), not a folder to make."""
-    import os
-
-    return bool(db) or bool(os.environ.get("FLEETWATCH_DB"))
-
-
-def open_log(config: str | None, db: str | None, *, create: bool = False, readonly: bool = False):
-    """(cfg, EventLog). ``readonly``: a read-only connection (reading commands: a read-only copy
-    can be read). A new log is created with ``create``, its folder only for the default path."""
-    from events.log import EventLog
-
-    cfg, path = context(config, db)
-    return cfg, EventLog(path, durability=cfg.store.durability, create=create, readonly=readonly,
-                         parents=not explicit_db(db))

@@ -1,0 +1,44 @@
+"""The typer-free half of the CLI: what a command needs besides its option parsing.
+
+``context`` / ``open_log`` (the config and the log a command reads) and ``error_text`` (how a
+typed error reads on stderr) are shared by the typer commands (through ``watcher.cli.util``) and
+by the fast start path (``watcher.cli.fast``), so both print the same bytes and exit the same
+way. Importing this module imports no typer, rich, apprise or watchdog.
+"""
+from __future__ import annotations
+
+import os
+
+from events.errors import FleetwatchError
+
+
+def error_text(err: FleetwatchError) -> str:
+    """The message a typed error prints on stderr (its exit code is ``err.exit_code``)."""
+    msg = f"fleetwatch: {err}"
+    if getattr(err, "hint", ""):
+        msg += f"\n  hint: {err.hint}"
+    return msg
+
+
+def context(config: str | None, db: str | None, *, need_config: bool = False, check_paths: bool = False):
+    """(cfg, db_path) for a command. Reading commands do not insist that source folders exist."""
+    from watcher.config import db_path, load
+
+    cfg = load(config, required=need_config, check_paths=check_paths)
+    return cfg, db_path(cfg, db)
+
+
+def explicit_db(db: str | None) -> bool:
+    """The log path was given by hand (--db or $FLEETWATCH_DB): a folder that does not exist is a
+    typo to refuse (unless --create), not a folder to make."""
+    return bool(db) or bool(os.environ.get("FLEETWATCH_DB"))
+
+
+def open_log(config: str | None, db: str | None, *, create: bool = False, readonly: bool = False):
+    """(cfg, EventLog). ``readonly``: a read-only connection (reading commands: a read-only copy
+    can be read). A new log is created with ``create``, its folder only for the default path."""
+    from events.log import EventLog
+
+    cfg, path = context(config, db)
+    return cfg, EventLog(path, durability=cfg.store.durability, create=create, readonly=readonly,
+                         parents=not explicit_db(db))
