@@ -28,6 +28,11 @@ def register(app: typer.Typer) -> None:
         if cfg.hub is None:
             raise ConfigError("the hub needs a [hub] section (nats, stream, silent_after)", key="hub",
                               path=cfg.config_path or "", op="config")
+        import importlib.util
+
+        if importlib.util.find_spec("nats") is None:
+            raise ConfigError("the hub needs the NATS client: pip install 'fleetwatch[hub]'", key="hub",
+                              path=cfg.config_path or "", op="config")
         from watcher.hub.hub import serve
 
         raise typer.Exit(serve(cfg, path))

@@ -124,6 +124,9 @@ class Forwarder:
     def _main(self) -> None:
         try:
             asyncio.run(self._run())
+        except ImportError as e:
+            log.error("[forward] needs the NATS client (%s): pip install 'fleetwatch[hub]'; events stay in "
+                      "the local log and are forwarded once it is installed", e.name)
         except Exception:  # the watcher goes on without forwarding; the log keeps everything
             log.exception("forwarder stopped by an internal error; events stay in the local log")
 
