@@ -136,9 +136,11 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
                 continue
             groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod))
     extra: list[tuple[str, str]] = []
-    for name in ("dod", "missions", "runs"):
-        if name in mods and hasattr(mods[name], "items"):
+    for name in ("dod", "missions"):
+        if name in mods:
             extra += [(g, str(line)) for g, line in mods[name].items(states[name], now)]
+    if "runs" in mods:  # runs gives lines, not groups: each is a run needing a human
+        extra += [("VIOLATIONS", str(line)) for line in mods["runs"].summary(states["runs"], now)]
     if "swarms" in mods:
         extra += mods["swarms"].items(states["swarms"], now, max_concurrent, max_children)
     for g, line in extra:

@@ -53,7 +53,7 @@ def test_demo_fast_runs_to_its_end(tmp_path):
     # the summary, printed after the watcher stopped
     assert "$ fleetwatch summary" in out
     summary = [b for b in boxes(out) if "fleetwatch summary" in b]
-    assert summary and "DICE_TERMINADO" in summary[0] and "VIOLATIONS" in summary[0], summary
+    assert summary and "VIOLATIONS" in summary[0], summary   # (a DoD already met is not news: no DICE_TERMINADO)
     assert "skipped:" not in out, out[-1500:]
     assert "demo finished" in out
     # --keep: the folder stays and holds an intact log, replayable to the same projections

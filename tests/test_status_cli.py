@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from events.log import EventLog, Recorded, iso
 from events.types import (AgentClassified, CircuitChanged, DodContractChanged, DodFlagged, DodVerdict,
-                          MissionCompleted, RuleViolated, SourceFailed, SourceRecovered, StepChanged,
+                          MissionCompleted, RuleViolated, RunChanged, SourceFailed, SourceRecovered, StepChanged,
                           SwarmChanged, WpChanged, encode_data, tag_of)
 from projections.base import decode_state, encode_state, registry
 from watcher.cli import app
@@ -281,3 +281,16 @@ def test_rich_tables_render_ids_literally(env, capsys):
     render_rich(doc)
     out = capsys.readouterr().out
     assert "[bold]x" in out and "Missions" in out and "Swarms" in out
+
+
+def test_summary_lists_run_violations(env):
+    """Regression: the runs projection gives summary lines (no items); they belong under VIOLATIONS."""
+    db = env / "events.db"
+    elog = EventLog(str(db), durability="normal")
+    p = Projections()
+    write(elog, p, [RunChanged(run="T1", branch="diagnose_only", source="runs"),
+                    StepChanged(run="T1", step="apply", to="begin"),
+                    RuleViolated(run="T1", rule="audit-branch", detail="apply began on a tainted audit")], time.time())
+    elog.close()
+    r = invoke("summary", "--db", str(db))
+    assert "VIOLATIONS (1)" in r.stdout and "T1" in r.stdout and "audit-branch" in r.stdout, r.stdout
