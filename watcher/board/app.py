@@ -337,43 +337,39 @@ class Board(App[None]):
         self.compact_pref = not self.compact
         self.redraw()
 
-    def action_silence(self) -> None:
+    def _ask(self, title: str, fields: list[tuple[str, str, str]],
+             then: Callable[[str, dict[str, str]], actions.Outcome]) -> None:
+        """Ask about the selected agent; ``then(agent, answers)`` acts and its outcome is shown."""
         agent = self.selected()
         if agent is None:
             self.say("no agent selected", ok=False)
             return
 
         def done(ans: dict[str, str] | None) -> None:
-            if not ans:
-                return
+            if ans:
+                out = then(agent, ans)
+                self.say(f"{agent}: {out.message}", out.ok)
+
+        self.push_screen(Ask(f"{title} {safe(agent, 60)}", fields), done)
+
+    def action_silence(self) -> None:
+        def then(agent: str, ans: dict[str, str]) -> actions.Outcome:
+            from events.errors import ConfigError
             from watcher.config import parse_duration
 
             try:
                 secs = parse_duration(ans["for"].strip(), "for")
-            except Exception as e:  # a typed ConfigError: shown, never raised into the UI
-                self.say(f"silence: {e}", ok=False)
-                return
-            out = actions.silence(self.feed.path, agent, secs, ans.get("reason") or "from the board")
-            self.say(out.message, out.ok)
+            except ConfigError as e:
+                return actions.Outcome(False, f"silence: {e}")
+            return actions.silence(self.feed.path, agent, secs, ans.get("reason") or "from the board")
 
-        self.push_screen(Ask(f"silence {safe(agent, 60)}", [("for", "for how long (30m, 2h, 1d)", "1h"),
-                                                            ("reason", "why (optional)", "")]), done)
+        self._ask("silence", [("for", "for how long (30m, 2h, 1d)", "1h"), ("reason", "why (optional)", "")], then)
 
     def action_verdict(self) -> None:
-        agent = self.selected()
-        if agent is None:
-            self.say("no agent selected", ok=False)
-            return
-
-        def done(ans: dict[str, str] | None) -> None:
-            if not ans:
-                return
-            out = actions.verdict(self.feed.path, agent, ans["verdict"], ans["verifier"], ans["evidence"])
-            self.say(f"{agent}: {out.message}", out.ok)
-
-        self.push_screen(Ask(f"verdict on {safe(agent, 60)}'s DoD", [
+        self._ask("verdict on the DoD of", [
             ("verdict", "met | failed | unevaluable", "met"), ("verifier", "verifier id (not the agent)", self.verifier),
-            ("evidence", "what you ran and what it showed", "")]), done)
+            ("evidence", "what you ran and what it showed", "")],
+            lambda agent, ans: actions.verdict(self.feed.path, agent, ans["verdict"], ans["verifier"], ans["evidence"]))
 
     def on_resize(self) -> None:
         self.redraw()
