@@ -213,3 +213,13 @@ def test_clear_keeps_the_agent_and_remaps_its_session(tmp_path):
     assert doc["state"] == "busy"  # found by its new session id
     doc = run(g, {**pl("SessionEnd", reason="prompt_input_exit"), "session_id": "9a9a-new"}, **args)
     assert doc["ended"] is True
+
+
+def test_a_request_with_a_tool_use_id_is_answered_by_that_call_even_with_edited_input(tmp_path):
+    seed(tmp_path)
+    assert run(tmp_path, pl("PermissionRequest", tool_use_id="toolu_9", **BASH))["pending"] == ["main|perm:toolu_9"]
+    other = {"tool_name": "Bash", "tool_input": {"command": "ls"}}
+    assert run(tmp_path, pl("PostToolUse", tool_use_id="toolu_8", **other))["state"] == W  # a parallel call
+    edited = {"tool_name": "Bash", "tool_input": {"command": "pytest -q -x"}}  # the user edited the command
+    doc = run(tmp_path, pl("PostToolUse", tool_use_id="toolu_9", **edited))
+    assert doc["state"] == "busy" and "pending" not in doc

@@ -70,7 +70,7 @@ class Decision:
     tool call key to add/remove; ``handoff``: record the session for its successor."""
 
     __slots__ = ("event", "reason", "state", "write", "stop_error", "ended", "touch", "actor", "ask", "clear",
-                 "key", "tool_open", "tool_close", "handoff", "only_if_busy", "new_session")
+                 "key", "call", "tool_open", "tool_close", "handoff", "only_if_busy", "new_session")
 
     def __init__(self, event: str, reason: Reason, state: str | None = None, *, write: bool = True,
                  stop_error: str | None = None, ended: bool = False, touch: bool = True, actor: str = MAIN,
@@ -80,6 +80,7 @@ class Decision:
         self.event, self.reason, self.state, self.write = event, reason, state, write
         self.stop_error, self.ended, self.touch, self.actor = stop_error, ended, touch, actor
         self.ask, self.clear, self.key = ask, clear, key
+        self.call = ""  # the tool call's tool_use_id, when the payload has one
         self.tool_open, self.tool_close, self.handoff = tool_open, tool_close, handoff
         self.only_if_busy, self.new_session = only_if_busy, new_session
 
@@ -159,14 +160,17 @@ def decide(payload: dict) -> Decision:
         elif event == "PreToolUse":
             d.tool_open = _tool_key(payload)
         elif event in TOOL_DONE_EVENTS:
-            d.clear, d.key = "tool", tool_fingerprint(payload)
+            d.clear, d.key, d.call = "tool", tool_fingerprint(payload), _str(payload, "tool_use_id")
             d.tool_close = _tool_key(payload)
         return d
     if event == "PostToolUseFailure":  # a failed call (not an interrupt): the agent goes on
-        return Decision(event, Reason.WORKING, "busy", actor=actor, clear="tool", key=tool_fingerprint(payload),
-                        tool_close=_tool_key(payload))
-    if event == "PermissionRequest":
-        return Decision(event, Reason.PERMISSION, "waiting", actor=actor, ask=f"{actor}|perm:{tool_fingerprint(payload)}")
+        d = Decision(event, Reason.WORKING, "busy", actor=actor, clear="tool", key=tool_fingerprint(payload),
+                     tool_close=_tool_key(payload))
+        d.call = _str(payload, "tool_use_id")
+        return d
+    if event == "PermissionRequest":  # keyed by the call's id where the payload has one, else its fingerprint
+        call = _str(payload, "tool_use_id") or tool_fingerprint(payload)
+        return Decision(event, Reason.PERMISSION, "waiting", actor=actor, ask=f"{actor}|perm:{call}")
     if event == "Elicitation":
         server = _str(payload, "mcp_server_name") or "?"
         return Decision(event, Reason.PERMISSION, "waiting", actor=actor, ask=f"{actor}|elicit:{server}")
@@ -219,8 +223,8 @@ def _pending_after(pending: list[str], d: Decision) -> list[str]:
         pending = [p for p in pending if p != d.key]
     elif d.clear == "tool":
         # the actor's own request for this very call is answered; its notices go with its last request
-        mine = f"{d.actor}|perm:{d.key}"
-        pending = [p for p in pending if p != mine]
+        mine = {f"{d.actor}|perm:{d.key}", f"{d.actor}|perm:{d.call}" if d.call else ""}
+        pending = [p for p in pending if p not in mine]
         left = [p for p in pending if p.startswith(f"{d.actor}|perm:")]
         tool = (d.key or "").partition("#")[0]
         if not left:
