@@ -15,6 +15,7 @@ Invariants
 from __future__ import annotations
 
 import os
+import stat
 
 SUFFIX = ".head"
 _WIDTH = 20 + 1 + 64 + 1
@@ -32,13 +33,20 @@ def label(seq: int, hash_: bytes | str) -> str:
 
 def read(log_path: str) -> tuple[int, str] | None:
     """(seq, hex hash) from ``<log>.head``; None when there is none; (-1, text) when it is garbled."""
-    try:
-        with open(path_of(log_path), "rb") as f:
-            raw = f.read(_WIDTH + 1)
+    try:  # never follow a symlink, never block on a FIFO, never read more than one line
+        fd = os.open(path_of(log_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as e:
         return -1, f"unreadable: {e.strerror}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return -1, "not a regular file"
+        raw = os.read(fd, _WIDTH + 1)
+    except OSError as e:
+        return -1, f"unreadable: {e.strerror}"
+    finally:
+        os.close(fd)
     text = raw.decode("ascii", "replace").strip()
     seq_s, _, h = text.partition(":")
     if not seq_s.isdigit() or len(h) != 64 or any(c not in "0123456789abcdef" for c in h):
@@ -60,7 +68,13 @@ class HeadFile:
         line = f"{seq:020d}:{hash_.hex()}\n".encode()
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             0o600)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted there: not ours
+                    os.close(fd)
+                    self.failed += 1
+                    return
+                self._fd = fd
             os.pwrite(self._fd, line, 0)
         except OSError:
             self.failed += 1

@@ -138,12 +138,13 @@ def read_verified(db: apsw.Connection, path: str, since: int, types: Sequence[st
 
 def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chunk: int = 20000, *,
            anchor: tuple[int, str] | None = None, anchor_name: str = "the head file",
-           guard_problems: Sequence[str] = (), check_snapshots: bool = False) -> VerifyResult:
+           guard_problems: Sequence[str] = (), check_snapshots: bool = False, block_shift: int = 0) -> VerifyResult:
     """Walk the chain of the log behind ``db``: contiguity, hash links, blob data. First problem wins.
     ``expect_head=(seq, hex)`` (the caller's) and ``anchor`` (the head file's) each require that row
     ``seq`` exists with that hash: a truncated tail or a rewritten history is caught even when the
-    remaining chain is consistent. Then ``guard_problems`` (found by the caller) and, with
-    ``check_snapshots``, every snapshot's binding."""
+    remaining chain is consistent. Then ``guard_problems`` (found by the caller), with
+    ``block_shift`` that ``event_types`` lists every (type, block) of the log (else ``tail --type``
+    would miss events), and with ``check_snapshots`` every snapshot's binding."""
     prev, expect, count, since = GENESIS, 1, 0, 0
     canon, sha = _canon.encode, hashlib.sha256
     while True:
@@ -186,6 +187,12 @@ def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chun
             return bad(es, f"seq {es}: hash differs from {who} (history rewritten or another log)", "events")
     if guard_problems:
         return bad(None, "append-only guards: " + "; ".join(guard_problems), "events")
+    if block_shift:
+        miss = db.execute(f"SELECT type, seq >> {block_shift} AS b FROM events GROUP BY type, b EXCEPT "
+                          "SELECT type, block FROM event_types LIMIT 1").fetchall()
+        if miss:
+            return bad(None, f"type {miss[0][0]!r} in block {miss[0][1]} is not listed (tail --type would miss "
+                             "it; `fleetwatch verify --restore-guards` relists)", "event_types")
     n_snap = 0
     if check_snapshots:
         for name, seq, data, h, digest in db.execute("SELECT name, seq, data, head, digest FROM snapshots").fetchall():

@@ -46,7 +46,7 @@ from events.errors import AppendFailed, GuardsMissing, LogReplaced, StoreError, 
 from events.backup import backup_to
 from events.records import Damaged, Pending, Recorded, _problem, _writable, damaged_json  # noqa: F401
 from events.lock import WriterLock
-from events.schema import APPLICATION_ID, SCHEMA_VERSION  # noqa: F401  (re-exported)
+from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
 from events.types import Unknown, _E, _decoders, decode_data, encode_data  # noqa: F401  (Unknown, _E re-exported)
 
 BUSY_TIMEOUT_MS = 5000
@@ -118,6 +118,7 @@ class EventLog:
         self._versions: dict[str, int] = {}
         self._complete = False  # True: _versions has every subject of the log
         self._known_head = -1
+        self._blocks: set[tuple[str, int]] = set()  # (type, block) pairs known to be in event_types
 
     def _close_quietly(self) -> None:
         if self.db is not None:
@@ -310,8 +311,12 @@ class EventLog:
                     known[pid] = seq
                 if snapshot is not None:
                     evs.append(ev)
+            blocks = set()
             if rows:
                 db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+                blocks = {(r[3], r[0] >> BLOCK_SHIFT) for r in rows} - self._blocks  # usually empty
+                if blocks:
+                    db.executemany("INSERT OR IGNORE INTO event_types VALUES (?,?)", blocks)
             if snapshot is not None:
                 snaps = snapshot([Recorded(*r[:6], ev, r[6], r[7]) for r, ev in zip(rows, evs)])
                 if snaps:
@@ -332,6 +337,10 @@ class EventLog:
             raise
         versions.update(local)
         self._known_head = seq
+        if blocks:
+            if len(self._blocks) > 50_000:
+                self._blocks.clear()
+            self._blocks |= blocks
         if rows and self._anchor is not None:
             self._anchor.write(seq, prev)
         return out
@@ -485,7 +494,8 @@ class EventLog:
         binding. First problem wins (events/chain.py)."""
         return _verify(self.db, expect_head, chunk, anchor=self.anchor() if use_anchor else None,
                        anchor_name=os.path.basename(anchor.path_of(self.path)),
-                       guard_problems=self.guard_problems(), check_snapshots=self.schema_version >= 3)
+                       guard_problems=self.guard_problems(), check_snapshots=self.schema_version >= 3,
+                       block_shift=BLOCK_SHIFT if self.schema_version >= 3 else 0)
 
     def backup(self, dest: str) -> VerifyResult:
         """A consistent copy at ``dest`` through SQLite's online backup API (one read transaction:

@@ -2,13 +2,13 @@
 
 ``tail --type T`` / ``--subject S`` want the last N matches. A backward scan of the table costs
 the distance to the N-th match: fine for common matches, a full scan of millions of rows for a
-rare or absent type. Here each filter walks an index backwards instead:
-- types: ``events_type`` (type, then rowid): for each type, the last N seqs of that type, merged.
-  An absent type is one index probe.
+rare or absent type. Here:
+- types: ``event_types`` (type, block) lists the blocks of ``1 << BLOCK_SHIFT`` seqs where each
+  type occurs; only those blocks are read, newest first. An absent type is one look-up.
 - subject prefix: the ``UNIQUE (subject, version)`` index; version grows with seq within a
   subject, so a subject's last N events are its last N versions. The distinct subjects under the
-  prefix are found by skipping through the index (one probe each); past ``MAX_SUBJECTS`` of them the
-  matches are dense and a bounded backward scan of the table finds them first.
+  prefix are found by skipping through the index (one probe each); past ``MAX_SUBJECTS`` of them
+  the matches are dense and a bounded backward scan of the table finds them first.
 Every strategy returns exactly the seqs a full scan would (tests/test_log_integrity.py compares).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from events.schema import GIVEN_ID
+from events.schema import BLOCK_SHIFT, GIVEN_ID
 
 MAX_SUBJECTS = 64
 SCAN_FIRST = 20_000  # rows a dense filter may scan backwards before the index strategy is used
@@ -65,6 +65,24 @@ def _scan(db: apsw.Connection, n: int, types: Sequence[str] | None, subject: str
     return got if len(got) >= n or floor == 0 else None
 
 
+def _by_blocks(db: apsw.Connection, n: int, types: Sequence[str], subject: str | None) -> list[int]:
+    tq = ",".join("?" * len(types))
+    where, args = f" AND type IN ({tq})", tuple(types)
+    if subject:
+        where += " AND subject >= ? AND subject < ?"
+        args += _range(subject)
+    got: list[int] = []
+    for (b,) in db.execute(f"SELECT DISTINCT block FROM event_types WHERE type IN ({tq}) ORDER BY block DESC",
+                           tuple(types)).fetchall():
+        lo = b << BLOCK_SHIFT
+        got += [s for (s,) in db.execute(
+            f"SELECT seq FROM events NOT INDEXED WHERE seq >= ? AND seq < ?{where} ORDER BY seq DESC LIMIT ?",
+            (lo, lo + (1 << BLOCK_SHIFT), *args, n - len(got)))]
+        if len(got) >= n:
+            break
+    return got[::-1]
+
+
 def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
               subject: str | None = None, exact: bool = False) -> list[int]:
     """The seqs of the last ``n`` events matching ``types`` (any of) and the ``subject`` prefix
@@ -86,16 +104,10 @@ def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
             runs.append([r for (r,) in db.execute(
                 f"SELECT seq FROM events WHERE subject = ?{tw} ORDER BY subject DESC, version DESC LIMIT ?",
                 (s, *ta, n))])
-    elif types:  # each type's last seqs through the type index
-        sw, sa = "", ()
-        if subject:
-            sw, sa = " AND subject >= ? AND subject < ?", _range(subject)
+    elif types:  # only the blocks that hold one of the types, newest first
         try:
-            for t in dict.fromkeys(types):
-                runs.append([r for (r,) in db.execute(
-                    f"SELECT seq FROM events INDEXED BY events_type WHERE type = ?{sw} "
-                    f"ORDER BY type DESC, seq DESC LIMIT ?", (t, *sa, n))])
-        except apsw.SQLError:  # a read-only log of an older schema: no type index yet
+            return _by_blocks(db, n, types, subject)
+        except apsw.SQLError:  # a read-only log of an older schema: no event_types yet
             return (_scan(db, n, types, subject, 1 << 62) or [])[::-1]
     else:  # many subjects, none of them recent enough: the whole backward scan
         return (_scan(db, n, None, subject, 1 << 62) or [])[::-1]

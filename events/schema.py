@@ -15,8 +15,10 @@ Schema versions
   use the index. Rows are copied unchanged, so the hash chain is untouched.
 - v3: append-only for real: ``events_no_replace`` refuses any INSERT that is not the next seq or
   that collides with a stored (subject, version) or given id (``INSERT OR REPLACE`` / UPSERT would
-  otherwise delete a row without firing the DELETE trigger). ``events_type`` indexes ``type`` so
-  ``tail --type`` never scans the log. ``snapshots`` gains ``head`` (the chain hash at the
+  otherwise delete a row without firing the DELETE trigger). ``event_types`` (type, block) says in
+  which blocks of ``1 << BLOCK_SHIFT`` seqs each type occurs (a few rows per block, written by the
+  appender only when a pair is new), so ``tail --type`` reads only the blocks that hold the type:
+  an absent type costs one look-up, and no per-row index is paid on append. ``snapshots`` gains ``head`` (the chain hash at the
   snapshot's seq) and ``digest`` (``events.chain.snapshot_digest``): a snapshot is trusted only when
   both check against the chain. Snapshots written before v3 are unbound: the migration drops them
   (a cache: one replay at the next start).
@@ -96,12 +98,13 @@ _NO_REPLACE = ("CREATE TRIGGER events_no_replace BEFORE INSERT ON events\n"
                "BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; "
                "only the next seq with a new subject version and id may be inserted'); END")
 _GIVEN_INDEX = f"CREATE UNIQUE INDEX events_given_id ON events(id) WHERE {GIVEN_ID}"
-_TYPE_INDEX = "CREATE INDEX events_type ON events(type)"
+BLOCK_SHIFT = 12  # event_types blocks: 4096 seqs
+_EVENT_TYPES = ("CREATE TABLE event_types (type TEXT NOT NULL, block INTEGER NOT NULL, PRIMARY KEY (type, block)) "
+                "WITHOUT ROWID")
 # name -> (kind, exact sql); the UNIQUE(subject, version) autoindex has no SQL of its own
 GUARDS: dict[str, tuple[str, str]] = {
     "events_no_update": ("trigger", _NO_UPDATE), "events_no_delete": ("trigger", _NO_DELETE),
-    "events_no_replace": ("trigger", _NO_REPLACE), "events_given_id": ("index", _GIVEN_INDEX),
-    "events_type": ("index", _TYPE_INDEX)}
+    "events_no_replace": ("trigger", _NO_REPLACE), "events_given_id": ("index", _GIVEN_INDEX)}
 _AUTOINDEX = "sqlite_autoindex_events_1"  # UNIQUE (subject, version)
 
 _V2_TO_V3 = f"""
@@ -110,7 +113,8 @@ DROP TRIGGER IF EXISTS events_no_delete;
 {_NO_UPDATE};
 {_NO_DELETE};
 {_NO_REPLACE};
-{_TYPE_INDEX};
+{_EVENT_TYPES};
+INSERT INTO event_types SELECT DISTINCT type, seq >> {BLOCK_SHIFT} FROM events;
 DELETE FROM snapshots;
 ALTER TABLE snapshots ADD COLUMN head BLOB;
 ALTER TABLE snapshots ADD COLUMN digest BLOB;
@@ -152,7 +156,7 @@ def guard_problems(db: apsw.Connection) -> list[str]:
 
 def restore_guards(db: apsw.Connection) -> None:
     """Put every guard back exactly as created, in one transaction: a foreign or edited trigger,
-    or an edited guard index, is dropped and the expected one created. The rows are not touched
+    or an edited guard index, is dropped and the expected one created; ``event_types`` relisted. The rows are not touched
     (run ``verify`` afterwards); a missing UNIQUE (subject, version) cannot be put back this way."""
     with db:
         for k, n, sql in db.execute(
@@ -164,6 +168,8 @@ def restore_guards(db: apsw.Connection) -> None:
         for name, (_, sql) in GUARDS.items():
             if name not in have:
                 db.execute(sql)
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_types'").fetchall():  # relist
+            db.execute(f"INSERT OR IGNORE INTO event_types SELECT DISTINCT type, seq >> {BLOCK_SHIFT} FROM events")
 
 
 def check_path(path: str, create: bool, *, readonly: bool = False, parents: bool = True) -> None:
@@ -257,6 +263,7 @@ def open_readonly(path: str) -> apsw.Connection:
     start: it could not create one either), the file is opened ``immutable``."""
     try:
         c = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+        c.setbusytimeout(5000)
         c.execute("SELECT count(*) FROM sqlite_master").fetchall()
         return c
     except apsw.CantOpenError:

@@ -169,6 +169,7 @@ def test_unknown_type_from_a_newer_version_decodes_and_verifies(log):
     seq, prev = log.head()
     args = (seq + 1, "x1", "2025-11-29T19:03:20.000Z", "thing.new", "thing:1", 1, b'{"type":"thing.new","k":1}')
     log.db.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", (*args, row_hash(prev, *args)))
+    log.db.execute("INSERT OR IGNORE INTO event_types VALUES ('thing.new', ?)", (args[0] >> evschema.BLOCK_SHIFT,))
     [rec] = list(log.read(1))
     assert isinstance(rec.event, Unknown) and rec.event.raw["k"] == 1
     assert rec.to_json()["data"] == {"k": 1} and log.verify().ok
@@ -392,7 +393,7 @@ def test_migration_v1_to_v3_keeps_rows_chain_ids_and_idempotency(db_path):
         assert lg.snapshots() == {}                                  # unbound (v1): dropped, replayed
         assert lg.verify().ok and lg.verify().head_hash == rows[-1][-1].hex()
         idx = {r[1] for r in lg.db.execute("SELECT * FROM sqlite_master WHERE type IN ('index', 'trigger')")}
-        assert {"events_given_id", "events_no_update", "events_no_delete", "events_no_replace", "events_type"} <= idx
+        assert {"events_given_id", "events_no_update", "events_no_delete", "events_no_replace"} <= idx
         assert not any(t.startswith("events_v1") for t in idx)
         # v1 ids (its generated ones included) stay idempotency keys
         assert lg.append([Pending(ac("z"), id="start-1"), Pending(ac("z"), id=rows[2][1])], NOW) == [2, 3]
