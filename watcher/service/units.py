@@ -206,6 +206,8 @@ stall_after = "15m"              # idle, not done, no activity this long -> ESTA
 claim_unverified_after = "30m"   # DICE_TERMINADO without a verifier verdict this long -> reminder
 fanout_max = 8                   # more agents first seen than this within fanout_window -> fleet.fanout
 fanout_window = "1m"
+busy_silence = "10m"             # busy, no hook event and no pane activity this long -> ESTANCADO
+busy_silence_tool = "1h"         # the same while a tool call is open (PreToolUse without PostToolUse)
 
 # ---- sources: any number of [[sources]], each with a unique name. Examples (uncomment one):
 {sources}
@@ -256,9 +258,10 @@ heartbeat_every = "5m"
 
 [nudge]
 enabled = false                  # poke a stalled agent's tmux pane
-argv = []                        # e.g. ["tmux", "send-keys", "-t", "{{target}}", "close your DoD", "Enter"]
+argv = []                        # e.g. ["tmux", "-L", "fleet", "send-keys", "-t", "{{target}}", "close your DoD", "Enter"]
 max_per_stall = 1
 after = "0s"
+gap = "5m"                       # at least this between two nudges of one stall
 '''
 
 SOURCE_EXAMPLES = '''\
@@ -278,6 +281,7 @@ timeout = "10s"
 name = "tmux"
 kind = "tmux"                  # pane activity and dead panes
 # socket = "fleet"             # tmux -L SOCKET
+# session = "fleet"            # only this session's windows (exact name)
 
 [[sources]]
 name = "runs"
