@@ -288,6 +288,10 @@ def classify(conn: apsw.Connection, path: str) -> int:
     if ver > SCHEMA_VERSION:
         raise SchemaError(f"the log has schema version {ver}, newer than this fleetwatch ({SCHEMA_VERSION})",
                           op="open", path=path, hint="upgrade fleetwatch; the file was not touched")
+    have = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if ver >= 1 and not {"events", "snapshots"} <= have:
+        raise SchemaError("the log is damaged: its events or snapshots table is missing", op="open", path=path,
+                          hint="restore it from a backup (`fleetwatch backup`); the file was not touched")
     return ver
 
 
