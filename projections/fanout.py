@@ -50,7 +50,7 @@ def detect(state: dict[str, Any], snap: Any, now: float, fanout_max: int = 8, fa
     if fanout_max <= 0:
         return []
     alive = state["alive"]
-    new = sorted(a for a in snap.agents if a not in alive)
+    new = sorted(snap.agents.keys() - alive.keys())  # a set difference in C: every tick, every agent
     lo, rep = now - fanout_window, state["reported"]
     recent = [a for t, n, a in state["births"] if n > rep and t >= lo] + new
     if len(recent) <= fanout_max:

@@ -390,8 +390,19 @@ class Notifier:
         return Outcome(r.returncode == 0, "" if r.returncode == 0 else f"exit {r.returncode}")
 
 
-def _targets(states: dict[str, Any]) -> dict[str, str | None]:
+class _Targets:
+    """agent -> tmux target, read from the fleet projection on demand (``get`` only): the planner
+    asks for the few agents it nudges, so a tick does not copy 50,000 records to answer it."""
+
+    def __init__(self, agents: dict[str, Any]):
+        self._agents = agents
+
+    def get(self, agent: str, default: str | None = None) -> str | None:
+        v = self._agents.get(agent)
+        return v.get("target", default) if isinstance(v, dict) else default
+
+
+def _targets(states: dict[str, Any]) -> _Targets:
     """agent -> tmux target, from the fleet projection when it knows one."""
     fleet = states.get("fleet")
-    agents = fleet.get("agents", {}) if isinstance(fleet, dict) else {}
-    return {a: (v.get("target") if isinstance(v, dict) else None) for a, v in agents.items()}
+    return _Targets(fleet.get("agents", {}) if isinstance(fleet, dict) else {})
