@@ -294,3 +294,25 @@ def test_summary_lists_run_violations(env):
     elog.close()
     r = invoke("summary", "--db", str(db))
     assert "VIOLATIONS (1)" in r.stdout and "T1" in r.stdout and "audit-branch" in r.stdout, r.stdout
+
+
+def test_status_shows_the_last_tick_not_the_last_class_change(env):
+    """agent.updated (state/phase/task/target within a class) is what status reports."""
+    from events.types import AgentUpdated
+
+    db = env / "events.db"
+    elog = EventLog(str(db), durability="normal")
+    p = Projections()
+    now = time.time()
+    write(elog, p, [AgentClassified(agent="a1", to="RECLAMA", state="waiting", phase="preguntando", task="t1",
+                                    source="fleet", contract_sha256="x")], now - 60)
+    write(elog, p, [AgentUpdated(agent="a1", state="busy", phase="preguntando", task="t2", target="fleet:3",
+                                 last_activity=iso(now - 5), source="fleet", changed=["state", "task", "target"])], now)
+    elog.close()
+    a = json.loads(invoke("status", "--json", "--db", str(db)).stdout)["agents"][0]
+    assert (a["class"], a["state"], a["phase"], a["task"], a["target"]) == ("RECLAMA", "busy", "preguntando", "t2", "fleet:3")
+    assert 4 <= a["activity_age_s"] < 60 and a["age_s"] >= 59
+    plain = invoke("status", "--db", str(db)).stdout
+    head = next(ln for ln in plain.splitlines() if "agent" in ln and "class" in ln)
+    assert head.split() == ["agent", "class", "for", "state/phase", "task", "active", "target", "DoD"]
+    assert "busy/preguntando" in plain and "t2" in plain and "fleet:3" in plain
