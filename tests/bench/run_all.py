@@ -4,7 +4,10 @@ Usage: ``python tests/bench/run_all.py [--quick] [--only NAME ...] [--out PATH]`
 
 Each module exposes ``run(quick: bool = False) -> list[dict]`` with rows
 ``{"name", "figure", "ratio", "target", "ok"}``; ratios are against baselines measured in the same
-run. A module that raises gives one row with ``ok: false`` and the error, and the others still run.
+run. ``--quick`` (or ``FW_BENCH_QUICK=1``) is a smoke test at smaller sizes and shorter windows:
+its figures are not the report (the rows name the size they measured). What each row measures and
+against what: docs/bench.md. The load average before and after is printed and stored: on a shared
+machine a figure is only as good as the quiet it was measured in. A module that raises gives one row with ``ok: false`` and the error, and the others still run.
 Exit status: 0 if no row has ``ok: false``, else 1.
 """
 from __future__ import annotations
@@ -74,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="run only benches whose name contains one of these")
     ap.add_argument("--out", default=str(ROOT / "bench-results.json"), help="where to write the JSON results")
     args = ap.parse_args(argv)
+    import os
+
+    args.quick = args.quick or os.environ.get("FW_BENCH_QUICK", "") not in ("", "0")
+    load0 = os.getloadavg()
     results: dict[str, list[dict]] = {}
     seconds: dict[str, float] = {}
     for path in discover(args.only):
@@ -81,12 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         results[path.stem], seconds[path.stem] = run_one(path, args.quick)
     print(table(results))
     failed = sum(1 for rows in results.values() for r in rows if r.get("ok") is False)
+    load1 = os.getloadavg()
     print(f"\n{sum(len(r) for r in results.values())} rows, {failed} below target; "
-          f"{sum(seconds.values()):.1f} s; results in {args.out}")
+          f"{sum(seconds.values()):.1f} s; load average {load0[0]:.1f} before, {load1[0]:.1f} after "
+          f"({os.cpu_count()} cores); results in {args.out}")
     Path(args.out).write_text(json.dumps({
         "quick": args.quick, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(), "machine": platform.machine(),
-        "seconds": {k: round(v, 2) for k, v in seconds.items()}, "results": results}, indent=2) + "\n")
+        "seconds": {k: round(v, 2) for k, v in seconds.items()}, "cores": os.cpu_count(),
+        "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in load1],
+        "results": results}, indent=2) + "\n")
     return 1 if failed else 0
 
 
