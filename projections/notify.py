@@ -167,12 +167,6 @@ def _agent_nudged(st: dict, ev: Any, seq: int, t: float) -> None:
         ag["nudged_at"] = t
 
 
-def _dod_verdict(st: dict, ev: Any, seq: int, t: float) -> None:
-    st["dod"][ev.agent] = ev.verdict
-    _new(st, f"dod:{ev.agent}", "VERDICT", "info", seq, t, ev.agent, f"verdict {ev.verdict} by {ev.verifier}",
-         oneshot=True)
-
-
 def _dod_contract(st: dict, ev: Any, seq: int, t: float) -> None:
     st["dod"].pop(ev.agent, None)
     _new(st, f"dod:{ev.agent}", "CONTRACT_CHANGED", "urgent", seq, t, ev.agent, "DoD contract changed",
@@ -208,16 +202,6 @@ def _source_failed(st: dict, ev: Any, seq: int, t: float) -> None:
 
 def _source_recovered(st: dict, ev: Any, seq: int, t: float) -> None:
     _clear(st, st["index"].pop(f"source:{ev.source}", None), t, "RECOVERED")
-
-
-def _wp(st: dict, ev: Any, seq: int, t: float) -> None:
-    k = f"wp:{ev.mission}/{ev.wp}"
-    if ev.to == "APPROVAL_REQUIRED":
-        if k not in st["index"]:
-            st["index"][k] = _new(st, f"mission:{ev.mission}", "APPROVAL_REQUIRED", "urgent", seq, t,
-                                  f"{ev.mission}/{ev.wp}", "work package needs approval")
-    elif k in st["index"]:
-        _clear(st, st["index"].pop(k), t, str(ev.to))
 
 
 def _mission_completed(st: dict, ev: Any, seq: int, t: float) -> None:
