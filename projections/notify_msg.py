@@ -24,13 +24,17 @@ from projections.text import age, safe
 MAX_LINES = 40
 # body order and title labels: RECLAMA > DICE_TERMINADO > ESTANCADO > MAL_LANZADO > the rest
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
-    (LABEL["RECLAMA"], ("RECLAMA", "APPROVAL_REQUIRED")), (LABEL["DICE_TERMINADO"], ("DICE_TERMINADO",)),
+    (LABEL["RECLAMA"], ("RECLAMA", "APPROVAL_REQUIRED", "ESCALATED", "BLOCKED", "UNEVALUABLE")),
+    (LABEL["DICE_TERMINADO"], ("DICE_TERMINADO",)),
     (LABEL["ESTANCADO"], ("ESTANCADO",)), (LABEL["MAL_LANZADO"], ("MAL_LANZADO",))]
 LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract changed",
           "SELF_APPROVED": "self-approved", "CLAIM_UNVERIFIED": "unverified claim",
           "SOURCE_FAILED": "source down", "STEP_OVERDUE": "step overdue", "RUN_ABANDONED": "run abandoned",
           "NOTICE_ABANDONED": "undelivered", "VERDICT": "verdict", "MISSION_COMPLETED": "mission done",
-          "SWARM": "swarm", "FLAPPING": "flapping"}
+          "SWARM": "swarm", "FLAPPING": "flapping",
+          # issue 22 (projections/notify_rules.py)
+          "WP_VIOLATED": "orchestrator rule broken", "WP_FLAGGED": "retry limit", "CIRCUIT_OPEN": "circuit open",
+          "SWARM_CAP": "swarm over cap", "FANOUT": "fan-out"}
 APPRISE_TYPE = {"urgent": "failure", "warning": "warning", "info": "info"}
 
 
