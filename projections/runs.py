@@ -264,7 +264,7 @@ class _Ctx:
             r = self.runs.get(run)
             v = r["continue_from"] if r else None
         li = self.step_of(run, "launch_intent")[2].get("continue_from")
-        return [x for x in dict.fromkeys((v, li)) if isinstance(x, str) and x]
+        return list(dict.fromkeys(x for x in (v, li) if isinstance(x, str) and x))
 
     def tainted(self, run: str, depth: int = 0) -> bool:
         """Own audit verdict fail/review or tainted, or continuing (transitively) from such a run."""

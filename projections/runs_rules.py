@@ -99,8 +99,9 @@ def restricted(rid: str, fields: dict, view: dict, ctx: Any, step: str = "") -> 
     if data.get("tainted"):
         why.append("audit is tainted")
     li = view.get("launch_intent") if step == "launch_intent" else None
-    for cf in dict.fromkeys((fields.get("continue_from"), (li[3] if li else {}).get("continue_from"))):
-        if isinstance(cf, str) and cf and cf != rid and ctx.tainted(cf):
+    cfs = (fields.get("continue_from"), (li[3] if li else {}).get("continue_from"))
+    for cf in dict.fromkeys(c for c in cfs if isinstance(c, str)):  # agent-written: any JSON value
+        if cf and cf != rid and ctx.tainted(cf):
             why.append(f"it continues from tainted run {cf}")
     return ", ".join(why)
 

@@ -498,3 +498,39 @@ def test_orphan_named_like_an_agent_is_not_a_second_agent():
     src = _Tmux([_Win("a1", 0), _Win("a1", 5)])                   # a1 linked to window 0; window 5 named a1
     a1 = {"a1": _obs("a1", 0)}
     assert _merge(src, a1) == {} and _merge(src, a1) == {}
+
+
+# ---- hostile input: recorded, bounded, never a crash -----------------------------------------------
+def test_hostile_step_fields_never_crash_and_stay_bounded(world):
+    docs = [run("H1", {**AUDITED, "upload_intent": S("begin", 10, sha256=HEX, candidate="c", reconciled={"yes": 1})},
+                board=12345),
+            run("H2", {**TO_DEPLOY, "launch_intent": S("fail", 10, request_id="r" * 10_000,
+                                                      continue_from=["H1"])}, board="\x1b]0;pwn\x07"),
+            run("H3", {**AUDITED, "launch_intent": S("begin", 10, request_id=True)}, board=None,
+                continue_from="H3")]
+    evs = world.tick(R(*docs), T0)
+    bad = [e for e in evs if type(e).__name__ == "RunChanged" and e.run == "H1"]
+    assert bad and "bad field board" in bad[0].error and bad[0].board is None
+    docs[1]["steps"]["launch_intent"] = S("begin", 20, request_id="s" * 10_000)
+    evs = world.tick(R(*docs), T0 + 60)
+    stable = fired(evs, "launch-request-stable")
+    assert len(stable) == 1 and len(stable[0].key) < 120 and len(stable[0].detail) < 250
+    assert world.proj["runs"]["runs"]["H2"]["launch_rid"] == "r" * 64
+
+
+def test_hostile_wp_and_swarm_rows_never_crash(world):
+    rows = [{"mission": "m\n1", "wp": "w\x1b1", "state": "RUNNING", "deps": "not json, w9", "attempts": "abc",
+             "last_error_sig": b"\xff", "same_sig_count": None, "risk": ["CRITICAL"]},
+            {"mission": "m2", "wp": "w2", "state": "RUNNING", "deps": "[" + ",".join(f'"d{i}"' for i in range(5000)) + "]",
+             "attempts": 10**30, "last_error_sig": None, "same_sig_count": -5, "risk": None}]
+    evs = world.tick({"wps": rows, "swarm": [("g", f"c{i}", "running") for i in range(2000)]}, T0)
+    deps = fired(evs, "deps-not-done")
+    assert len(deps) == 2 and all(len(e.detail) <= 200 for e in deps)
+    assert [e.count for e in fired(evs, "max-concurrent")] == [2000]
+    assert fired(world.tick({"wps": rows}, T0 + 60), "deps-not-done") == []
+
+
+def test_hostile_fanout_of_ten_thousand_agents_is_one_bounded_event(world):
+    evs = fired(world.tick({"agents": [f"a{i:05d}" for i in range(10_000)]}, T0), "fleet.fanout")
+    assert len(evs) == 1 and evs[0].count == 10_000 and len(evs[0].agents) == 10
+    assert len(world.proj["fanout"]["births"]) == 512
