@@ -58,6 +58,10 @@ CASES = [
     # typer's answers (the fast path hands these over)
     ["tail", "-n", "-1"], ["tail", "--bogus"], ["tail", "-n"], ["tail", "x"], ["export", "--since", "x"],
     ["status", "--json=1"], ["verify", "--expect-head", "1:zz"], ["tail", "-h"], ["status", "--help"],
+    # hostile and odd forms: both paths must agree byte for byte
+    ["tail", "--lines="], ["tail", "--lines", " 5"], ["tail", "-n", "5_0"], ["tail", "-n", "1", "-n", "2"],
+    ["tail", "-s", "\x1b[31m\nforged"], ["status", "--json", "--json"],
+    ["tail", "--type", "", "-n", "1"], ["tail", "--Lines", "1"], ["summary", "-"],
 ]
 
 
