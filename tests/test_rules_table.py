@@ -534,3 +534,13 @@ def test_hostile_fanout_of_ten_thousand_agents_is_one_bounded_event(world):
     evs = fired(world.tick({"agents": [f"a{i:05d}" for i in range(10_000)]}, T0), "fleet.fanout")
     assert len(evs) == 1 and evs[0].count == 10_000 and len(evs[0].agents) == 10
     assert len(world.proj["fanout"]["births"]) == 512
+
+
+@pytest.mark.parametrize("verifier", ["a1", "\u04301", "agent:a1", "a 1", "\uff41\uff11", "a1\u200b"])
+def test_goal_json_self_approval_by_identity_is_flagged_not_a_verdict(verifier):
+    from projections import dod
+
+    obs = AgentObs(agent="a1", source="fleet", state="idle", phase="hecho", contract_sha256="c" * 64,
+                   dod_status="met", dod_verifier=verifier)
+    evs = dod.detect(dod.initial(), Snapshot(agents={"a1": obs}), T0)
+    assert [(type(e).__name__, getattr(e, "flag", None)) for e in evs] == [("DodFlagged", "self-approved")]
