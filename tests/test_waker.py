@@ -14,30 +14,10 @@ from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Waker, Watcher
 
+from tests.test_watcher import _collect as wait_for
+from tests.test_watcher import goal
+
 T0 = 1_800_000_000.0
-
-
-def goal(root, agent, **kw):
-    g = {"agent": agent, "state": "busy", "phase": "haciendo", "dod_contract": f"tests for {agent}",
-         "last_activity": T0}
-    g.update(kw)
-    d = root / agent
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "goal.json.tmp"
-    tmp.write_text(json.dumps(g))
-    os.replace(tmp, d / "goal.json")
-
-
-def wait_for(waker: Waker, path: str, timeout: float = 10.0) -> set[str]:
-    """Collect the Waker's paths until ``path`` is among them (inotify is ordered: whatever an
-    earlier action produced is in by then)."""
-    got: set[str] = set()
-    end = time.monotonic() + timeout
-    while path not in got and time.monotonic() < end:
-        waker.wait(0.2)
-        got |= waker.take() or set()
-    assert path in got, sorted(got)
-    return got
 
 
 def test_watchers_own_reads_do_not_feed_back(tmp_path):

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import gc
-import glob
 import json
 import os
 import random
@@ -33,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_steps import floor as floor_once  # noqa: E402  (glob + read + json.loads of every file)
 
 from events.log import EventLog  # noqa: E402
 from watcher.config import parse  # noqa: E402
@@ -65,15 +67,6 @@ def fleet(root: Path, n: int) -> None:
 def config_text(db: str, root: Path, interval: str = "2s") -> str:
     return (f'[store]\npath = "{db}"\n[watch]\ninterval = "{interval}"\n'
             f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{root}/*/goal.json"\n')
-
-
-def floor_once(pattern: str) -> float:
-    """Seconds for plain glob + read + json.loads of every file."""
-    t = time.perf_counter()
-    for p in glob.glob(pattern):
-        with open(p, "rb") as f:
-            json.loads(f.read())
-    return time.perf_counter() - t
 
 
 def _fresh(tmp: Path, root: Path, name: str) -> tuple[Watcher, EventLog]:
