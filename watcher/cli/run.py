@@ -165,6 +165,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     waker = Waker([r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                                   cfg.dur("watch.debounce"))
                     w.notifier = _notifier(cfg, waker.event.set)
+                    if web is not None:  # [web] may have changed (listen, key, on/off)
+                        web.close()
+                    web = _web(cfg, db)
                     if w.checker is not None:
                         w.checker.close()
                     w.checker = _checker(cfg)
