@@ -373,3 +373,20 @@ def test_tmux_no_server_hint_survives_without_storing_stderr():
 
     out, err = run_argv(["sh", "-c", "echo 'no server running on /tmp/x secret-token' >&2; exit 1"], 5)
     assert err == "exit status 1 (no server running)" and not out
+
+
+def test_sqlite_database_replaced_by_a_fifo_is_not_opened(tmp_path):
+    import apsw
+
+    db = tmp_path / "m.db"
+    c = apsw.Connection(str(db))
+    c.execute("CREATE TABLE wp(mission, wp, state); INSERT INTO wp VALUES ('m1', 'w1', 'READY')")
+    c.close()
+    cfg = parse(f'[[sources]]\nname = "m"\nkind = "sqlite"\nentity = "wp"\npath = "{db}"\n'
+                f'query = "SELECT mission, wp, state FROM wp"\nkey = ["mission", "wp"]\n')
+    src = build_sources(cfg)[0]
+    assert src.poll(T0).ok
+    os.unlink(db)
+    os.mkfifo(db)
+    r = _returns(src.poll, T0)
+    assert not r.ok and r.error_class == "not-regular" and "a FIFO" in r.error
