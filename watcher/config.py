@@ -268,7 +268,6 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
         return ConfigError(f"{key}: {msg}", key=key, path=path, op="config")
 
     check_ranges(cfg, bad, parse_duration)  # every number and duration, key named
-    check_ranges(cfg, bad, parse_duration)  # every number and duration, key named
     for key in ("watch.interval", "watch.debounce", "watch.resync", "classify.stall_after", "classify.claim_unverified_after",
                 "steps.deadline", "notify.group_wait", "notify.group_interval", "notify.repeat_interval",
                 "notify.timeout", "notify.source_failed_after", "nudge.after", "nudge.gap",
