@@ -96,7 +96,7 @@ def tick_rows(n: int, tmp: Path, reps: int = 3) -> list[dict]:
         t = time.perf_counter()
         appended = w.tick(now)
         firsts.append(time.perf_counter() - t)
-        assert appended == n, appended
+        assert appended >= n, appended  # every agent new (and a fleet.fanout warning)
         if rep < reps - 1:
             w.close()
             elog.close()
