@@ -300,7 +300,9 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
 
 
 def _held_prefix(batch: list[Item]) -> str:
-    return "after quiet hours: " if any(it.c.get("held") is not None for it in batch) else ""
+    """Held by quiet hours and not pushed since (a later repeat is not "after quiet hours")."""
+    return "after quiet hours: " if any(it.c.get("held") is not None and (it.c["sent_at"] or 0.0) < it.c["held"]
+                                        for it in batch) else ""
 
 
 # ---- nudges --------------------------------------------------------------------------------

@@ -636,3 +636,15 @@ def test_push_lines_escape_agent_strings_one_line_per_item():
     m = plan(w.state, T0 + 10, P).send[0]
     assert len(m.lines) == 2 and all("\n" not in ln and "\x1b" not in ln and "\u202e" not in ln for ln in m.lines)
     assert "\\x1b" in m.body and not any(ln.startswith("dod.verdict") for ln in m.body.split("\n"))
+
+
+def test_after_quiet_hours_prefix_only_on_the_first_push_after_them():
+    w = World()
+    w.cls("s1", "ESTANCADO", T0)
+    p = plan(w.state, T0 + 20, PE, quiet_end=T0 + 100)
+    w.add(p.record[0], T0 + 20)
+    m = plan(w.state, T0 + 101, PE).send[0]
+    assert m.title.startswith("after quiet hours: ")
+    w.sent(m, T0 + 101)
+    again = plan(w.state, T0 + 101 + 4 * 3600 + 20, PE).send[0]         # the repeat, 4 h later
+    assert not again.title.startswith("after quiet hours")
