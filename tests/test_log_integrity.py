@@ -417,3 +417,39 @@ def test_tail_type_absent_prints_nothing_fast_path(db_path):
     seed(db_path, 300).close()
     r = fw("tail", "--type", "rule.violated", "-n", "3", "--json", "--db", db_path)
     assert [json.loads(x)["seq"] for x in r.stdout.splitlines()] == [293, 296, 299]
+
+
+def test_vanished_log_is_said_in_one_push(tmp_path):
+    """The fallback notice: the log cannot record it any more, so it goes straight out."""
+    import http.server
+    import threading
+
+    got: list[bytes] = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            got.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        db = str(tmp_path / "events.db")
+        cfg = _config(tmp_path, db)
+        with open(cfg, "a") as f:
+            f.write(f'[notify]\nurls = ["json://127.0.0.1:{srv.server_port}/hook"]\ngroup_wait = "1h"\n')
+        p = subprocess.Popen([*FW, "run", "--config", cfg], env=ENV, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (not os.path.exists(db) or len(_classes(db)) < 2):
+            time.sleep(0.05)
+        os.unlink(db)
+        assert p.wait(30) == 1
+        p.stderr.close()
+        assert any(b"event log is gone" in g for g in got), got
+    finally:
+        srv.shutdown()
