@@ -286,7 +286,7 @@ def test_install_twice_into_settings_with_other_hooks(tmp_path):
     s = tmp_path / ".claude" / "settings.json"
     s.parent.mkdir()
     s.write_text(json.dumps(OTHER, indent=2) + "\n")
-    args = ["hook", "install", "--settings", str(s), "--command", "/opt/fw/bin/fleetwatch"]
+    args = ["hook", "install", "--settings", str(s), "--command", "/opt/fw/bin/fleetwatch", "--events", "all"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "+            \"command\": \"/opt/fw/bin/fleetwatch hook\"" in r.output  # the diff came first
@@ -312,11 +312,13 @@ def test_install_dry_run_force_and_bad_file(tmp_path):
     # missing file + dry run: diff shown, nothing written
     r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--dry-run", "--command", "fleetwatch"])
     assert r.exit_code == 0 and "dry run" in r.output and not s.exists()
-    runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "fleetwatch"])
+    runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "fleetwatch", "--events", "all"])
     # a different fleetwatch command is already there: kept without --force, replaced with it
-    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "/usr/bin/fleetwatch", "--agent", "a7"])
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "/usr/bin/fleetwatch", "--agent", "a7",
+                            "--events", "all"])
     assert "nothing to change" in r.output
-    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "/usr/bin/fleetwatch", "--agent", "a7", "--force"])
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "/usr/bin/fleetwatch", "--agent", "a7",
+                            "--force", "--events", "all"])
     assert r.exit_code == 0 and f"{len(HOOK_EVENTS)} updated" in r.output
     cmds = {h["command"] for gs in json.loads(s.read_text())["hooks"].values() for g in gs for h in g["hooks"]}
     assert cmds == {"/usr/bin/fleetwatch hook --agent a7"}
@@ -358,3 +360,30 @@ def test_merge_is_pure_and_rejects_bad_shapes():
         merge({"hooks": []}, "fleetwatch hook")
     with pytest.raises(SettingsError):
         merge({"hooks": {"Stop": {}}}, "fleetwatch hook")
+
+
+@pytest.mark.parametrize("printed,want", [
+    ("2.1.145 (Claude Code)\n", "all"),     # documents every mapped event
+    ("2.3.0 (Claude Code)\n", "all"),
+    ("2.1.90 (Claude Code)\n", "core"),     # older: a settings file naming unknown events is skipped whole
+    (None, "core"),                         # no claude on PATH
+])
+def test_install_events_follow_the_installed_claude_version(tmp_path, monkeypatch, printed, want):
+    from watcher.cli.hook import CORE_EVENTS
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    if printed is not None:
+        (bindir / "claude").write_text(f"#!/bin/sh\nprintf '{printed}'\n")
+        (bindir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    s = tmp_path / "settings.json"
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "fleetwatch"])
+    assert r.exit_code == 0, r.output
+    events = set(json.loads(s.read_text())["hooks"])
+    assert events == (set(HOOK_EVENTS) if want == "all" else set(CORE_EVENTS))
+    # later, on a newer Claude Code: --events all adds the rest, the core entries unchanged
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "fleetwatch", "--events", "all"])
+    assert r.exit_code == 0 and set(json.loads(s.read_text())["hooks"]) == set(HOOK_EVENTS)
+    r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--events", "bogus"])
+    assert r.exit_code == 2

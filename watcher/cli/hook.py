@@ -8,6 +8,7 @@ the difference printed before anything is written.
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 import os
 import shlex
@@ -35,6 +36,13 @@ MATCHER_EVENTS = frozenset({
     "PostToolUseFailure", "Notification", "Elicitation", "ElicitationResult", "SubagentStart", "SubagentStop",
     "PreCompact", "PostCompact", "StopFailure", "SessionEnd",
 })
+# Claude Code skips a whole settings.json whose `hooks` names an event it does not know ("Invalid
+# key in record" on older versions), so the events added to the hooks reference later are installed
+# only for a Claude Code that documents them (`claude --version` >= NEW_EVENTS_SINCE) or on request.
+CORE_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",
+               "PostToolUseFailure", "Notification", "SubagentStart", "SubagentStop", "Stop", "StopFailure",
+               "SessionEnd")
+NEW_EVENTS_SINCE = (2, 1, 145)   # the hooks reference the mapping was checked against
 HOOK_TIMEOUT = 10  # seconds Claude Code allows one hook call (it normally takes ~30 ms)
 
 
@@ -101,7 +109,35 @@ def is_ours(command: Any) -> bool:
     return any(os.path.basename(w) == "fleetwatch" and words[i + 1:i + 2] == ["hook"] for i, w in enumerate(words))
 
 
-def merge(settings: dict, command: str, *, force: bool = False) -> tuple[dict, dict[str, str]]:
+class EventSet(str, enum.Enum):
+    auto = "auto"
+    all = "all"
+    core = "core"
+
+
+def claude_version(timeout: float = 5.0) -> tuple[int, int, int] | None:
+    """The installed Claude Code's version from ``claude --version`` (None: not found or unclear)."""
+    import re
+    import subprocess
+
+    try:
+        r = subprocess.run(["claude", "--version"], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(rb"(\d+)\.(\d+)\.(\d+)", r.stdout[:200]) if r.returncode == 0 else None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def events_for(mode: str, version: tuple[int, int, int] | None) -> tuple[str, ...]:
+    """Which events to install: ``all`` (every mapped event), ``core`` (the ones every recent Claude
+    Code knows), ``auto`` (all when the installed Claude Code is NEW_EVENTS_SINCE or later)."""
+    if mode == "all" or (mode == "auto" and version is not None and version >= NEW_EVENTS_SINCE):
+        return HOOK_EVENTS
+    return tuple(e for e in HOOK_EVENTS if e in CORE_EVENTS)
+
+
+def merge(settings: dict, command: str, *, force: bool = False,
+          events: tuple[str, ...] = HOOK_EVENTS) -> tuple[dict, dict[str, str]]:
     """(new settings, {event: "added"|"updated"|"unchanged"|"kept"}). Pure: input not mutated.
 
     Per event: an entry running ``command`` already there -> unchanged; another ``fleetwatch hook``
@@ -114,7 +150,7 @@ def merge(settings: dict, command: str, *, force: bool = False) -> tuple[dict, d
         raise SettingsError("settings.json: `hooks` is not an object", op="hook install",
                             hint="fix the file by hand, then run the install again")
     actions: dict[str, str] = {}
-    for event in HOOK_EVENTS:
+    for event in events:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise SettingsError(f"settings.json: `hooks.{event}` is not a list", op="hook install",
@@ -183,6 +219,7 @@ def install(
     project: Annotated[bool, typer.Option("--project", help="Edit ./.claude/settings.json (this project) instead of the user file.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the difference, write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace fleetwatch hook entries whose command differs.")] = False,
+    events: Annotated[EventSet, typer.Option("--events", help="auto: every mapped event if `claude --version` is 2.1.145 or later, else the core ones (an older Claude Code rejects a settings file naming events it does not know); all; core.")] = EventSet.auto,
     agent: Annotated[Optional[str], typer.Option("--agent", help="Bake --agent ID into the command (project settings of one agent).")] = None,
     goals_dir: Annotated[Optional[str], typer.Option("--goals-dir", help="Bake --goals-dir DIR into the command.")] = None,
     command: Annotated[Optional[str], typer.Option("--command", help="Program to call instead of this fleetwatch's absolute path.")] = None,
@@ -193,7 +230,14 @@ def install(
     path = _settings_path(settings, project)
     before_text, before = _load(path)
     cmd = hook_command(command or _default_prefix(), agent, goals_dir)
-    after, actions = merge(before, cmd, force=force)
+    mode = EventSet(events).value
+    version = claude_version() if mode == "auto" else None
+    chosen = events_for(mode, version)
+    if mode == "auto" and chosen != HOOK_EVENTS:
+        seen = ".".join(map(str, version)) if version else "not found"
+        typer.echo(f"note: Claude Code {seen} (< {'.'.join(map(str, NEW_EVENTS_SINCE))}): only the "
+                   f"{len(chosen)} core events; --events all adds the rest", err=True)
+    after, actions = merge(before, cmd, force=force, events=chosen)
     after_text = render(after)
     changed = after != before
     if changed:
