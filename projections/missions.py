@@ -18,7 +18,7 @@ Invariants
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
 from projections.missions_rules import MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check
@@ -30,8 +30,14 @@ NEEDS_HUMAN = ("APPROVAL_REQUIRED", "ESCALATED", "BLOCKED")
 KEEP_VIOLATIONS = 20
 
 
+# The snapshot schema: ``layout`` 2 = the issue-22 rule fields. A snapshot of an older layout fails
+# to decode, so ``Projections.load`` replays the log instead of folding into a stale shape (and
+# ``rebuild --check`` stays clean after an upgrade).
+STATE_TYPE = TypedDict("MissionsState", {"missions": dict, "circuits": dict, "layout": Literal[2]})
+
+
 def initial() -> dict[str, Any]:
-    return {"missions": {}, "circuits": {}}
+    return {"missions": {}, "circuits": {}, "layout": 2}
 
 
 TYPES = frozenset(("wp.changed", "mission.completed", "circuit.changed", "wp.violated"))  # the event types fold reads (others: no-op)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from events.timefmt import iso
 from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, StepOverdue
@@ -153,8 +153,14 @@ def is_new_attempt(prev: str | None, prev_t: float | None, prev_at: str | None,
 
 
 # ---- state --------------------------------------------------------------------------------
+# The snapshot schema: ``layout`` 2 = the issue-22 rule fields. A snapshot of an older layout fails
+# to decode, so ``Projections.load`` replays the log instead of folding into a stale shape (and
+# ``rebuild --check`` stays clean after an upgrade).
+STATE_TYPE = TypedDict("RunsState", {"runs": dict, "layout": Literal[2]})
+
+
 def initial() -> dict:
-    return {"runs": {}}
+    return {"runs": {}, "layout": 2}
 
 
 def _new_run(time: str) -> dict:

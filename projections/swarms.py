@@ -17,7 +17,7 @@ Invariants
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from events.types import SwarmCapped, SwarmChanged
 
@@ -53,8 +53,14 @@ def _counts(children: dict[str, Any]) -> dict[str, int]:
     return c
 
 
+# The snapshot schema: ``layout`` 2 = the issue-22 rule fields. A snapshot of an older layout fails
+# to decode, so ``Projections.load`` replays the log instead of folding into a stale shape (and
+# ``rebuild --check`` stays clean after an upgrade).
+STATE_TYPE = TypedDict("SwarmsState", {"groups": dict, "layout": Literal[2]})
+
+
 def initial() -> dict[str, Any]:
-    return {"groups": {}}
+    return {"groups": {}, "layout": 2}
 
 
 def norm_status(raw: Any) -> str:

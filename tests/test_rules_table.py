@@ -544,3 +544,21 @@ def test_goal_json_self_approval_by_identity_is_flagged_not_a_verdict(verifier):
                    dod_status="met", dod_verifier=verifier)
     evs = dod.detect(dod.initial(), Snapshot(agents={"a1": obs}), T0)
     assert [(type(e).__name__, getattr(e, "flag", None)) for e in evs] == [("DodFlagged", "self-approved")]
+
+
+def test_old_layout_snapshot_is_replayed_not_folded_into(world):
+    """After an upgrade, a runs/missions/swarms snapshot without the rule fields is replayed."""
+    import msgspec
+
+    world.tick({"runs": [done_run("R0", 5)], "wps": [wp("m1", "w1", "READY")], "swarm": [("g", "c1", "done")]}, T0)
+    enc = world.proj.encoded()
+    old = {}
+    for name, data in enc.items():
+        st = msgspec.json.decode(data)
+        if name in ("runs", "missions", "swarms"):
+            st.pop("layout")
+        old[name] = msgspec.json.encode(st)
+    world.log.put_snapshots(world.proj.seq, old)
+    p = Projections.load(world.log)
+    assert all(p[n]["layout"] == 2 for n in ("runs", "missions", "swarms"))
+    assert p.encoded() == enc
