@@ -390,3 +390,28 @@ def test_sqlite_database_replaced_by_a_fifo_is_not_opened(tmp_path):
     os.mkfifo(db)
     r = _returns(src.poll, T0)
     assert not r.ok and r.error_class == "not-regular" and "a FIFO" in r.error
+
+
+def test_a_poll_ending_after_its_tick_wakes_the_loop(tmp_path):
+    """A slow poll's result is not left waiting for the next interval: on_done (the Waker's
+    event in the service) fires when it lands after the tick stopped waiting."""
+    root = tmp_path / "g"
+    goal(root, "p1")
+    cfg = parse(f'[[sources]]\nname = "slow"\nkind = "goals"\nglob = "{root}/*/goal.json"\n')
+    elog = EventLog(str(tmp_path / "e.db"), durability="normal")
+    w = Watcher(cfg, elog)
+    w.sources[0] = HungGoals(cfg.sources[0])
+    woke = threading.Event()
+    w.polls.on_done = woke.set
+    HungGoals.hang.clear()
+    w._polled, w.poll_wait = True, 0.05
+    try:
+        assert w.tick(T0) == 0 and not woke.is_set()
+        HungGoals.hang.set()
+        assert woke.wait(10)
+        assert w.tick(T0 + 0.1, full=False) == 1     # taken by the woken tick
+        assert classes(elog, "p1") == ["TRABAJANDO"]
+    finally:
+        HungGoals.hang.set()
+        w.close()
+        elog.close()

@@ -12,7 +12,7 @@ import typer
 from watcher.cli.util import ConfigOpt, DbOpt, errors
 
 log = logging.getLogger("fleetwatch.watcher")
-TICK_WAIT = 0.5  # seconds a tick waits for slow sources (their last view stands meanwhile)
+TICK_WAIT = 0.25  # seconds a tick waits for slow sources (their last view stands; a late one wakes the loop)
 
 
 def _notifier(cfg, wake):
@@ -92,6 +92,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     reload_req = threading.Event()
     w = Watcher(cfg, elog)
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
+    w.polls.on_done = lambda: waker.event.set()  # a slow poll that ends late is taken at once
     settle_gc()  # after start-up: imports, config and the loaded projections are long-lived
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                   cfg.dur("watch.debounce"))

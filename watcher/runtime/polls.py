@@ -14,7 +14,9 @@ Per source, after the wait:
 - it is still within its deadline (slow, not stuck): the previous result again, or, before the
   first one, ``pending`` (the name goes into ``Snapshot.failed`` without a result: nothing is
   classified or closed from it and no event is written).
-A file source that missed a partial tick's paths while busy gets a full poll next time.
+A file source that missed a partial tick's paths while busy gets a full poll next time. A poll
+that ends after its tick stopped waiting calls ``on_done`` (the service sets the Waker's event):
+its result is taken by a tick right away, not an interval later.
 Exceptions out of ``poll`` are a failed result ("internal error: TypeError"), logged once per
 poll with the traceback.
 """
@@ -56,6 +58,8 @@ class _Worker:
         self.last: SourceResult | None = None    # the last result handed to a tick
         self.started = 0.0                       # monotonic start of the running poll
         self.needs_full = False
+        self.waited = False                      # a tick is waiting for this poll right now
+        self.on_done: Any = None                 # called when a poll ends after its tick stopped waiting
         self.thread = threading.Thread(target=self._run, name=f"source:{source.name}", daemon=True)
         self.thread.start()
 
@@ -88,6 +92,11 @@ class _Worker:
                                    error_class="internal")
             self.result = res
             self.done.set()
+            if not self.waited and self.on_done is not None:
+                try:
+                    self.on_done()  # a late result: let the loop take it now, not an interval later
+                except Exception:
+                    log.exception("source %s: on_done failed", s.name)
 
     def take(self) -> SourceResult | None:
         res, self.result = self.result, None
@@ -106,12 +115,14 @@ class Polls:
     def __init__(self, poll_one: Any) -> None:
         self.poll_one = poll_one
         self.clock = time.monotonic  # for the deadlines (tests step it by hand)
+        self.on_done: Any = None     # e.g. the Waker's event.set: a poll that ends late wakes the loop
         self._workers: dict[int, _Worker] = {}
 
     def worker(self, source: Any) -> _Worker:
         w = self._workers.get(id(source))
         if w is None or w.source is not source:
             w = self._workers[id(source)] = _Worker(source, self.poll_one)
+        w.on_done = self.on_done
         return w
 
     def busy(self, source: Any) -> bool:
@@ -130,6 +141,7 @@ class Polls:
         for w in workers:
             if not w.busy:
                 w.take()  # a poll that finished after the last tick's wait: the freshest view
+                w.waited = True
                 w.submit(now, full, changed, self.clock())
                 fresh.append(w)
             elif changed:
@@ -143,6 +155,8 @@ class Polls:
                 if rest <= 0:
                     break
                 w.done.wait(rest if cancel is None else min(rest, 0.1))
+        for w in fresh:
+            w.waited = False
         results: list[SourceResult] = []
         pending: list[str] = []
         mono = self.clock()
