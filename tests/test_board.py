@@ -314,3 +314,26 @@ def test_a_file_that_is_not_a_log_is_said_not_crashed(tmp_path):
             assert app.rows == []
     run(go())
     assert db.read_text() == "this is not sqlite"                 # untouched
+
+
+def test_mouse_click_on_the_selected_row_jumps_and_q_in_the_filter_does_not_quit(tmp_path):
+    db = str(tmp_path / "e.db")
+    elog = EventLog(db)
+    elog.append([AgentClassified(agent="a1", to="RECLAMA", source="fleet", contract_sha256="x")], time.time())
+    elog.close()
+
+    async def go():
+        app = Board(Feed(db), compact=False)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            table = app.query_one("#fleet")
+            await pilot.click("#fleet", offset=(2, 1))            # the first data row (highlighted)
+            await pilot.pause()
+            if "a1:" not in str(app.query_one("#msg").render()):  # first click only moved the cursor
+                await pilot.click("#fleet", offset=(2, 1))
+                await pilot.pause()
+            assert "a1: no tmux target known" in str(app.query_one("#msg").render())
+            await pilot.press("/", "q")                           # typed into the filter, not a quit
+            await pilot.pause()
+            assert app.is_running and app.needle == "q" and table.row_count == 0
+    run(go())
