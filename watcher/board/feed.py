@@ -58,13 +58,20 @@ class Feed:
 
     def poll(self) -> int:
         """Fold what was committed since the last poll; how many events."""
+        import apsw
+
+        from events.errors import FleetwatchError
+
         if self.log is None and not self._open():
             return 0
         n = 0
-        for rec in self.log.read(self.proj.seq, limit=BATCH):
-            self.proj.fold(rec)
-            self.recent.append(rec)
-            n += 1
+        try:
+            for rec in self.log.read(self.proj.seq, limit=BATCH):
+                self.proj.fold(rec)
+                self.recent.append(rec)
+                n += 1
+        except (FleetwatchError, apsw.Error) as e:  # said in the header; the board keeps what it has
+            self.note = f"cannot read the log: {e}"
         return n
 
     def doc(self, now: float) -> dict[str, Any]:
