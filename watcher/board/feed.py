@@ -72,6 +72,8 @@ class Feed:
                 n += 1
         except (FleetwatchError, apsw.Error) as e:  # said in the header; the board keeps what it has
             self.note = f"cannot read the log: {e}"
+        else:
+            self.note = ""
         return n
 
     def doc(self, now: float) -> dict[str, Any]:
