@@ -415,3 +415,25 @@ def test_a_poll_ending_after_its_tick_wakes_the_loop(tmp_path):
         HungGoals.hang.set()
         w.close()
         elog.close()
+
+
+def test_idle_poll_threads_end_and_come_back(tmp_path, monkeypatch):
+    """A Watcher dropped without close() leaves no thread behind for long; a worker whose thread
+    ended starts a new one on the next poll."""
+    from watcher.runtime import polls
+
+    monkeypatch.setattr(polls, "IDLE_EXIT", 0.05)
+    goal(tmp_path / "g", "i1")
+    src = source(tmp_path / "g")
+    p = polls.Polls(lambda s, now, full, changed: s.poll(now, full))
+    res, pending = p.poll([src], T0, True, None, None)
+    assert [a.agent for a in res[0].agents] == ["i1"] and pending == []
+    w = p.worker(src)
+    for _ in range(200):
+        if w.thread is None:
+            break
+        time.sleep(0.01)
+    assert w.thread is None
+    res, _ = p.poll([src], T0 + 1, True, None, None)
+    assert [a.agent for a in res[0].agents] == ["i1"]
+    p.close()

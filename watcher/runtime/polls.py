@@ -32,6 +32,7 @@ from watcher.config import parse_duration
 
 log = logging.getLogger("fleetwatch.watcher")
 
+IDLE_EXIT = 30.0  # a worker idle this long ends its thread (the next submit starts one again)
 GRACE = 1.0   # beyond the source's own timeout (a command kills its group at the timeout itself)
 
 
@@ -60,8 +61,8 @@ class _Worker:
         self.needs_full = False
         self.waited = False                      # a tick is waiting for this poll right now
         self.on_done: Any = None                 # called when a poll ends after its tick stopped waiting
-        self.thread = threading.Thread(target=self._run, name=f"source:{source.name}", daemon=True)
-        self.thread.start()
+        self._lock = threading.Lock()
+        self.thread: threading.Thread | None = None  # started by submit, ends after IDLE_EXIT idle
 
     @property
     def busy(self) -> bool:
@@ -73,12 +74,21 @@ class _Worker:
         self.job = (now, full, changed)
         self.started = mono
         self.done.clear()
-        self.go.set()
+        with self._lock:
+            self.go.set()
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name=f"source:{self.source.name}", daemon=True)
+                self.thread.start()
 
     def _run(self) -> None:
         s = self.source
         while True:
-            self.go.wait()
+            if not self.go.wait(IDLE_EXIT):
+                with self._lock:  # idle (a watcher dropped without close): the thread ends
+                    if not self.go.is_set():
+                        self.thread = None
+                        return
+                continue
             self.go.clear()
             job = self.job
             if job is None:  # closed
