@@ -216,3 +216,8 @@ def test_doctor_counts_tmux_windows(tmp_path):
         assert "✓ source tmux (tmux): 10 windows" in r.stdout, r.stdout
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, env=env)
+
+
+def test_board_without_a_terminal_is_refused(db):
+    r = fw("board", "--db", db)
+    assert r.returncode == 2 and "terminal" in r.stderr

@@ -35,6 +35,10 @@ def register(app: typer.Typer) -> None:
             print(f"fleetwatch: the board needs Textual ({e.name} is missing)\n"
                   "  hint: pip install 'fleetwatch[board]'", file=sys.stderr)
             raise typer.Exit(2) from None
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):  # Textual draws on the terminal via stderr
+            print("fleetwatch: the board needs a terminal (stdin and stderr)\n"
+                  "  hint: in scripts use `fleetwatch status` or `fleetwatch tail -f`", file=sys.stderr)
+            raise typer.Exit(2)
         cfg, path = context(config, db)
         feed = Feed(path, durability=cfg.store.durability, max_concurrent=cfg.swarm.max_concurrent,
                     max_children=cfg.swarm.max_children)
