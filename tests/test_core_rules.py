@@ -1,0 +1,251 @@
+"""Contract rules of the termination machine and the run rules, one test per rule a surviving
+mutant broke (issue 23). Named after the rule (CONTRACT.md), checked on observable outcomes:
+the class and the events of a tick, the violations reported through the real log.
+"""
+from __future__ import annotations
+
+import pytest
+
+from events.timefmt import iso
+from projections import fleet
+from projections.fleet import Cls, classify, step
+from projections.observations import AgentObs, Snapshot, SourceResult
+from tests.test_runs import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
+from tests.test_runs_rules import EVID, HEX, violations
+
+NOW = 1_800_000_000.0
+STALL = 900.0
+
+
+def obs(**kw) -> AgentObs:
+    base = dict(agent="a1", source="fleet", state="busy", phase="haciendo", contract_sha256="c" * 64,
+                contract_len=10, last_activity=NOW)
+    base.update(kw)
+    return AgentObs(**base)
+
+
+# ---- the termination machine --------------------------------------------------------------
+@pytest.mark.parametrize("state,phase,want", [
+    ("busy", "hecho", Cls.TRABAJANDO),          # claims done only when idle AND hecho
+    ("busy", "done", Cls.TRABAJANDO),
+    ("idle", "hecho", Cls.DICE_TERMINADO),
+    ("idle", "done", Cls.DICE_TERMINADO),
+    ("idle", "haciendo", Cls.TRABAJANDO),       # idle, recent activity
+])
+def test_claims_done_needs_idle_and_hecho(state, phase, want):
+    assert classify(obs(state=state, phase=phase), NOW, STALL)[0] is want
+
+
+@pytest.mark.parametrize("alias,state,want", [
+    ("blocked", "busy", Cls.RECLAMA), ("blocked", "idle", Cls.RECLAMA),
+    ("asking", "busy", Cls.RECLAMA), ("bloqueado", "busy", Cls.RECLAMA), ("preguntando", "idle", Cls.RECLAMA),
+    ("working", "busy", Cls.TRABAJANDO), ("testing", "busy", Cls.TRABAJANDO), ("done", "idle", Cls.DICE_TERMINADO),
+])
+def test_english_phase_aliases_classify_as_their_spanish_phase(alias, state, want):
+    assert classify(obs(state=state, phase=alias), NOW, STALL)[0] is want
+
+
+def test_english_aliases_are_recorded_in_spanish():
+    assert {a: fleet.normalise_phase(a) for a in ("working", "testing", "done", "asking", "blocked")} == {
+        "working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",
+        "blocked": "bloqueado"}
+
+
+@pytest.mark.parametrize("kw,want", [
+    (dict(state="idle", last_activity=NOW - STALL), Cls.ESTANCADO),          # exactly stall_after
+    (dict(state="idle", last_activity=NOW - STALL + 0.5), Cls.TRABAJANDO),
+    (dict(state="idle", last_activity=None), Cls.TRABAJANDO),                # unknown activity never stalls
+    (dict(state="idle", phase="hecho", last_activity=0.0), Cls.DICE_TERMINADO),
+    (dict(state="busy", last_activity=NOW - 10 * STALL), Cls.TRABAJANDO),    # no backstop: busy never stalls
+])
+def test_idle_stalls_after_stall_after(kw, want):
+    assert classify(obs(**kw), NOW, STALL)[0] is want
+
+
+@pytest.mark.parametrize("kw,want", [
+    (dict(last_activity=NOW - 600), Cls.ESTANCADO),                          # exactly busy_silence
+    (dict(last_activity=NOW - 599), Cls.TRABAJANDO),
+    (dict(last_activity=NOW - 600, tool_open=True), Cls.TRABAJANDO),         # a tool call is open: longer
+    (dict(last_activity=NOW - 1800, tool_open=True), Cls.ESTANCADO),
+    (dict(last_activity=NOW - 1799, tool_open=True), Cls.TRABAJANDO),
+    (dict(last_activity=None), Cls.TRABAJANDO),
+])
+def test_busy_silent_for_busy_silence_is_stalled(kw, want):
+    assert classify(obs(state="busy", **kw), NOW, STALL, 600.0, 1800.0)[0] is want
+
+
+def test_busy_silence_tool_shorter_than_busy_silence_keeps_the_longer():
+    assert classify(obs(state="busy", last_activity=NOW - 300, tool_open=True), NOW, STALL, 600.0, 60.0)[0] \
+        is Cls.TRABAJANDO
+
+
+# ---- step: edges and closing ------------------------------------------------------------
+def rec(cls: str, source: str = "fleet", **kw) -> dict:
+    r = {"class": cls, "since": iso(NOW - 100), "state": "busy", "phase": "haciendo", "reason": "",
+         "source": source, "contract_sha256": "c" * 64, "contract_len": 10, "target": None, "task": None,
+         "last_activity": None}
+    r.update(kw)
+    return r
+
+
+def _classified(evs) -> list[tuple[str, str | None, str]]:
+    return [(e.agent, e.from_, e.to) for e in evs if type(e).__name__ == "AgentClassified"]
+
+
+def test_a_closed_agent_is_not_closed_again():
+    prev = {"agents": {"a1": rec("CERRADO")}, "sources": {}}
+    memo = None
+    for k in range(6):
+        evs, memo = step(prev, Snapshot(), NOW + k, stall_after=STALL, memo=memo)
+        assert _classified(evs) == [], k
+
+
+def test_an_unseen_agent_is_closed_on_its_second_miss_once():
+    prev = {"agents": {"a1": rec("TRABAJANDO")}, "sources": {}}
+    evs, memo = step(prev, Snapshot(), NOW, stall_after=STALL)
+    assert _classified(evs) == []                                 # one resync of grace
+    evs, memo = step(prev, Snapshot(), NOW + 1, stall_after=STALL, memo=memo)
+    assert _classified(evs) == [("a1", "TRABAJANDO", "CERRADO")]
+
+
+def test_a_seen_agent_resets_its_misses():
+    prev = {"agents": {"a1": rec("TRABAJANDO")}, "sources": {}}
+    _, memo = step(prev, Snapshot(), NOW, stall_after=STALL)
+    _, memo = step(prev, Snapshot(agents={"a1": obs()}), NOW + 1, stall_after=STALL, memo=memo)
+    evs, memo = step(prev, Snapshot(), NOW + 2, stall_after=STALL, memo=memo)
+    assert _classified(evs) == []
+
+
+def test_a_failed_source_never_closes_its_agents():
+    prev = {"agents": {"a1": rec("TRABAJANDO", source="goals")}, "sources": {}}
+    snap_ = Snapshot(failed={"goals": "boom"}, results=[SourceResult(name="goals", kind="goals", ok=False, error="boom")])
+    memo = None
+    for k in range(4):
+        evs, memo = step(prev, snap_, NOW + k, stall_after=STALL, memo=memo)
+        assert _classified(evs) == []
+
+
+def test_source_failed_and_recovered_are_edges():
+    bad = Snapshot(results=[SourceResult(name="goals", kind="goals", ok=False, error="boom")])
+    good = Snapshot(results=[SourceResult(name="goals", kind="goals", ok=True)])
+    names = lambda evs: [type(e).__name__ for e in evs]  # noqa: E731
+    assert names(step({"agents": {}, "sources": {}}, bad, NOW, stall_after=STALL)[0]) == ["SourceFailed"]
+    failed = {"agents": {}, "sources": {"goals": {"failed": True, "error": "boom", "since": iso(NOW)}}}
+    assert names(step(failed, bad, NOW, stall_after=STALL)[0]) == []
+    assert names(step(failed, good, NOW, stall_after=STALL)[0]) == ["SourceRecovered"]
+    assert names(step({"agents": {}, "sources": {}}, good, NOW, stall_after=STALL)[0]) == []
+
+
+def test_first_sight_is_an_event_and_a_persisting_class_is_not():
+    prev = {"agents": {}, "sources": {}}
+    evs, memo = step(prev, Snapshot(agents={"a1": obs()}), NOW, stall_after=STALL)
+    assert _classified(evs) == [("a1", None, "TRABAJANDO")]
+    prev = {"agents": {"a1": rec("TRABAJANDO", last_activity=iso(NOW))}, "sources": {}}
+    evs, _ = step(prev, Snapshot(agents={"a1": obs()}), NOW + 1, stall_after=STALL, memo=memo)
+    assert _classified(evs) == []
+
+
+def test_time_alone_stalls_an_idle_agent_through_the_memo():
+    o = obs(state="idle", last_activity=NOW)
+    prev = {"agents": {"a1": rec("TRABAJANDO", state="idle", last_activity=iso(NOW))}, "sources": {}}
+    snap_ = Snapshot(agents={"a1": o})
+    evs, memo = step(prev, snap_, NOW + 1, stall_after=STALL)
+    assert _classified(evs) == []
+    evs, memo = step(prev, snap_, NOW + STALL - 1, stall_after=STALL, memo=memo)
+    assert _classified(evs) == []
+    evs, memo = step(prev, snap_, NOW + STALL, stall_after=STALL, memo=memo)
+    assert _classified(evs) == [("a1", "TRABAJANDO", "ESTANCADO")]
+
+
+# ---- pruning ------------------------------------------------------------------------------
+DAY = 86400.0
+
+
+def _agents(**classes_days_ago) -> dict:
+    return {a: {"class": c, "since": iso(NOW - d * DAY)} for a, (c, d) in classes_days_ago.items()}
+
+
+def test_pruning_forgets_only_agents_closed_over_seven_days():
+    agents = _agents(old_closed=("CERRADO", 8), new_closed=("CERRADO", 6), edge=("CERRADO", 7),
+                     reclama=("RECLAMA", 30), stalled=("ESTANCADO", 30), done=("DICE_TERMINADO", 30),
+                     working=("TRABAJANDO", 30), mal=("MAL_LANZADO", 30))
+    fleet.prune_closed(agents, iso(NOW), "since")
+    assert sorted(agents) == ["done", "edge", "mal", "new_closed", "reclama", "stalled", "working"]
+
+
+def test_pruning_through_the_fold_never_forgets_a_reclama_agent():
+    from events.log import Recorded
+    from events.types import AgentClassified
+    st = fleet.initial()
+    seq = 0
+
+    def add(agent: str, to: str, t: float) -> None:
+        nonlocal seq
+        seq += 1
+        ev = AgentClassified(agent=agent, to=to, state="waiting", reason="")
+        fleet.fold(st, Recorded(seq, f"id{seq}", iso(t), "agent.classified", f"agent:{agent}", 1, ev, b"", b""))
+
+    add("keep", "RECLAMA", NOW)
+    add("gone", "CERRADO", NOW)
+    while seq < fleet.PRUNE_EVERY - 1:
+        add("busy", "TRABAJANDO", NOW + 8 * DAY)
+    assert "gone" in st["agents"]                       # no prune before seq 512
+    add("busy", "TRABAJANDO", NOW + 8 * DAY)            # seq 512: the prune scan
+    assert "keep" in st["agents"] and st["agents"]["keep"]["class"] == "RECLAMA"
+    assert "gone" not in st["agents"]
+
+
+@pytest.mark.parametrize("seq,n,want", [
+    (512, 1, True), (511, 1, False), (1024, 512, True), (513, 512, False),
+    (1024, 513, True), (512, 513, False), (2048, 1500, True), (1024, 1500, False),
+])
+def test_prune_scan_comes_once_per_max_512_or_the_agent_count_rounded_up(seq, n, want):
+    assert fleet.prune_due(seq, dict.fromkeys(range(n))) is want
+
+
+# ---- run rules ----------------------------------------------------------------------------
+@pytest.mark.parametrize("sha,n", [
+    (HEX, 0), (HEX.upper(), 0), (HEX + "zz", 1), (HEX + "0", 1), ("zz" + HEX, 1), (HEX[:-1], 1),
+    (HEX + "\n", 1), (64, 1), (None, 1),
+])
+def test_upload_intent_evidence_is_exactly_64_hex(h, sha, n):
+    data = {"candidate": "c-1"} if sha is None else {"sha256": sha, "candidate": "c-1"}
+    assert len(violations(h, None, {"upload_intent": S("begin", 50, **data)}, "upload-intent-evidence")) == n
+
+
+@pytest.mark.parametrize("cand,n", [("c-1", 0), (7, 0), ("", 1), ("  ", 1), (True, 1), (None, 1), ([], 1)])
+def test_upload_intent_evidence_needs_a_candidate(h, cand, n):
+    data = {"sha256": HEX} if cand is None else {"sha256": HEX, "candidate": cand}
+    assert len(violations(h, None, {"upload_intent": S("begin", 50, **data)}, "upload-intent-evidence")) == n
+
+
+@pytest.mark.parametrize("rid,n", [("req-1", 0), (42, 0), (True, 1), (False, 1), ("", 1), (" ", 1),
+                                   (None, 1), ([], 1), ({}, 1)])
+def test_launch_request_id_must_be_a_string_or_number(h, rid, n):
+    data = {} if rid is None else {"request_id": rid}
+    assert len(violations(h, None, {"launch_intent": S("begin", 50, **data)}, "launch-request-id")) == n
+
+
+def _no_redo(h, *ticks: dict) -> list[list[str]]:
+    """Per tick, the no-redo violations reported (their details)."""
+    got = []
+    for i, steps in enumerate(ticks):
+        evs = h.tick(snap(doc("R1", steps)), RT0 + (100 + i) * MIN)
+        got.append([e.detail for e in evs if type(e).__name__ == "RuleViolated" and e.rule == "no-redo"])
+    return got
+
+
+def test_done_then_fail_then_begin_is_a_redo(h):
+    # the fail after done is itself a redo (it ran again); the begin after that fail is one more
+    got = _no_redo(h, {"apply": S("done", 10)}, {"apply": S("fail", 20)}, {"apply": S("begin", 30)})
+    assert got[0] == [] and len(got[1]) == 1 and got[2] == ["apply was done and began again (attempt 3)"]
+
+
+def test_begin_fail_begin_is_not_a_redo(h):
+    assert _no_redo(h, {"apply": S("begin", 10)}, {"apply": S("fail", 20)}, {"apply": S("begin", 30)}) == [[], [], []]
+
+
+def test_a_redo_is_reported_per_new_attempt(h):
+    got = _no_redo(h, {"apply": S("done", 10)}, {"apply": S("begin", 20)}, {"apply": S("done", 30)},
+                   {"apply": S("begin", 40)})
+    assert [len(g) for g in got] == [0, 1, 0, 1]
