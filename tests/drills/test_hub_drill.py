@@ -217,6 +217,10 @@ def test_hub_drill(tmp_path, capsys):
     for h in HOSTS:
         union.update(fleet_view(tmp_path / h / "e.db", f"{h}/"))
     hub_view = fleet_view(tmp_path / "hub.db")
+    st = subprocess.run([EXE, "status", "--json", "--db", str(tmp_path / "hub.db")], capture_output=True, text=True)
+    import json
+
+    shown = {a["agent"]: a["class"] for a in json.loads(st.stdout)["agents"]}
     import msgspec
 
     keys = [k for d in sent for k in msgspec.json.decode(d)["keys"]]
@@ -234,6 +238,8 @@ def test_hub_drill(tmp_path, capsys):
     assert all(f"host {h} chain" in v.stdout for h in HOSTS), v.stdout
     assert hub_view == union, {k: (hub_view.get(k), union.get(k)) for k in set(hub_view) | set(union)
                                if hub_view.get(k) != union.get(k)}
+    assert shown and all(union.get(a) == c for a, c in shown.items()), st.stdout[:500]  # HOST/AGENT names
+    assert {a for a, c in union.items() if c != "CERRADO"} <= set(shown)
     assert not twice, twice[:5]
     assert len(rx.posts) == len(sent), (len(rx.posts), len(sent))
     assert len(twin_pushes) == 1 and all(n in twin_pushes[0]["message"] for n in ("h1/twin", "h2/twin")), twin_pushes

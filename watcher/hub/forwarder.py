@@ -108,6 +108,7 @@ class Forwarder:
         self._drain_until = 0.0
         self._thread: threading.Thread | None = None
         self._elog: EventLog | None = None  # the thread's own connection
+        self.chain, self.pos = "", 0        # the acknowledged prefix: (chain id, last acked seq)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> Forwarder:

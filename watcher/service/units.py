@@ -256,6 +256,17 @@ heartbeat_every = "5m"
 # key_file = ""                  # HMAC key of the links (0600); default $XDG_STATE_HOME/fleetwatch/web.key
 # token_ttl = "24h"              # links expire after this
 
+# [forward]                      # several machines: publish this host's events to NATS JetStream
+# nats = "nats://127.0.0.1:4222" # or a list of cluster URLs
+# stream = "FLEETWATCH"          # created if missing (file storage)
+# host = ""                      # default: the hostname (letters, digits, - and _)
+# creds = "~/.config/fleetwatch/fleet.creds"   # a NATS credentials file
+
+# [hub]                          # only `fleetwatch hub` reads it (its own config, see the README)
+# nats = "nats://127.0.0.1:4222"
+# stream = "FLEETWATCH"
+# silent_after = "5m"            # a host with no event or heartbeat this long -> host.silent
+
 [nudge]
 enabled = false                  # poke a stalled agent's tmux pane
 argv = []                        # e.g. ["tmux", "-L", "fleet", "send-keys", "-t", "{{target}}", "close your DoD", "Enter"]
