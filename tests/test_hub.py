@@ -43,11 +43,6 @@ def classified(agent: str, to: str, frm: str | None = None) -> AgentClassified:
                            phase="haciendo", reason="r", source="fleet")
 
 
-class FakeRec:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
-
 def origin_of(rec, host="vm1", chain="00" * 8) -> wire.Origin:
     o = wire.parse(wire.subject(host, rec.type), wire.headers(host, chain, rec), rec.data)
     assert isinstance(o, wire.Origin), o
