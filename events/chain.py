@@ -92,7 +92,7 @@ def read_verified(db: apsw.Connection, path: str, since: int, types: Sequence[st
     q = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
     while True:
         rows = db.execute(q, (since, chunk)).fetchall()
-        seq = expect
+        seq: int | None = expect
         try:
             if plain:
                 for seq, id_, t, ty, su, ve, da, h in rows:

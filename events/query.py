@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import cast
 
 import apsw
 
@@ -48,7 +49,7 @@ def _subjects(db: apsw.Connection, subject: str, most: int) -> list[str] | None:
 def _scan(db: apsw.Connection, n: int, types: Sequence[str] | None, subject: str | None,
           rows: int, exact: bool = False) -> list[int] | None:
     """Backward scan of the last ``rows`` rows; the seqs if n matches were found there, else None."""
-    where, args = "", ()
+    where, args = "", cast(tuple[str, ...], ())
     if types:
         where += f" AND type IN ({','.join('?' * len(types))})"
         args += tuple(types)
@@ -97,7 +98,7 @@ def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
     subs = ([subject] if exact else _subjects(db, subject, MAX_SUBJECTS)) if subject else None
     runs: list[list[int]] = []
     if subs is not None:  # few subjects under the prefix: each one's last versions
-        tw, ta = "", ()
+        tw, ta = "", cast(tuple[str, ...], ())
         if types:
             tw, ta = f" AND type IN ({','.join('?' * len(types))})", tuple(types)
         for s in subs:

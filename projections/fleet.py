@@ -292,7 +292,7 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
     agents = prev["agents"]
     get = agents.get
     keys = list(cur)
-    vals = list(cur.values())
+    vals: list[AgentObs | None] = list(cur.values())
     recs = list(map(get, keys))
     same_ids = keys == memo.keys
     # what changed since the memo, found in C: a list compare is identity first, then equality;

@@ -145,7 +145,7 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: in
         if not mid or not wid or not st:
             continue
         seen.add((mid, wid))
-        new = {"state": st, "deps": parse_deps(row.get("deps")), "attempts": _int(row.get("attempts")),
+        new: dict[str, Any] = {"state": st, "deps": parse_deps(row.get("deps")), "attempts": _int(row.get("attempts")),
                "last_error_sig": _s(row.get("last_error_sig")), "same_sig_count": _int(row.get("same_sig_count")),
                "risk": _s(row.get("risk"))}
         old = state["missions"].get(mid, {"wps": {}})["wps"].get(wid)

@@ -37,9 +37,7 @@ clears the previous one.
 """
 from __future__ import annotations
 
-from typing import Any, TypedDict
-
-import msgspec
+from typing import Any, TypedDict, cast
 
 from events.timefmt import parse_iso
 from projections.notify_flap import HIST_KEEP
@@ -90,7 +88,7 @@ def _clear(state: dict, cid: str | None, t: float, by: str) -> None:
     if c is not None and c["cleared"] is None:
         c["cleared"], c["cleared_by"] = t, by
         state["retry"].pop(cid, None)
-        _expire(state, "exp_cleared", t + CLEARED_KEEP_S, cid)
+        _expire(state, "exp_cleared", t + CLEARED_KEEP_S, cast(str, cid))  # c found: cid is set
 
 
 def _split_key(key: str) -> tuple[str, int | None]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -274,7 +274,7 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
                 continue
             if c["cls"] == "SWARM":  # its line is built from the group's counts now
                 c = {**c, "text": swarm_text(state["swarms"].get(c["name"], {}))}
-            items.append(Item(cid=cid, c=c, due=due, attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
+            items.append(Item(cid=cid, c=c, due=cast(float, due), attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
         elif due is not None:
             wakes.append(due)
     batches, gwakes, gdec = group(items, now, policy, state["last"])
@@ -293,8 +293,8 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
         wakes += stage[1]
         decisions += stage[2]
     if log.isEnabledFor(logging.DEBUG):
-        for d in decisions:
-            log.debug("notify %s %s: %s", d.stage, d.key, str.__str__(d.reason))
+        for dec in decisions:
+            log.debug("notify %s %s: %s", dec.stage, dec.key, str.__str__(dec.reason))
     future = [w for w in wakes + gwakes if w > now]
     return Plan(send=send, record=record, next_wake=min(future) if future else None, decisions=decisions)
 

@@ -67,7 +67,7 @@ def _at_str(v: Any) -> str | None:
     return iso(t) if t is not None else str(v)[:64]
 
 
-def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str]]:
+def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str] | tuple[()]]:
     """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
     if type(entry) is dict and name in POS:  # the common, well-formed case
         st, raw = entry.get("status"), entry.get("at")
@@ -339,7 +339,7 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, default_deadline
     if obs.error is not None or not isinstance(obs.doc, dict):
         err = obs.error or "steps.json is not an object"
         if rs is None or rs["error"] != err or rs["gone"] or rs["source"] != obs.source:
-            base = {k: rs.get(k) for k in RUN_FIELDS} if rs else {}
+            base: dict[str, Any] = {k: rs.get(k) for k in RUN_FIELDS} if rs else {}
             evs.append(RunChanged(run=rid, **base, error=err, source=obs.source))
         return evs, math.inf
     doc = obs.doc

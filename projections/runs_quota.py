@@ -117,7 +117,7 @@ def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily
     rs = ctx.runs.get(rid)
     for name, pst, st, at, t, data, _, n, new, p in changes:
         if name == "upload_confirmed" and st == "done" and (new or pst != "done") and board and board_daily_quota > 0:
-            d = _quota(ctx, rid, board, t, board_daily_quota)
+            d: Any = _quota(ctx, rid, board, t, board_daily_quota)
             if d:
                 out.append((Rule.BOARD_DAILY_QUOTA, name, f"{Rule.BOARD_DAILY_QUOTA.value}:{d[0]}", d[1]))
         if name == "upload_intent" and new and board:
@@ -145,7 +145,7 @@ def _quota(ctx: Any, rid: str, board: str, t: float | None, quota: int) -> tuple
     dy = day(t if t is not None else ctx.now)
     index = ctx.cache.get("confirmed")
     if index is None:  # (board, UTC day) -> {run: rank by (at, run)} of confirmed uploads, once per tick
-        rows: dict[tuple[str, str], list] = {}
+        rows: dict[tuple[Any, str], list] = {}
         for run in _all_runs(ctx):
             b = board_of(ctx, run)
             st, t2, _ = ctx.step_of(run, "upload_confirmed") if b else ("", None, {})
@@ -174,7 +174,7 @@ def _duplicate(ctx: Any, rid: str, board: str, t: float | None, data: dict) -> s
     sha = data.get("sha256")
     if not isinstance(sha, str) or SHA256.fullmatch(sha) is None:
         return ""
-    index = ctx.cache.get("uploads")
+    index: Any = ctx.cache.get("uploads")
     if index is None:  # (board, sha256) -> [(at, run)] of uploads that went through, once per tick
         index = ctx.cache["uploads"] = {}
         for run in _all_runs(ctx):

@@ -145,3 +145,75 @@ def test_the_notice_covers_its_episode_until_the_subject_settles():
     assert state(again, times=times)[0] is not None
     assert state(again, times=times, sent=["c", T + 20])[2] is False  # sent before the settle: new notice
     assert state(again, times=times, sent=["c", T + 40])[2] is True   # sent after it: covered
+
+
+def test_classes_after_the_time_asked_do_not_count():
+    # ALT at T+9.5: only the first 10 classes (9 changes, the newest slots 12..20): 51.51
+    assert round(flap_percent(hist(ALT), T + 9.5), 2) == 51.51
+
+
+def test_flap_low_is_exclusive_at_the_boundary():
+    # ALT then 13 quiet classes: 29.01 (hand, above); exactly flap_low stays flapping, below ends
+    assert state(ALT + "A" * 13, policy=Policy(flap_high=50.0, flap_low=29.01))[0] is not None
+    assert state(ALT + "A" * 13, policy=Policy(flap_high=50.0, flap_low=29.02))[0] is None
+
+
+def test_an_ended_episode_needs_flap_high_again():
+    # ALT + 14 quiet (24.47: ended) + one change: window of that class holds the old changes in
+    # slots 1..5 and the new one in slot 20: 3.75 + 0.5*10/19 + 1.25 = 5.26316 -> 26.32, >= flap_low
+    # but the episode ended: not flapping until flap_high is reached again
+    assert entries(flat(ALT + "A" * 14 + "B"))[-1][3] == 26.32
+    assert state(ALT + "A" * 14 + "B")[0] is None
+
+
+def test_the_current_percent_is_the_newest_class_not_the_one_before():
+    # 21 classes back the first change drops out: at class 22 one change (6.25 < 7, settled), at 23
+    # two (12.37 >= 10): flapping again, all within the hour
+    pol = Policy(flap_high=10.0, flap_low=7.0)
+    classes = "AB" + "B" * 19 + "AB"
+    e = entries(flat(classes))
+    assert [x[3] for x in e[-2:]] == [6.25, 12.37]
+    start, _, _ = state(classes, policy=pol)
+    assert start is not None and start[2] == 23
+
+
+# three episodes an hour apart (flap_high 10, flap_low 7): each pair of changes is 12.37 (start),
+# an hour later the first class of the next pair is 0 (ended), the second 6.25 (still low)
+EPISODES = "ABAABAABA"
+EP_TIMES = [T, T + 1, T + 2, T + 4000, T + 4001, T + 4002, T + 8000, T + 8001, T + 8002]
+
+
+@pytest.mark.parametrize("sent_at,low,notified", [
+    (None, 7.0, False),
+    (T + 4500, 7.0, False),      # sent in the second episode: the third needs its own notice
+    (T + 8001, 7.0, True),       # sent at the last low class: covers the episode that follows
+    (T + 8001.5, 7.0, True),
+    (T + 8000.5, 6.25, True),    # 6.25 is not below flap_low 6.25: the last low class is T+8000
+    (T + 7999, 6.25, False),
+])
+def test_a_flapping_notice_covers_only_the_episode_after_the_last_settle(sent_at, low, notified):
+    pol = Policy(flap_high=10.0, flap_low=low)
+    sent = None if sent_at is None else ["c", sent_at]
+    start, _, got = state(EPISODES, now=T + 8003, policy=pol, sent=sent, times=EP_TIMES)
+    assert start is not None and start[2] == 9
+    assert got is notified
+
+
+def test_not_flapping_is_never_notified():
+    for classes in (pattern(list(range(13, 21))), ALT + "A" * 14):
+        assert state(classes, sent=["c", T + 9999])[0::2] == (None, False)
+
+
+def test_a_list_grown_in_place_is_computed_again():
+    f = flat(ALT[:10])
+    assert entries(f)[-1][3] == 51.51           # 9 changes
+    f += ["A", T + 10, 11]
+    assert entries(f)[-1][3] == 56.58           # 10 changes: 7.5 + 0.5*145/19 = 11.31579
+
+
+def test_the_percent_memo_stays_bounded():
+    from projections import notify_flap
+    lists = [flat("AB" * 4) for _ in range(9000)]
+    for f in lists:
+        entries(f)
+    assert len(notify_flap._memo) <= 8193

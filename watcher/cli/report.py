@@ -41,7 +41,7 @@ def parse_bound(text: str | None, now: float, key: str) -> tuple[str, float] | N
         return ("time", parse_iso(t))
     except ValueError:
         raise ConfigError(f"{key} {text!r} is not a duration (7d, 12h), a seq or an ISO-8601 time",
-                          op="report", key=key, hint="e.g. --since 7d, --since 1200, --since 2026-11-24T00:00:00Z")
+                          op="report", key=key, hint="e.g. --since 7d, --since 1200, --since 2026-11-24T00:00:00Z") from None
 
 
 def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] | None) -> tuple[dict, float | None]:

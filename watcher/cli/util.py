@@ -33,6 +33,6 @@ def errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except FleetwatchError as e:
             fail(e)
         except BrokenPipeError:
-            raise typer.Exit(0)
+            raise typer.Exit(0) from None
 
     return wrapper

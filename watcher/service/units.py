@@ -20,7 +20,6 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
