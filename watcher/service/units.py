@@ -197,8 +197,9 @@ DEFAULT_CONFIG = '''\
 durability = "full"              # "full": fsync every commit | "normal": faster, may lose the last tick
 
 [watch]
-interval = "2s"                  # full resync period; file sources also wake on inotify
+interval = "2s"                  # a tick of every source; file sources also wake on inotify
 debounce = "100ms"               # coalesce bursts of file changes
+resync = "30s"                   # stat every file this often while inotify is healthy (else every interval)
 
 [classify]
 stall_after = "15m"              # idle, not done, no activity this long -> ESTANCADO
