@@ -273,6 +273,11 @@ argv = []                        # e.g. ["tmux", "-L", "fleet", "send-keys", "-t
 max_per_stall = 1
 after = "0s"
 gap = "5m"                       # at least this between two nudges of one stall
+
+[dod]
+run_checks = false               # run a structured dod_contract's cmd checks when an agent claims done
+check_timeout = "5m"             # per check; its whole process group is killed at the limit
+check_max_bytes = 1048576        # stdout kept per check (beyond: killed, unevaluable)
 '''
 
 SOURCE_EXAMPLES = '''\
