@@ -34,7 +34,7 @@ import os
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import apsw
 
@@ -71,7 +71,7 @@ class EventLog:
         self.readonly = readonly
         existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
         schema.check_path(self.path, create and not readonly, readonly=readonly, parents=parents)
-        self.db: apsw.Connection | None = None
+        self.db: apsw.Connection = None  # open until close() (rows: Any, see [tool.mypy])
         self._lock: WriterLock | None = None
         self.damaged: dict[int, str] = {}          # seq -> problem, of rows read() skipped
         self.snapshot_problems: dict[str, str] = {}  # name -> why, of snapshots() refused
@@ -111,7 +111,7 @@ class EventLog:
                 raise StoreError(f"cannot open the event log: {type(e).__name__}: {e}", op="open", path=self.path,
                                  hint="is it a fleetwatch events.db?") from e
             raise
-        st = os.fstat(self._lock.fd) if self._lock is not None else os.stat(self.path)
+        st = os.fstat(cast(int, self._lock.fd)) if self._lock is not None else os.stat(self.path)
         self.identity = (st.st_dev, st.st_ino)
         self._anchor = None if readonly else anchor.HeadFile(self.path)
         self._id_prefix = os.urandom(8).hex()
@@ -270,7 +270,7 @@ class EventLog:
                 self._complete = True
             known = self._known_ids(items)
             out: list[int] = []
-            rows: list[tuple] = []
+            rows: list[tuple[int, str, str, str, str, int, bytes, bytes]] = []
             evs: list[Any] = []
             local: dict[str, int] = {}
             versions = self._versions
@@ -413,7 +413,7 @@ class EventLog:
                         if type(da) is not bytes:
                             raise TypeError
                         d = decs.get(ty)
-                        ev = d.decode(da) if d is not None else slow(ty, da)
+                        ev: Any = d.decode(da) if d is not None else slow(ty, da)
                     except Exception as e:  # a damaged row: reported by seq, never a traceback
                         why = _problem(da, e)
                         if not yield_damaged:
@@ -454,7 +454,7 @@ class EventLog:
 
     @staticmethod
     def _filters(types: Sequence[str] | None, subject: str | None) -> tuple[str, tuple]:
-        where, args = "", ()
+        where, args = "", cast(tuple[str, ...], ())
         if types:
             where += f" AND type IN ({','.join('?' * len(types))})"
             args += tuple(types)
