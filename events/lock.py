@@ -22,7 +22,7 @@ import fcntl
 import os
 import stat
 
-from events.errors import StoreError, WriterLocked
+from events.errors import LogReplaced, StoreError, WriterLocked
 
 
 def lock_path(db_path: str) -> str:
@@ -50,6 +50,24 @@ def holder_pid(db_path: str) -> int | None:
         except ValueError:
             continue
     return None
+
+
+def check_identity(path: str, identity: tuple[int, int]) -> None:
+    """Raise :class:`LogReplaced` when the file at ``path`` is gone or is not the file with
+    ``identity`` (device, inode): deleted, moved, replaced, or its symlink re-pointed."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise LogReplaced("the event log was deleted or moved away while the watcher ran", gone=True,
+                          op="append", path=path,
+                          hint="nothing more is written to the old file; restart the watcher "
+                               "(systemd does) to start a log at the configured path") from None
+    except OSError as e:
+        raise LogReplaced(f"cannot stat the event log: {e.strerror}", op="append", path=path) from e
+    if (st.st_dev, st.st_ino) != identity:
+        raise LogReplaced("the event log was replaced by another file while the watcher ran", op="append",
+                          path=path, hint="nothing more is written to the old file; restart the "
+                                          "watcher (systemd does) to use the file now at the path")
 
 
 class WriterLock:
@@ -122,4 +140,4 @@ class WriterLock:
         self.release()
 
 
-__all__ = ["WriterLock", "holder_pid", "lock_path"]
+__all__ = ["WriterLock", "check_identity", "holder_pid", "lock_path"]

@@ -42,10 +42,10 @@ from events import anchor, query, schema
 from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, _canon, iso, parse_iso, read_verified, row_hash
 from events.chain import snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
-from events.errors import AppendFailed, GuardsMissing, LogReplaced, StoreError, VersionConflict
+from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict
 from events.backup import backup_to
 from events.records import Damaged, Pending, Recorded, _problem, _writable, damaged_json  # noqa: F401
-from events.lock import WriterLock
+from events.lock import WriterLock, check_identity
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
 from events.types import Unknown, _E, _decoders, decode_data, encode_data  # noqa: F401  (Unknown, _E re-exported)
 
@@ -155,21 +155,8 @@ class EventLog:
 
     # ---- identity, guards, anchor -------------------------------------------------------------
     def check_identity(self) -> None:
-        """Raise :class:`LogReplaced` when the file at the log's path is gone or is not the file
-        this connection opened (deleted, moved, replaced, or its symlink re-pointed)."""
-        try:
-            st = os.stat(self.given)
-        except FileNotFoundError:
-            raise LogReplaced("the event log was deleted or moved away while the watcher ran", gone=True,
-                              op="append", path=self.given,
-                              hint="nothing more is written to the old file; restart the watcher "
-                                   "(systemd does) to start a log at the configured path") from None
-        except OSError as e:
-            raise LogReplaced(f"cannot stat the event log: {e.strerror}", op="append", path=self.given) from e
-        if (st.st_dev, st.st_ino) != self.identity:
-            raise LogReplaced("the event log was replaced by another file while the watcher ran", op="append",
-                              path=self.given, hint="nothing more is written to the old file; restart the "
-                                                    "watcher (systemd does) to use the file now at the path")
+        """:class:`LogReplaced` when the file at the log's path is not the one opened (events/lock.py)."""
+        check_identity(self.given, self.identity)
 
     def guard_problems(self) -> list[str]:
         """The append-only guards that are missing or differ from the ones fleetwatch created."""
