@@ -249,3 +249,36 @@ def test_a_redo_is_reported_per_new_attempt(h):
     got = _no_redo(h, {"apply": S("done", 10)}, {"apply": S("begin", 20)}, {"apply": S("done", 30)},
                    {"apply": S("begin", 40)})
     assert [len(g) for g in got] == [0, 1, 0, 1]
+
+
+def test_busy_silence_off_means_no_backstop_even_with_a_tool_setting():
+    o = obs(state="busy", last_activity=NOW - 10 * STALL, tool_open=True)
+    assert classify(o, NOW, STALL, None, 1800.0)[0] is Cls.TRABAJANDO
+
+
+def test_busy_silence_stalls_a_busy_agent_through_the_memo():
+    # stall_after (900) is longer than busy_silence (600): the busy agent is due at la + 600
+    o = obs(state="busy", last_activity=NOW)
+    prev = {"agents": {"a1": rec("TRABAJANDO", last_activity=iso(NOW))}, "sources": {}}
+    snap_ = Snapshot(agents={"a1": o})
+    memo = None
+    for t in (NOW + 1, NOW + 599):
+        evs, memo = step(prev, snap_, t, stall_after=STALL, memo=memo, busy_silence=600.0)
+        assert _classified(evs) == []
+    evs, memo = step(prev, snap_, NOW + 600, stall_after=STALL, memo=memo, busy_silence=600.0)
+    assert _classified(evs) == [("a1", "TRABAJANDO", "ESTANCADO")]
+
+
+@pytest.mark.parametrize("kw,cls", [
+    (dict(state="idle", last_activity=None), "TRABAJANDO"),     # no activity known: never stalls by time
+    (dict(state="busy", last_activity=None), "TRABAJANDO"),
+    (dict(state="waiting", last_activity=NOW - 10 * STALL), "RECLAMA"),
+    (dict(state="idle", phase="hecho", last_activity=NOW - 10 * STALL), "DICE_TERMINADO"),
+])
+def test_agents_that_time_cannot_change_stay_quiet_tick_after_tick(kw, cls):
+    o = obs(**kw)
+    prev = {"agents": {"a1": rec(cls, state=kw["state"], phase=kw.get("phase", "haciendo"))}, "sources": {}}
+    memo = None
+    for t in (NOW, NOW + STALL, NOW + 10 * STALL, NOW + 100 * STALL):
+        evs, memo = step(prev, Snapshot(agents={"a1": o}), t, stall_after=STALL, memo=memo, busy_silence=600.0)
+        assert [e for e in evs if type(e).__name__ == "AgentClassified"] == []

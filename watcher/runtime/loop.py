@@ -132,10 +132,16 @@ class Watcher:
         """Every projection's pure detector on this tick's snapshot. A detector that raises is
         a bug: it is logged and skipped for this tick, the others (and the loop) go on."""
         c = self.cfg
-        evs, self.memos["fleet"] = fleet.step(self.proj["fleet"], snap, now,
-                                              stall_after=c.dur("classify.stall_after"), memo=self.memos.get("fleet"),
-                                              busy_silence=c.dur("classify.busy_silence"),
-                                              busy_silence_tool=c.dur("classify.busy_silence_tool"))
+        evs: list[Any] = []
+        try:  # isolated like every other detector below
+            evs, self.memos["fleet"] = fleet.step(
+                self.proj["fleet"], snap, now, stall_after=c.dur("classify.stall_after"),
+                memo=self.memos.get("fleet"), busy_silence=c.dur("classify.busy_silence"),
+                busy_silence_tool=c.dur("classify.busy_silence_tool"))
+        except Exception:
+            log.exception("detector fleet failed on this tick's snapshot; skipped")
+            self.memos.pop("fleet", None)  # start afresh next tick
+            evs = []
         policy = {
             "dod": {"claim_unverified_after": c.dur("classify.claim_unverified_after")},
             "runs": {"default_deadline": c.dur("steps.deadline"),
