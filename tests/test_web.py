@@ -186,6 +186,7 @@ def test_fleet_page_needs_you_first(tmp_path):
         assert code == 200
         assert html.index("a1") < html.index("s1") < html.index("w1")
         assert "need attention" in html
+        assert "today: 0 DoD met" in html and "waited on you" in html     # the report's line for today
     finally:
         s.close()
 

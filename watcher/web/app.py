@@ -26,10 +26,12 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from events.log import EventLog
+from projections.report_view import today_line
 from watcher.config import Config
 from watcher.runtime.acks import SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for
 from watcher.runtime.links import check, key_path, load_key
 from watcher.web import pages
+
 
 log = logging.getLogger("fleetwatch.web")
 MAX_BODY = 16 * 1024
@@ -113,7 +115,8 @@ class WebApp:
             elog, states = self._states()
             if endpoint == "fleet":
                 back = f"/n/{notice}?t={quote(token or '')}"
-                return self._html(200, pages.fleet_page(states["fleet"]["agents"], now, back))
+                today = today_line(states["report"], now) if "report" in states else ""
+                return self._html(200, pages.fleet_page(states["fleet"]["agents"], now, back, today))
             items = self._items(elog, states, notice, now)
         done = req.args.get("done", "")
         return self._html(200, pages.notice_page(notice, token or "", items, now, done))

@@ -68,8 +68,9 @@ def notice_page(notice: str, token: str, items: list[dict], now: float, done: st
     return _doc(f"fleetwatch: {len(items)} item(s)", body)
 
 
-def fleet_page(agents: dict[str, dict], now: float, back: str) -> str:
-    """What needs you (RECLAMA, claims done, stalled, mislaunched), then the rest by class."""
+def fleet_page(agents: dict[str, dict], now: float, back: str, today: str = "") -> str:
+    """What needs you (RECLAMA, claims done, stalled, mislaunched), then the rest by class;
+    ``today`` is the report's one line for today (``projections.report_view.today_line``)."""
     by: dict[str, list[tuple[str, dict]]] = {}
     for aid, a in agents.items():
         if a.get("class") != "CERRADO":
@@ -82,9 +83,11 @@ def fleet_page(agents: dict[str, dict], now: float, back: str) -> str:
         sections.append(Markup("<h2 class='{}'>{} · {}</h2><ul>{}</ul>").format(
             escape(cls), escape(LABEL.get(cls, cls.lower())), len(rows), Markup("").join(rows)))
     need = sum(len(by.get(c, [])) for c in ATTENTION)
-    body = Markup("<h1>fleet · {} need attention · {} agents</h1>{}"
+    body = Markup("<h1>fleet · {} need attention · {} agents</h1>{}{}"
                   "<p><a href='{}'>Back to the notice</a></p>").format(
-        need, sum(len(v) for v in by.values()), Markup("").join(sections) or Markup("<p>no agents</p>"), back)
+        need, sum(len(v) for v in by.values()),
+        Markup("<p class='muted today'>{}</p>").format(_text(today, 200)) if today else "",
+        Markup("").join(sections) or Markup("<p>no agents</p>"), back)
     return _doc("fleetwatch fleet", body)
 
 
