@@ -282,3 +282,29 @@ def test_agents_that_time_cannot_change_stay_quiet_tick_after_tick(kw, cls):
     for t in (NOW, NOW + STALL, NOW + 10 * STALL, NOW + 100 * STALL):
         evs, memo = step(prev, Snapshot(agents={"a1": o}), t, stall_after=STALL, memo=memo, busy_silence=600.0)
         assert [e for e in evs if type(e).__name__ == "AgentClassified"] == []
+
+
+def test_a_shorter_stall_after_applies_on_the_next_tick():
+    # a reload that lowers stall_after: the idle agent is stalled at once, not at the old bound
+    o = obs(state="idle", last_activity=NOW)
+    prev = {"agents": {"a1": rec("TRABAJANDO", state="idle", last_activity=iso(NOW))}, "sources": {}}
+    snap_ = Snapshot(agents={"a1": o})
+    evs, memo = step(prev, snap_, NOW + 100, stall_after=STALL)
+    assert _classified(evs) == []
+    evs, memo = step(prev, snap_, NOW + 101, stall_after=50.0, memo=memo)
+    assert _classified(evs) == [("a1", "TRABAJANDO", "ESTANCADO")]
+    evs, memo = step(prev, snap_, NOW + 102, stall_after=50.0, memo=memo, busy_silence=600.0)
+    assert _classified(evs) == [("a1", "TRABAJANDO", "ESTANCADO")]   # the backstop changed: afresh too
+
+
+def test_an_agent_that_left_with_a_pending_stall_is_closed_not_classified():
+    # a1 is idle (it would stall at NOW + 900) and then vanishes; a2 stays. Past a1's stall time
+    # the tick must close a1 on its second miss, never look it up in the snapshot
+    a1, a2 = obs(agent="a1", state="idle", last_activity=NOW), obs(agent="a2")
+    prev = {"agents": {"a1": rec("TRABAJANDO", state="idle", last_activity=iso(NOW)),
+                       "a2": rec("TRABAJANDO", last_activity=iso(NOW))}, "sources": {}}
+    _, memo = step(prev, Snapshot(agents={"a1": a1, "a2": a2}), NOW + 1, stall_after=STALL)
+    evs, memo = step(prev, Snapshot(agents={"a2": a2}), NOW + STALL + 5, stall_after=STALL, memo=memo)
+    assert _classified(evs) == []
+    evs, memo = step(prev, Snapshot(agents={"a2": a2}), NOW + STALL + 6, stall_after=STALL, memo=memo)
+    assert _classified(evs) == [("a1", "TRABAJANDO", "CERRADO")]

@@ -48,21 +48,32 @@ MODULES: dict[str, list[str]] = {
                                "tests/test_rules_table.py"],
 }
 
-# Equivalent mutants: no observable change, so no test can kill them; excluded from the score
-# (module -> {(line, "op what"): why}). Keep this list short and each reason checkable.
-_MEMO = "memo check: can only recompute (the fold appends increasing seqs, so a list object's " \
-        "length, first and last seq identify its content); the result is the same"
-EQUIVALENT: dict[str, dict[tuple[int, str], str]] = {
+# Equivalent mutants: no observable change, so no test can kill them; excluded from the score.
+# module -> {(the mutated line's code, stripped, "op what"): why}; keyed by code, not line number,
+# so edits elsewhere in the module do not move them. Keep the list short, each reason checkable.
+_MEMO = ("memo check: can only recompute (the fold appends increasing seqs, so a list object's "
+         "length, first and last seq identify its content); the result is the same")
+_FLAP_MEMO_LINE = "if m is not None and m[0] is flat and m[1] == len(flat) and m[2] == flat[2] and m[3] == flat[-1]:"
+_INDEX = "a lookup index built for more or fewer agents: the same agents are classified"
+EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "projections.notify_flap": {
-        **{(38, w): _MEMO for w in ("branch body->pass", "cmp Is->IsNot #0", "num 0->1", "cmp Eq->NotEq #0",
-                                    "cmp Eq->NotEq #0 (2)", "cmp Eq->NotEq #0 (3)", "num 1->2", "num 1->2 (2)",
-                                    "num 2->3", "num 2->3 (2)", "num 3->4")},
-        (40, "cmp Gt->GtE #0"): "memo size bound off by one: a cache, never a result",
-        (40, "num 8192->8193"): "memo size bound off by one: a cache, never a result",
-        (89, "cmp Gt->GtE #0"): "the latest low time: on equal times both keep the same value",
-        (113, "num 0->1"): "hist[1] within the window means every transition is too: the stored "
-                           "percent equals the recomputed one",
-        (113, "num 1->2 (2)"): "hist[0][2] (a seq) is never within the window: always recomputed, same value",
+        **{(_FLAP_MEMO_LINE, w): _MEMO for w in (
+            "branch body->pass", "cmp Is->IsNot #0", "num 0->1", "cmp Eq->NotEq #0", "cmp Eq->NotEq #0 (2)",
+            "cmp Eq->NotEq #0 (3)", "num 1->2", "num 1->2 (2)", "num 2->3", "num 2->3 (2)", "num 3->4")},
+        ("if len(_memo) > 8192:", "cmp Gt->GtE #0"): "memo size bound off by one: a cache, never a result",
+        ("if len(_memo) > 8192:", "num 8192->8193"): "memo size bound off by one: a cache, never a result",
+        ("if e[3] < low and (last_low is None or e[1] > last_low):", "cmp Gt->GtE #0"):
+            "the latest low time: on equal times both keep the same value",
+        ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "num 0->1"):
+            "hist[1] within the window means every transition is too: the stored percent equals the recomputed one",
+        ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "num 1->2 (2)"):
+            "hist[0][2] (a seq) is never within the window: always recomputed, same value",
+    },
+    "projections.fleet": {
+        ("if lo <= now < hi:", "cmp LtE->Lt #0"):
+            "at now == lo the agent is classified again inside its window: same class, no event",
+        **{("index = dict(zip(keys, range(len(keys)))) if len(todo) > 4 and len(keys) > 64 else None", w): _INDEX
+           for w in ("bool and->or", "cmp Gt->GtE #0", "cmp Gt->GtE #0 (2)", "num 4->5", "num 64->65")},
     },
 }
 
@@ -220,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         tests = [t for t in MODULES[m] if (ROOT / t).exists()]
         tree = ast.parse((ROOT / rel).read_text())
         eq = EQUIVALENT.get(m, {})
-        names = labels(sites(tree))
+        src = (ROOT / rel).read_text().splitlines()
+        names = [(src[ln - 1].strip() if 0 < ln <= len(src) else "", lab) for ln, lab in labels(sites(tree))]
         n = len(names)
         unknown = set(eq) - set(names)
         if unknown:  # the module changed under the list: say so rather than skip the wrong mutants
@@ -231,14 +243,14 @@ def main(argv: list[str] | None = None) -> int:
             idx = [idx[j] for j in sorted({round(k * (len(idx) - 1) / (a.max - 1)) for k in range(a.max)})] \
                 if a.max > 1 else idx[:1]
         if a.list:
-            for i in idx:
-                print(m, f"{names[i][0]}: {names[i][1]}")
+            for i, (ln, lab) in zip(idx, (labels(sites(tree))[i] for i in idx)):
+                print(m, f"{ln}: {lab}")
             continue
         print(f"{m}: {len(idx)} of {n} mutants ({len(skipped)} equivalent skipped), tests: {' '.join(tests)}",
               flush=True)
         killed, survivors = 0, []
         with cf.ThreadPoolExecutor(a.jobs) as ex:
-            for site, outcome, dur in ex.map(lambda i: run_mutant(m, i, tests, a.timeout), idx):
+            for site, outcome, dur in ex.map(lambda i, m=m, tests=tests: run_mutant(m, i, tests, a.timeout), idx):
                 if outcome.startswith("killed"):
                     killed += 1
                 else:
