@@ -15,10 +15,10 @@ log = logging.getLogger("fleetwatch.watcher")
 TICK_WAIT = 0.25  # seconds a tick waits for slow sources (their last view stands; a late one wakes the loop)
 
 
-def _notifier(cfg, wake):
+def _notifier(cfg, wake, elog=None):
     from watcher.runtime.notifier import Notifier
 
-    return Notifier(cfg, wake=wake)
+    return Notifier(cfg, wake=wake, head_label=elog.head_label if elog is not None else None)
 
 
 def _web(cfg, db):
@@ -97,7 +97,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                   cfg.dur("watch.debounce"))
     if not once:
-        w.notifier = _notifier(cfg, waker.event.set)
+        w.notifier = _notifier(cfg, waker.event.set, elog)
         w.checker = _checker(cfg)
     web = None if once else _web(cfg, db)
 
@@ -165,7 +165,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     waker.close()
                     waker = Waker([r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                                   cfg.dur("watch.debounce"))
-                    w.notifier = _notifier(cfg, waker.event.set)
+                    w.notifier = _notifier(cfg, waker.event.set, elog)
                     if web is not None:  # [web] may have changed (listen, key, on/off)
                         web.close()
                     web = _web(cfg, db)

@@ -117,8 +117,10 @@ class Notifier:
 
     ``mono``: the monotonic clock (a virtual one in tests); ``heartbeat``: replace the GET (tests)."""
 
-    def __init__(self, cfg: Config, *, wake: Any = None, mono: Callable[[], float] = time.monotonic):
+    def __init__(self, cfg: Config, *, wake: Any = None, mono: Callable[[], float] = time.monotonic,
+                 head_label: Callable[[], str] | None = None):
         self.cfg = cfg
+        self.head_label = head_label     # the log's head as SEQ:HASH8 (called in the tick thread)
         self.policy = policy_from_config(cfg)
         n = cfg.notify
         self.enabled = bool(n.urls or n.config or any(r.urls for r in n.routes))
@@ -203,12 +205,20 @@ class Notifier:
         return min(wakes) - (t - now) if wakes else None
 
     def _body(self, m: Message, now: float) -> str:
-        """The message body, with the signed link to its phone page when ``[web]`` is set."""
+        """The message body; then ``log head SEQ:HASH8`` when the notifier knows the log (the
+        head anchored outside the log file: a cut tail shows against the last push), and the
+        signed link to its phone page when ``[web]`` is set."""
+        body = m.body
+        if self.head_label is not None:
+            try:
+                body += f"\nlog head {self.head_label()}"
+            except Exception:  # the head is evidence, never a reason to hold a push
+                log.debug("log head unavailable for a push", exc_info=True)
         if self._key is None:
-            return m.body
+            return body
         from watcher.runtime.links import link
 
-        return m.body + "\n" + link(self.cfg, self._key, m.notice, now)
+        return body + "\n" + link(self.cfg, self._key, m.notice, now)
 
     def _url_record(self, states: dict[str, Any]) -> list[Any]:
         """``source.failed`` (source notify-urls) once for unusable URLs; recovered once fixed."""
