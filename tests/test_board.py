@@ -80,7 +80,9 @@ def test_filter_key_narrows_and_escape_clears(tmp_path):
     async def go():
         app = Board(Feed(db), compact=False)
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("/", *"reclama")
+            await pilot.press("/")
+            assert await until(pilot, lambda: app.focused is not None and app.focused.id == "filter")
+            await pilot.press(*"reclama")
             await pilot.pause()
             assert {a["class"] for a in app.rows} == {"RECLAMA"} and len(app.rows) == 6
             await pilot.press("enter")                            # keep the filter, back to the table
@@ -333,7 +335,9 @@ def test_mouse_click_on_the_selected_row_jumps_and_q_in_the_filter_does_not_quit
                 await pilot.click("#fleet", offset=(2, 1))
                 await pilot.pause()
             assert "a1: no tmux target known" in str(app.query_one("#msg").render())
-            await pilot.press("/", "q")                           # typed into the filter, not a quit
+            await pilot.press("/")
+            assert await until(pilot, lambda: app.focused is not None and app.focused.id == "filter")
+            await pilot.press("q")                                # typed into the filter, not a quit
             await pilot.pause()
             assert app.is_running and app.needle == "q" and table.row_count == 0
     run(go())

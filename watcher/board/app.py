@@ -300,7 +300,7 @@ class Board(App[None]):
     def action_filter(self) -> None:
         f = self.query_one("#filter", Input)
         f.display = True
-        f.focus()
+        self.screen.set_focus(f)  # now, not later: the keys typed right after `/` are the filter's
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
