@@ -308,3 +308,69 @@ def test_an_agent_that_left_with_a_pending_stall_is_closed_not_classified():
     assert _classified(evs) == []
     evs, memo = step(prev, Snapshot(agents={"a2": a2}), NOW + STALL + 6, stall_after=STALL, memo=memo)
     assert _classified(evs) == [("a1", "TRABAJANDO", "CERRADO")]
+
+
+def _rule_ticks(h, rule: str, *ticks) -> list[list[str]]:
+    """Per tick (a list of run docs), the details of ``rule`` violations of R1 reported."""
+    got = []
+    for i, docs in enumerate(ticks):
+        evs = h.tick(snap(*docs), RT0 + (100 + i) * MIN)
+        got.append([e.detail for e in evs if type(e).__name__ == "RuleViolated" and e.rule == rule and e.run == "R1"])
+    return got
+
+
+def test_a_launch_that_switches_to_a_tainted_continue_from_is_an_audit_branch_violation(h):
+    bad = doc("R0", {"audit": S("done", 1, verdict="fail")})
+    clean = {"audit": S("done", 1, verdict="pass"), "launch_intent": S("begin", 5, request_id="r")}
+    switched = {"audit": S("done", 1, verdict="pass"),
+                "launch_intent": S("begin", 5, request_id="r", continue_from="R0")}
+    got = _rule_ticks(h, "audit-branch", [doc("R1", clean), bad], [doc("R1", switched), bad],
+                      [doc("R1", switched), bad])
+    assert got[0] == [] and len(got[1]) == 1 and "tainted run R0" in got[1][0] and got[2] == []
+
+
+def test_a_confirmed_upload_allows_the_next_intent_even_when_the_doc_drops_the_confirmation(h):
+    first = {"upload_intent": S("done", 10, **EVID), "upload_confirmed": S("done", 11)}
+    again = {"upload_intent": S("begin", 20, **EVID)}
+    assert _rule_ticks(h, "single-open-intent", [doc("R1", first)], [doc("R1", again)]) == [[], []]
+
+
+@pytest.mark.parametrize("audit,n", [
+    (S("done", 1, verdict="pass"), 0),
+    (S("begin", 1, verdict="pass"), 1),       # a verdict is only a verdict once audit is done
+    (S("fail", 1, verdict="pass"), 1),
+    (S("done", 1), 1),                        # done without a verdict
+    (None, 1),
+])
+def test_upload_needs_a_done_audit_with_verdict_pass(h, audit, n):
+    steps = {"upload_intent": S("begin", 5, **EVID)}
+    if audit is not None:
+        steps["audit"] = audit
+    assert len(violations(h, None, steps, "upload-needs-audit")) == n
+
+
+def test_retry_backoff_detail_names_the_minutes():
+    from projections.runs_rules import check_retry
+    from projections.runs_rules import ts as _ts
+    lf = iso(RT0 + 40 * MIN)
+    view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
+    got = check_retry("R1", {"failures": 1, "last_failure_at": lf}, view, [], None, RT0 + 46 * MIN)
+    assert _ts(lf) == RT0 + 40 * MIN
+    assert got is not None and got[0].value == "retry-backoff" and got[1] == "audit"
+    assert got[3].endswith("5.0 min after failure 1; 10 min required")
+
+
+def test_retry_backoff_reads_an_epoch_last_failure_at():
+    from projections.runs_rules import check_retry
+    view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
+    got = check_retry("R1", {"failures": 1, "last_failure_at": RT0 + 40 * MIN}, view, [], None, RT0 + 46 * MIN)
+    assert got is not None and "5.0 min after failure 1" in got[3]
+
+
+def test_retry_backoff_is_reported_per_failure_time():
+    from projections.runs_rules import check_retry
+    view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
+    a = check_retry("R1", {"failures": 1, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
+    b = check_retry("R1", {"failures": 1, "last_failure_at": iso(RT0 + 41 * MIN)}, view, [], None, RT0 + 46 * MIN)
+    assert a is not None and b is not None and a[2] != b[2]
+    assert a[2] == f"retry-backoff:1@{iso(RT0 + 40 * MIN)}"

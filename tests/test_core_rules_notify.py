@@ -173,3 +173,39 @@ def test_a_silenced_agent_is_not_nudged_through_the_fold():
     w.add(SilenceAdded(silence="s1", subject_match="agent:a1", until=iso(T0 + 9999)), T0 + 1)
     out, _ = nudges(w.state, T0 + 600, NP, {"a1": "s:1", "a2": "s:2"})
     assert [n.agent for n in out] == ["a2"]
+
+
+# ---- flapping notice, timing edges, nudge wake ----------------------------------------------
+def test_the_flapping_notice_covers_its_episode_and_ages_from_its_start():
+    w = World()
+    t = flap(w, "a1", 13, T0, step=1.0)          # seqs 1..13 at T0..T0+12
+    # percents of the alternation (tests/test_notify_flap.py): the 9th change, class 10 (seq 10,
+    # at T0+9), is the first at or over 50: the episode starts there
+    m = plan(w.state, t + 10, P).send[0]
+    assert m.title == "1 flapping" and m.covers == [10, 13] and m.keys == ["agent:a1|FLAPPING#10@0"]
+    assert m.lines[0].startswith("FLAPPING a1 · 14s · ")   # now T0+23 - start T0+9
+
+
+def test_while_flapping_the_plan_looks_again_within_a_minute():
+    w = World()
+    t = flap(w, "a1", 13, T0, step=1.0)
+    p = plan(w.state, t + 10, P)
+    w.sent(p.send[0], t + 10)
+    p = plan(w.state, t + 20, P)
+    assert p.send == [] and p.next_wake is not None and p.next_wake <= t + 20 + 60.01
+
+
+def test_nothing_is_pushed_before_group_wait_beyond_the_millisecond_rounding():
+    w = World()
+    w.cls("r1", "RECLAMA", T0, state="waiting")
+    assert plan(w.state, T0 + P.group_wait - 0.0015, P).send == []
+    assert len(plan(w.state, T0 + P.group_wait - 0.0005, P).send) == 1
+
+
+def test_nudges_wake_at_the_earliest_due_stall():
+    from projections.notify_plan import nudges
+    w = World()
+    w.cls("a1", "ESTANCADO", T0, state="idle")
+    w.cls("a2", "ESTANCADO", T0 + 30, state="idle")
+    out, wake = nudges(w.state, T0 + 10, NP, {"a1": "s:1", "a2": "s:2"})
+    assert out == [] and wake == T0 + NP.nudge_after

@@ -200,7 +200,7 @@ def test_a_flapping_notice_covers_only_the_episode_after_the_last_settle(sent_at
 
 
 def test_not_flapping_is_never_notified():
-    for classes in (pattern(list(range(13, 21))), ALT + "A" * 14):
+    for classes in (pattern(list(range(13, 21))), ALT + "A" * 14, ALT + "A" * 14 + "B"):  # last: ended, 26.32
         assert state(classes, sent=["c", T + 9999])[0::2] == (None, False)
 
 

@@ -62,12 +62,35 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "cmp Eq->NotEq #0 (3)", "num 1->2", "num 1->2 (2)", "num 2->3", "num 2->3 (2)", "num 3->4")},
         ("if len(_memo) > 8192:", "cmp Gt->GtE #0"): "memo size bound off by one: a cache, never a result",
         ("if len(_memo) > 8192:", "num 8192->8193"): "memo size bound off by one: a cache, never a result",
+        ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "cmp GtE->Gt #0"):
+            "at the window's edge the recomputed percent counts the same transitions as the stored one",
         ("if e[3] < low and (last_low is None or e[1] > last_low):", "cmp Gt->GtE #0"):
             "the latest low time: on equal times both keep the same value",
         ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "num 0->1"):
             "hist[1] within the window means every transition is too: the stored percent equals the recomputed one",
         ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "num 1->2 (2)"):
             "hist[0][2] (a seq) is never within the window: always recomputed, same value",
+    },
+    "projections.notify_plan": {
+        ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 1->2"):
+            "the default rank of an unknown min_severity: the config accepts only info|warning|urgent",
+        ('return (DedupeReason.UPDATE_WAIT if now < due else DedupeReason.UPDATE_DUE), due, 1', "cmp Lt->LtE #0"):
+            "now carries +1 ms (EPS): now == due only at a sub-millisecond instant event times never hold",
+        ('return (DedupeReason.ALREADY_SENT if now < snoozed else DedupeReason.REPEAT_DUE), snoozed, 1',
+         "cmp Lt->LtE #0"):
+            "now carries +1 ms (EPS): now == the snooze end only at a sub-millisecond instant",
+        ('due = (c["sent_at"] or 0.0) + policy.repeat_interval', "num 0.0->1.0"):
+            "a pushed condition (sent_rev >= 0) always has sent_at: the fold sets both from notice.sent",
+        ('"seq": start[2], "last_seq": hist[-1][2], "since": start[1], "changed": start[1],', "num 1->2 (3)"):
+            "`changed` is read only for updates (rev > sent_rev): a FLAPPING condition is one-shot at rev 0",
+        ('return "after quiet hours: " if any(it.c.get("held") is not None and (it.c["sent_at"] or 0.0) < it.c["held"]',
+         "cmp Lt->LtE #0"):
+            "a push at the very millisecond its item was held cannot happen: held means not pushed that tick",
+    },
+    "projections.runs_rules": {
+        ("if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too",
+         "num 0->1"): "epochs in [0, 1) (the first second of 1970) are no step time either way",
+        ("if key >= ours:", "cmp GtE->Gt #0"): "key == ours is this run's own intent, skipped either way",
     },
     "projections.fleet": {
         ("if lo <= now < hi:", "cmp LtE->Lt #0"):
