@@ -248,7 +248,10 @@ def test_concurrent_hooks_lose_no_update_and_never_tear(tmp_path):
     codes = [p.wait(timeout=60) for p in procs]
     stop.set()
     t.join()
-    assert codes == [0] * len(procs) and errs == [b""] * len(procs)
+    # a hook that waited LOCK_TIMEOUT (2 s of real time: reachable on a loaded machine) gives up
+    # with its one line and exit 0, by design; what may never happen is a lost or torn write
+    assert codes == [0] * len(procs)
+    assert all(e == b"" or b"lock busy" in e and e.count(b"\n") == 1 for e in errs), errs
     assert bad == []
     doc = json.loads(path.read_text())
     assert doc["n"] == n_writers  # no increment lost to a hook's read-modify-write

@@ -145,10 +145,9 @@ def test_tail_follow_streams_and_exits_0_on_signal(db_path, sig):
     try:
         lg.append([WatcherStarted(version="1", pid=1)], NOW)
         first = json.loads(p.stdout.readline())
-        t0 = time.monotonic()
         lg.append([AgentClassified(agent="zz", to="X"), WatcherStarted(version="1", pid=2)], NOW)
         second = json.loads(p.stdout.readline())
-        assert time.monotonic() - t0 < 2.0                            # loose; the bench measures it
+        # (its latency is a benchmark row, not a timed assertion here)
         assert (first["seq"], second["seq"]) == (6, 8) and second["data"]["pid"] == 2
         p.send_signal(sig)
         assert p.wait(10) == 0
