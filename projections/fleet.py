@@ -367,15 +367,3 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
     return out, Memo(absent=absent, keys=keys, vals=vals, recs=recs, due=due, bounds=(lo_max, hi_min),
                      n_state=len(agents), missing=missing, stall_after=stall_after, busy_silence=silence)
 
-
-def status(state: dict[str, Any], now: float) -> dict[str, Any]:
-    """Per class counts and each agent's class, since and reason (for `status --json`)."""
-    counts = {c.value: 0 for c in Cls}
-    agents = []
-    for aid in sorted(state["agents"]):
-        a = state["agents"][aid]
-        counts[a["class"]] = counts.get(a["class"], 0) + 1
-        agents.append({"agent": aid, "class": a["class"], "since": a["since"], "reason": a["reason"],
-                       "state": a["state"], "phase": a["phase"], "source": a["source"]})
-    return {"counts": counts, "agents": agents,
-            "sources": [{"source": k, **v} for k, v in sorted(state["sources"].items())]}

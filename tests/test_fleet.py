@@ -142,7 +142,7 @@ def test_fold_then_diff_is_quiet(tmp_path):
         st = fleet.fold(st, rec)
     evs, _ = diff(st, s, NOW + 1, stall_after=STALL)
     assert evs == []
-    assert fleet.status(st, NOW)["counts"]["RECLAMA"] == 1
+    assert [a for a, r in st["agents"].items() if r["class"] == "RECLAMA"] == ["a2"]
 
 
 # ---- step: diff with the per-tick memo -----------------------------------------------------

@@ -218,9 +218,9 @@ def _copy_tree(dest: Path) -> None:
     shutil.copytree(ROOT, dest, ignore=ignore, symlinks=True)
 
 
-def run_mutant(module: str, index: int, tests: list[str], timeout: float) -> tuple[Site, str, float]:
+def run_mutant(module: str, index: int, tests: list[str], timeout: float, src: str) -> tuple[Site, str, float]:
+    """``src``: the module's text when the run started (edits during a run do not shift the sites)."""
     rel = Path(*module.split(".")).with_suffix(".py")
-    src = (ROOT / rel).read_text()
     text, site = apply(ast.parse(src), index)
     with tempfile.TemporaryDirectory(prefix="fw-mutant-") as d:
         work = Path(d) / "repo"
@@ -252,9 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     for m in mods:
         rel = Path(*m.split(".")).with_suffix(".py")
         tests = [t for t in MODULES[m] if (ROOT / t).exists()]
-        tree = ast.parse((ROOT / rel).read_text())
+        text = (ROOT / rel).read_text()
+        tree = ast.parse(text)
         eq = EQUIVALENT.get(m, {})
-        src = (ROOT / rel).read_text().splitlines()
+        src = text.splitlines()
         names = [(src[ln - 1].strip() if 0 < ln <= len(src) else "", lab) for ln, lab in labels(sites(tree))]
         n = len(names)
         unknown = set(eq) - set(names)
@@ -273,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         killed, survivors = 0, []
         with cf.ThreadPoolExecutor(a.jobs) as ex:
-            for site, outcome, dur in ex.map(lambda i, m=m, tests=tests: run_mutant(m, i, tests, a.timeout), idx):
+            for site, outcome, dur in ex.map(lambda i, m=m, tests=tests, text=text: run_mutant(m, i, tests, a.timeout, text), idx):
                 if outcome.startswith("killed"):
                     killed += 1
                 else:
