@@ -374,3 +374,28 @@ def test_retry_backoff_is_reported_per_failure_time():
     b = check_retry("R1", {"failures": 1, "last_failure_at": iso(RT0 + 41 * MIN)}, view, [], None, RT0 + 46 * MIN)
     assert a is not None and b is not None and a[2] != b[2]
     assert a[2] == f"retry-backoff:1@{iso(RT0 + 40 * MIN)}"
+
+
+@pytest.mark.parametrize("las,dts", [
+    ((0, 500, 200), (10, 600, 950, 1000, 1400, 1450, 1500, 100, 960, 2000, 50, 1399, 1401, 3000)),
+    # a1 stalls at 1300, a2 at 1350; the clock steps back to 1320 (a2 works again), then to 1250
+    ((400, 450, 0), (10, 1400, 1410, 1320, 1250, 1260)),
+])
+def test_the_memo_never_changes_what_a_tick_reports_even_when_the_clock_steps_back(las, dts):
+    # step (with its memo) and diff (without) agree tick by tick, clock jumps back included
+    snap_ = Snapshot(agents={"a1": obs(agent="a1", state="idle", last_activity=NOW + las[0]),
+                             "a2": obs(agent="a2", state="idle", last_activity=NOW + las[1]),
+                             "a3": obs(agent="a3", state="busy", last_activity=NOW + las[2])})
+    prev: dict = {"agents": {}, "sources": {}}
+    memo = None
+    for dt in dts:
+        t = NOW + dt
+        want, _ = fleet.diff(prev, snap_, t, stall_after=STALL, busy_silence=1200.0)
+        got, memo = step(prev, snap_, t, stall_after=STALL, memo=memo, busy_silence=1200.0)
+        assert _classified(got) == _classified(want), dt
+        agents = dict(prev["agents"])
+        for e in got:
+            if type(e).__name__ == "AgentClassified":
+                agents[e.agent] = rec(e.to, state=e.state, phase=e.phase, last_activity=e.last_activity)
+        assert not [e for e in got if type(e).__name__ == "AgentUpdated"]  # the records match the files
+        prev = {"agents": agents, "sources": {}}
