@@ -106,6 +106,7 @@ def test_an_unseen_agent_is_closed_on_its_second_miss_once():
     assert _classified(evs) == []                                 # one resync of grace
     evs, memo = step(prev, Snapshot(), NOW + 1, stall_after=STALL, memo=memo)
     assert _classified(evs) == [("a1", "TRABAJANDO", "CERRADO")]
+    assert (evs[0].source, evs[0].reason) == ("fleet", "no longer seen by any source")
 
 
 def test_a_seen_agent_resets_its_misses():
@@ -377,7 +378,7 @@ def test_retry_backoff_is_reported_per_failure_time():
 
 
 @pytest.mark.parametrize("las,dts", [
-    ((0, 500, 200), (10, 600, 950, 1000, 1400, 1450, 1500, 100, 960, 2000, 50, 1399, 1401, 3000)),
+    ((0, 500, 300), (10, 600, 950, 1000, 1400, 1450, 1500, 100, 960, 2000, 50, 1399, 1401, 3000)),
     # a1 stalls at 1300, a2 at 1350; the clock steps back to 1320 (a2 works again), then to 1250
     ((400, 450, 0), (10, 1400, 1410, 1320, 1250, 1260)),
 ])
@@ -399,3 +400,27 @@ def test_the_memo_never_changes_what_a_tick_reports_even_when_the_clock_steps_ba
                 agents[e.agent] = rec(e.to, state=e.state, phase=e.phase, last_activity=e.last_activity)
         assert not [e for e in got if type(e).__name__ == "AgentUpdated"]  # the records match the files
         prev = {"agents": agents, "sources": {}}
+
+
+def test_an_unknown_state_is_named_in_the_reason_cut_to_40_characters():
+    cls, reason = classify(obs(state="x" * 100), NOW, STALL)
+    assert cls is Cls.MAL_LANZADO and reason == "unknown state " + repr("x" * 40)
+
+
+@pytest.mark.parametrize("target,closed", [("=fleet:1", True), ("fleet:1", False), (None, False)])
+def test_a_tmux_window_gone_closes_an_agent_seen_in_an_exact_window(target, closed):
+    prev = {"agents": {"a1": rec("TRABAJANDO", target=target, last_activity=iso(NOW))}, "sources": {}}
+    evs, _ = step(prev, Snapshot(agents={"a1": obs(tmux_missing=True)}), NOW + 1, stall_after=STALL)
+    assert _classified(evs) == ([("a1", "TRABAJANDO", "CERRADO")] if closed else [])
+
+
+def test_a_record_changed_by_another_writer_is_classified_again():
+    # the memo saw TRABAJANDO; a folded foreign event says RECLAMA: the next tick reports the files' class
+    o = obs()
+    prev = {"agents": {"a1": rec("TRABAJANDO", last_activity=iso(NOW))}, "sources": {}}
+    snap_ = Snapshot(agents={"a1": o})
+    evs, memo = step(prev, snap_, NOW + 1, stall_after=STALL)
+    assert _classified(evs) == []
+    prev = {"agents": {"a1": rec("RECLAMA", last_activity=iso(NOW))}, "sources": {}}
+    evs, memo = step(prev, snap_, NOW + 2, stall_after=STALL, memo=memo)
+    assert _classified(evs) == [("a1", "RECLAMA", "TRABAJANDO")]

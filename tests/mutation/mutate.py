@@ -93,6 +93,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if key >= ours:", "cmp GtE->Gt #0"): "key == ours is this run's own intent, skipped either way",
     },
     "projections.fleet": {
+        ("every = PRUNE_EVERY if n <= PRUNE_EVERY else 1 << (n - 1).bit_length()", "cmp LtE->Lt #0"):
+            "at n == 512 both branches give 512",
+        ("while t - la < stall_after:", "cmp Lt->LtE #0"):
+            "a window one ulp shorter: the agent is classified again at the bound, same class",
+        ("if not lo_max <= now < hi_min:  # some class may change by time alone: which ones", "cmp Lt->LtE #1"):
+            "hi is the last instant of the class (exclusive bound one ulp on): skipping at it changes nothing",
         ("if lo <= now < hi:", "cmp LtE->Lt #0"):
             "at now == lo the agent is classified again inside its window: same class, no event",
         **{("index = dict(zip(keys, range(len(keys)))) if len(todo) > 4 and len(keys) > 64 else None", w): _INDEX
