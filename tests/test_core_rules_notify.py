@@ -209,3 +209,24 @@ def test_nudges_wake_at_the_earliest_due_stall():
     w.cls("a2", "ESTANCADO", T0 + 30, state="idle")
     out, wake = nudges(w.state, T0 + 10, NP, {"a1": "s:1", "a2": "s:2"})
     assert out == [] and wake == T0 + NP.nudge_after
+
+
+def test_a_snooze_reminder_is_a_first_attempt():
+    from events.types import NoticeAcked
+    from tests.test_notify_plan import PE
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    m = plan(w.state, T0 + 10, PE).send[0]
+    w.sent(m, T0 + 10)
+    w.add(NoticeAcked(notice=m.notice, conditions=m.conditions, via="web", until=iso(T0 + 3610)), T0 + 20)
+    p = plan(w.state, T0 + 3620, PE)
+    assert [(x.kind, x.attempt) for x in p.send] == [("notice", 1)]
+
+
+def test_a_one_second_repeat_interval_still_repeats():
+    pol = Policy(group_wait=10, group_interval=300, repeat_interval=1.0)
+    w = World()
+    w.cls("r1", "RECLAMA", T0, state="waiting")
+    m = plan(w.state, T0 + 10, pol).send[0]
+    w.sent(m, T0 + 10)
+    assert [x.title for x in plan(w.state, T0 + 11 + 10 + 1, pol).send] == ["1 need you"]   # due + group_wait

@@ -79,6 +79,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('return (DedupeReason.ALREADY_SENT if now < snoozed else DedupeReason.REPEAT_DUE), snoozed, 1',
          "cmp Lt->LtE #0"):
             "now carries +1 ms (EPS): now == the snooze end only at a sub-millisecond instant",
+        ('due = max(c["changed"], (c["sent_at"] or 0.0) + policy.group_interval)', "num 0.0->1.0"):
+            "a pushed condition (sent_rev >= 0) always has sent_at: the fold sets both from notice.sent",
         ('due = (c["sent_at"] or 0.0) + policy.repeat_interval', "num 0.0->1.0"):
             "a pushed condition (sent_rev >= 0) always has sent_at: the fold sets both from notice.sent",
         ('"seq": start[2], "last_seq": hist[-1][2], "since": start[1], "changed": start[1],', "num 1->2 (3)"):
@@ -86,6 +88,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('return "after quiet hours: " if any(it.c.get("held") is not None and (it.c["sent_at"] or 0.0) < it.c["held"]',
          "cmp Lt->LtE #0"):
             "a push at the very millisecond its item was held cannot happen: held means not pushed that tick",
+        ("return (a, GroupReason.WAIT_GROUP) if a >= b else (b, GroupReason.WAIT_INTERVAL)", "cmp GtE->Gt #0"):
+            "at a == b both give the same time; only the name of the debug reason differs",
     },
     "projections.runs_rules": {
         ("if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too",
