@@ -184,6 +184,8 @@ def test_the_flapping_notice_covers_its_episode_and_ages_from_its_start():
     m = plan(w.state, t + 10, P).send[0]
     assert m.title == "1 flapping" and m.covers == [10, 13] and m.keys == ["agent:a1|FLAPPING#10@0"]
     assert m.lines[0].startswith("FLAPPING a1 · 14s · ")   # now T0+23 - start T0+9
+    # the current percent, at the 13th class: 12 changes, 9 + 0.5 * (8+..+19) / 19 = 13.263 -> 66.32
+    assert m.lines[0].endswith(" · 66% state change; notices held until it settles")
 
 
 def test_while_flapping_the_plan_looks_again_within_a_minute():
