@@ -60,6 +60,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         **{(_FLAP_MEMO_LINE, w): _MEMO for w in (
             "branch body->pass", "cmp Is->IsNot #0", "num 0->1", "cmp Eq->NotEq #0", "cmp Eq->NotEq #0 (2)",
             "cmp Eq->NotEq #0 (3)", "num 1->2", "num 1->2 (2)", "num 2->3", "num 2->3 (2)", "num 3->4")},
+        ("m = _memo[id(flat)] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]", "num 1->2"): _MEMO,
+        ("m = _memo[id(flat)] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]", "num 2->3"): _MEMO,
         ("if len(_memo) > 8192:", "cmp Gt->GtE #0"): "memo size bound off by one: a cache, never a result",
         ("if len(_memo) > 8192:", "num 8192->8193"): "memo size bound off by one: a cache, never a result",
         ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "cmp GtE->Gt #0"):
