@@ -29,3 +29,24 @@ def test_a_raising_fleet_detector_is_logged_and_the_others_still_run(tmp_path, c
     evs = w.detect(Snapshot(agents={"a1": good}), NOW + 1)
     assert [(e.agent, e.to) for e in evs if type(e).__name__ == "AgentClassified"] == [("a1", "TRABAJANDO")]
     elog.close()
+
+
+def test_reload_refuses_a_moved_log_or_other_durability_and_rebuilds_the_rest(tmp_path):
+    import pytest
+
+    from events.errors import ConfigError
+    base = f'[store]\npath = "{tmp_path}/e.db"\n'
+    cfg = parse(base)
+    elog = EventLog(str(tmp_path / "e.db"))
+    w = Watcher(cfg, elog)
+    for bad, key in ((f'[store]\npath = "{tmp_path}/other.db"\n', "store.path"),
+                     (base + 'durability = "normal"\n', "store.durability")):
+        with pytest.raises(ConfigError) as e:
+            w.reload(parse(bad))
+        assert e.value.key == key and w.cfg is cfg          # nothing changed
+    (tmp_path / "fleet").mkdir()
+    new = parse(base + f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/fleet/*/goal.json"\n')
+    w.reload(new)
+    assert w.cfg is new and [s.name for s in w.sources] == ["fleet"]
+    w.close()
+    elog.close()

@@ -150,18 +150,14 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                 sd.reloading()
                 try:
                     new = load(config_arg, required=True)
+                    w.reload(new)  # refuses (before changing anything) what a reload cannot change
                 except Exception as e:  # an invalid new config keeps the old one
                     log.error("reload refused, keeping the running config: %s", e)
                 else:
                     if w.notifier is not None:
                         w.notifier.close(2.0)
                         _record_last(w)  # a delivery that just finished is recorded, not re-sent
-                    w.close()
                     cfg = new
-                    w.cfg = cfg
-                    from watcher.sources import build_sources
-
-                    w.sources = build_sources(cfg)
                     waker.close()
                     waker = Waker([r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                                   cfg.dur("watch.debounce"))

@@ -281,6 +281,25 @@ class Watcher:
         except LogReplaced:
             log.error("the event log is gone: watcher.stopped not recorded")
 
+    def reload(self, cfg: Config) -> None:
+        """Take a new config (SIGHUP): the sources are rebuilt and every detector memo dropped
+        (they hold the old policy). What a running watcher cannot change — the log's path and
+        durability, fixed when the log was opened — is refused with a :class:`ConfigError`
+        before anything changes; the caller keeps the running config."""
+        from events.errors import ConfigError
+        from watcher.config import db_path
+
+        for what, old, new in (("store.path", db_path(self.cfg), db_path(cfg)),
+                               ("store.durability", self.cfg.store.durability, cfg.store.durability)):
+            if old != new:
+                raise ConfigError(f"{what} changed ({old!r} -> {new!r}): a reload cannot move the event log",
+                                  op="reload", key=what, hint="restart the service to use the new value")
+        self.close()
+        self.cfg = cfg
+        self.sources = build_sources(cfg)
+        kept = self.memos.get("fleet")  # only the fleet's miss counts survive (the grace of an absent agent)
+        self.memos = {"fleet": fleet.Memo(absent=dict(kept.absent))} if kept is not None else {}
+
     def close(self) -> None:
         self.polls.close()
         for s in self.sources:
