@@ -103,6 +103,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "at n == 512 both branches give 512",
         ("while t - la < stall_after:", "cmp Lt->LtE #0"):
             "a window one ulp shorter: the agent is classified again at the bound, same class",
+        ("if not lo_max <= now < hi_min:  # some class may change by time alone: which ones", "cmp LtE->Lt #0"):
+            "at now == lo_max the agents are only scanned once more: same classes, no event",
         ("if not lo_max <= now < hi_min:  # some class may change by time alone: which ones", "cmp Lt->LtE #1"):
             "hi is the last instant of the class (exclusive bound one ulp on): skipping at it changes nothing",
         ("if lo <= now < hi:", "cmp LtE->Lt #0"):
