@@ -9,19 +9,10 @@ import pytest
 from events.timefmt import iso
 from projections import fleet
 from projections.fleet import Cls, classify, step
-from projections.observations import AgentObs, Snapshot, SourceResult
+from projections.observations import Snapshot, SourceResult
 from tests.test_runs import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
+from tests.test_fleet import NOW, STALL, obs  # busy, haciendo, a contract, active at NOW
 from tests.test_runs_rules import EVID, HEX, violations
-
-NOW = 1_800_000_000.0
-STALL = 900.0
-
-
-def obs(**kw) -> AgentObs:
-    base = dict(agent="a1", source="fleet", state="busy", phase="haciendo", contract_sha256="c" * 64,
-                contract_len=10, last_activity=NOW)
-    base.update(kw)
-    return AgentObs(**base)
 
 
 # ---- the termination machine --------------------------------------------------------------
