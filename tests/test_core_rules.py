@@ -415,3 +415,11 @@ def test_a_record_changed_by_another_writer_is_classified_again():
     prev = {"agents": {"a1": rec("RECLAMA", last_activity=iso(NOW))}, "sources": {}}
     evs, memo = step(prev, snap_, NOW + 2, stall_after=STALL, memo=memo)
     assert _classified(evs) == [("a1", "RECLAMA", "TRABAJANDO")]
+
+
+@pytest.mark.parametrize("v,want", [(0, 0.0), (1e11 - 1, 1e11 - 1), (1e11, None), (1.5e11, None), (-1, None),
+                                    (True, None), (float("nan"), None), ("2026-11-29T10:00:00Z", 1795946400.0),
+                                    ("2026-11-29T10:00:00", 1795946400.0), ("yesterday", None), (None, None)])
+def test_a_step_time_is_iso_or_an_epoch_within_years_1970_to_5138(v, want):
+    from projections.runs_rules import ts
+    assert ts(v) == want
