@@ -72,6 +72,7 @@ class Watcher:
         self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.pending: list[Any] = []
         self.notifier = notifier
+        self.census_seq: int | None = None   # the log's seq after this process's first complete look
         self.checker: Any = None             # watcher.runtime.checker.Checker when [dod] run_checks
         self.polls = Polls(self.poll_one)
         self.poll_wait: float | None = None  # a tick waits this long for sources (None: their deadlines)
@@ -151,7 +152,8 @@ class Watcher:
             "missions": {"max_children_active": c.missions.max_children_active},
             "swarms": {"max_concurrent": c.swarm.max_concurrent, "max_children": c.swarm.max_children,
                        "max_total": c.swarm.max_total},
-            "fanout": {"fanout_max": c.classify.fanout_max, "fanout_window": c.dur("classify.fanout_window")},
+            "fanout": {"fanout_max": c.classify.fanout_max, "fanout_window": c.dur("classify.fanout_window"),
+                       "census": self.census_seq is None, "census_seq": self.census_seq or 0},
         }
         for name, kw in policy.items():
             mod = self.proj.mods.get(name)
@@ -233,6 +235,8 @@ class Watcher:
         n = 0
         try:
             n += self.commit(self.detect(snap, now), now)
+            if self.census_seq is None and not snap.failed:   # every source answered: the census is taken
+                self.census_seq = self.proj.seq
             if self.notifier is not None:
                 n += self.commit(self.notifier.step(self.proj.states, now), now)
             if self.checker is not None:   # DoD checks run in its worker; only verdicts come back

@@ -1,0 +1,59 @@
+"""A watcher that starts among running agents takes a census, not a fan-out: the contract's
+"10 agents merely started working -> no push" holds, and a real burst of launches afterwards is
+still one fleet.fanout (issue 22, acceptance check `notify`)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from events.log import EventLog
+from watcher.config import parse
+from watcher.runtime.loop import Watcher
+
+
+def _goal(root, agent):
+    d = root / agent
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "g.tmp").write_text(json.dumps({"agent": agent, "state": "busy", "phase": "haciendo",
+                                          "dod_contract": "c", "last_activity": time.time()}))
+    os.replace(d / "g.tmp", d / "goal.json")
+
+
+def _fanouts(path):
+    log = EventLog(str(path), create=False, readonly=True)
+    try:
+        return [r.event for r in log.read(types=["fleet.fanout"])]
+    finally:
+        log.close()
+
+
+def _tick_until(w, pred, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        w.tick(time.time())
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_the_fleet_found_at_start_is_a_census_and_a_later_burst_a_fanout(tmp_path):
+    fleet = tmp_path / "fleet"
+    for i in range(10):
+        _goal(fleet, f"old{i}")
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
+    w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
+    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 10)
+    for _ in range(3):
+        w.tick(time.time())
+    assert _fanouts(cfg.store.path) == []              # ten agents already running: no push
+    for i in range(12):
+        _goal(fleet, f"new{i}")
+    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 22)
+    for _ in range(3):
+        w.tick(time.time())
+    f = _fanouts(cfg.store.path)
+    assert len(f) == 1 and f[0].count == 12 and all(a.startswith("new") for a in f[0].agents)
+    w.close()
