@@ -423,3 +423,18 @@ def test_a_record_changed_by_another_writer_is_classified_again():
 def test_a_step_time_is_iso_or_an_epoch_within_years_1970_to_5138(v, want):
     from projections.runs_rules import ts
     assert ts(v) == want
+
+
+def test_a_step_first_seen_beginning_without_at_after_a_failure_started_by_now(h):
+    from tests.test_runs import at
+    kw = dict(failures=1, last_failure_at=at(95))
+    got = violations(h, {"facts": S("done", 30)}, {"facts": S("done", 30), "audit": S("begin", None)},
+                     "retry-backoff", **kw)
+    assert len(got) == 1 and "(audit)" in got[0].detail      # 6 min after failure 1 (tick at +101)
+
+
+def test_retry_backoff_detail_for_the_second_failure_names_twenty_minutes():
+    from projections.runs_rules import check_retry
+    view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
+    got = check_retry("R1", {"failures": 2, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
+    assert got is not None and got[3].endswith("5.0 min after failure 2; 20 min required")

@@ -232,3 +232,14 @@ def test_a_one_second_repeat_interval_still_repeats():
     m = plan(w.state, T0 + 10, pol).send[0]
     w.sent(m, T0 + 10)
     assert [x.title for x in plan(w.state, T0 + 11 + 10 + 1, pol).send] == ["1 need you"]   # due + group_wait
+
+
+def test_after_quiet_hours_heads_a_push_when_any_of_its_items_was_held():
+    from tests.test_notify_plan import PE
+    w = World()
+    w.cls("s1", "ESTANCADO", T0)
+    p = plan(w.state, T0 + 20, PE, quiet_end=T0 + 100)          # held by quiet hours
+    w.add(p.record[0], T0 + 20)
+    w.cls("s2", "ESTANCADO", T0 + 95)                          # new, never held
+    m = plan(w.state, T0 + 106, PE).send[0]
+    assert m.title == "after quiet hours: 2 stalled"

@@ -90,6 +90,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('return "after quiet hours: " if any(it.c.get("held") is not None and (it.c["sent_at"] or 0.0) < it.c["held"]',
          "cmp Lt->LtE #0"):
             "a push at the very millisecond its item was held cannot happen: held means not pushed that tick",
+        ("return DedupeReason.ALREADY_SENT, None, 1", "num 1->2"): "the attempt of a notice that is not sent",
+        ('decisions += [Decision(it.cid, "group", GroupReason.SEND if ready[it.cid][0] <= now', "cmp LtE->Lt #0"):
+            "SEND vs RIDE_ALONG: the item goes in the same batch either way, only the debug reason differs",
+        ('"sent_at": None, "sent_rev": -1, "silenced": None}', "num 1->2"): "sent_rev -2 is as unsent as -1 (< 0)",
+        ('return "after quiet hours: " if any(it.c.get("held") is not None and (it.c["sent_at"] or 0.0) < it.c["held"]',
+         "num 0.0->1.0"): "held times are epochs: 0.0 and 1.0 are both before them",
         ("return (a, GroupReason.WAIT_GROUP) if a >= b else (b, GroupReason.WAIT_INTERVAL)", "cmp GtE->Gt #0"):
             "at a == b both give the same time; only the name of the debug reason differs",
     },
