@@ -224,9 +224,10 @@ class HubThread:
 
 
 def hub_cfg(tmp_path: Path, url: str, **kw) -> object:
+    kw.setdefault("ack_wait", "2s")
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in kw.items())
     return parse(f'[store]\npath = "{tmp_path}/hub.db"\ndurability = "normal"\n'
-                 f'[hub]\nnats = "{url}"\nack_wait = "2s"\n{extra}')
+                 f'[hub]\nnats = "{url}"\n{extra}')
 
 
 def fwd_cfg(url: str, host: str, batch: int = 100):
@@ -388,3 +389,44 @@ def test_recreated_host_log_is_a_new_chain_at_the_hub(tmp_path, nats_server):
     hub.close()
     chains, lines, ok = store.host_report(EventLog(str(tmp_path / "hub.db"), create=False).db)
     assert ok and sorted(c.count for c in chains) == [1, 2], lines
+
+
+@needs_nats
+def test_hub_ack_does_not_cover_messages_a_killed_hub_fetched_but_never_committed(tmp_path, nats_server):
+    """Regression (hub drill: 'h2 seq 269' lost). A hub killed between fetch and commit leaves
+    its messages pending with the consumer until ack_wait; a restarted hub meanwhile gets the
+    NEWER messages (the window max_ack_pending=batch is not full). With AckPolicy.ALL its ack of
+    the newest one acknowledged the never-committed older ones too: never redelivered, lost.
+    Every message is now acked by itself (AckPolicy.EXPLICIT), and a hub that finds unacked
+    messages at connect recreates the consumer at its ack floor: 1..5 come back at once, in order."""
+    import nats
+    from nats.js.api import AckPolicy
+
+    cfg = hub_cfg(tmp_path, nats_server.url, ack_wait="4s")
+    HubThread(cfg, str(tmp_path / "hub.db")).close()  # creates the stream and the durable consumer
+    host = EventLog(str(tmp_path / "vm1.db"), durability="normal")
+    host.append([classified(f"a{i}", "RECLAMA") for i in range(10)], T0)
+    fw = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(tmp_path / "vm1.db")).start()
+    until(lambda: fw.stats["position"] == 10, what="10 rows in the stream")
+    fw.stop(2.0)
+
+    async def dying_hub() -> list[int]:  # fetches the first 5 under the hub's durable, then dies
+        nc = await nats.connect(nats_server.url)
+        psub = await nc.jetstream().pull_subscribe("fleetwatch.>", durable=cfg.hub.consumer, stream=cfg.hub.stream)
+        got = await psub.fetch(5, timeout=5)
+        policy = (await psub.consumer_info()).config.ack_policy
+        await nc.close()
+        return [int(m.headers[wire.H_SEQ]) for m in got], policy
+
+    seqs, policy = asyncio.run(dying_hub())
+    assert seqs == [1, 2, 3, 4, 5]
+    hub = HubThread(cfg, str(tmp_path / "hub.db"))  # within ack_wait: the window would serve 6..10 first
+    try:
+        until(lambda: sum(1 for i in hub_rows(str(tmp_path / "hub.db")) if i.startswith("vm1/")) == 10,
+              timeout=40, what="all 10 host rows at the hub")
+    finally:
+        hub.close()
+    assert all(n == 1 for n in hub_rows(str(tmp_path / "hub.db")).values())
+    with apsw.Connection(str(tmp_path / "hub.db"), flags=apsw.SQLITE_OPEN_READONLY) as c:  # folded in order
+        assert [s for (s,) in c.execute("SELECT seq FROM hub_origin ORDER BY hub_seq")] == list(range(1, 11))
+    assert policy == AckPolicy.EXPLICIT

@@ -3,10 +3,12 @@
 A durable pull consumer (``[hub] consumer``, one per hub) fetches up to ``batch`` messages; each
 becomes an :class:`~watcher.hub.wire.Origin` and a hub event (host-prefixed identities) appended
 with id ``<host>/<chain>/<event id>`` in ONE transaction together with the origin rows
-(``hub_origin``) and the projection snapshots; only then are the messages acked. So a hub killed
-at any point re-receives what it had not acked and finds the ids already stored: exactly once
-in the hub's log. ``max_ack_pending = batch`` keeps one fetch in flight: what a killed hub
-had fetched is redelivered before anything newer, so each host's rows are folded in order.
+(``hub_origin``) and the projection snapshots; only then is each message acked (AckPolicy.EXPLICIT: an
+ack never covers a message this hub did not commit). So a hub killed at any point re-receives
+what it had not acked and finds the ids already stored: exactly once in the hub's log.
+``max_ack_pending = batch`` keeps one fetch in flight, and a consumer found with unacked
+messages at connect is recreated at its ack floor (:meth:`Hub._rewind`): what a killed hub had
+fetched is redelivered before anything newer, so each host's rows are folded in order.
 
 The same projections and notifier as `fleetwatch run` then run over the whole fleet (agents
 ``host/agent``; one grouped push across hosts). Liveness: every message and every heartbeat
@@ -111,7 +113,6 @@ class Hub:
         self.stats: dict[str, Any] = {"received": 0, "appended": 0, "duplicates": 0, "rejected": 0, "gaps": 0,
                                       "batches": 0, "failed": 0}
         self._rejects_logged: set[str] = set()
-        self._ack_all = False
 
     # ---- pure-ish stages ------------------------------------------------------------------
     def seen(self, host: str, mono: float, now: float) -> None:
@@ -230,12 +231,11 @@ class Hub:
         js = nc.jetstream()
         await ensure_stream(js, self.hc.stream)
         ack_wait = parse_duration(self.hc.ack_wait, "hub.ack_wait")
-        psub = await js.pull_subscribe(
-            f"{wire.PREFIX}.>", durable=self.hc.consumer, stream=self.hc.stream,
-            config=ConsumerConfig(ack_policy=AckPolicy.ALL, deliver_policy=DeliverPolicy.ALL,
-                                  ack_wait=ack_wait, max_ack_pending=self.hc.batch, max_deliver=-1))
-        info = await psub.consumer_info()
-        self._ack_all = info.config.ack_policy == AckPolicy.ALL  # an older consumer may ack one by one
+        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
+                                ack_wait=ack_wait, max_ack_pending=self.hc.batch, max_deliver=-1)
+        await self._rewind(js, config)
+        psub = await js.pull_subscribe(f"{wire.PREFIX}.>", durable=self.hc.consumer, stream=self.hc.stream,
+                                       config=config)
 
         async def on_hb(msg: Any) -> None:
             host = msg.subject.rpartition(".")[2]
@@ -243,8 +243,11 @@ class Hub:
                 self.seen(host, time.monotonic(), time.time())
 
         hb = await nc.subscribe(f"{wire.HEARTBEAT}.*", cb=on_hb)
+        reconnects = nc.stats["reconnects"]
         try:
             while not stop.is_set():
+                if nc.stats["reconnects"] != reconnects:  # what was in flight on the dropped connection
+                    raise ConnectionError("reconnected")  # is pending: start over, rewinding in order
                 now = time.time()
                 nw = self.next_wake(now)
                 wait = 1.0 if nw is None else max(0.05, min(1.0, nw - now))
@@ -261,6 +264,30 @@ class Hub:
             except Exception:
                 pass
 
+    async def _rewind(self, js: Any, config: Any) -> None:
+        """Before consuming: a durable consumer that still has messages delivered but unacked
+        (fetched by a hub killed before its commit, or lost with a dropped connection) is
+        recreated at its ack floor, so they come again at once and IN ORDER, before anything
+        newer (otherwise the window serves newer rows first and each host's rows are folded
+        out of order until ack_wait). Rows already committed come again as known ids (no-ops).
+        A consumer with another ack policy (AckPolicy.ALL, where one ack covered rows never
+        committed) is recreated the same way. A hub killed between the delete and the create
+        finds no consumer: a new one delivers the whole stream again (known ids: no-ops)."""
+        from nats.js.api import AckPolicy, DeliverPolicy
+        from nats.js.errors import NotFoundError
+
+        try:
+            info = await js.consumer_info(self.hc.stream, self.hc.consumer)
+        except NotFoundError:
+            return
+        if not info.num_ack_pending and info.config.ack_policy == AckPolicy.EXPLICIT:
+            return
+        start = (info.ack_floor.stream_seq if info.ack_floor else 0) + 1
+        await js.delete_consumer(self.hc.stream, self.hc.consumer)
+        config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, start
+        log.info("consumer %s: %d unacked, redelivering from stream seq %d", self.hc.consumer,
+                 info.num_ack_pending or 0, start)
+
     async def _ingest(self, msgs: list[Any]) -> None:
         self.stats["received"] += len(msgs)
         self.stats["batches"] += 1
@@ -274,13 +301,11 @@ class Hub:
             for m in msgs:
                 await m.nak(delay=1.0)
             return
-        if not self._ack_all:
-            bad = set(rejected)
-            for i, m in enumerate(msgs[:-1]):
-                await (m.term() if i in bad else m.ack())
-        try:  # AckPolicy.ALL: the last ack covers the batch (refused messages included: they are
-            # counted and logged, never retried); confirmed, so it is applied before the next
-            # fetch (max_ack_pending = batch: otherwise that fetch would find the window full)
+        bad = set(rejected)  # every message acked by itself (AckPolicy.EXPLICIT): an ack never
+        for i, m in enumerate(msgs[:-1]):  # covers a message this hub did not commit
+            await (m.term() if i in bad else m.ack())
+        try:  # the last one confirmed, so all are applied before the next fetch (max_ack_pending
+            # = batch: otherwise that fetch would find the window full); refused ones are never retried
             await msgs[-1].ack_sync(timeout=2.0)
         except Exception as e:  # unconfirmed: redelivered after ack_wait, a no-op (known id)
             log.debug("ack not confirmed: %s", type(e).__name__)
