@@ -84,12 +84,16 @@ def _by_blocks(db: apsw.Connection, n: int, types: Sequence[str], subject: str |
     return got[::-1]
 
 
+SQL_MAX_LIMIT = 2 ** 63 - 1   # LIMIT takes a signed 64-bit integer (tail -n 99999999999999999999)
+
+
 def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
               subject: str | None = None, exact: bool = False) -> list[int]:
     """The seqs of the last ``n`` events matching ``types`` (any of) and the ``subject`` prefix
-    (with ``exact``: that subject only), ascending."""
+    (with ``exact``: that subject only), ascending. ``n`` beyond SQLite's 64-bit LIMIT means all."""
     if n <= 0:
         return []
+    n = min(n, SQL_MAX_LIMIT)
     if not types and not subject:
         return [s for (s,) in db.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT ?", (n,))][::-1]
     got = _scan(db, n, types, subject, min(SCAN_FIRST, 64 * n), exact)

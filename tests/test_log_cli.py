@@ -311,3 +311,23 @@ def test_bad_db_is_one_message_exit_2_untouched(cli, tmp_path, make, words, cmd)
     if before is not None:
         assert sha(path) == before
     assert sorted(os.listdir(tmp_path)) == listing
+
+
+def test_tail_with_a_count_beyond_sqlites_limit_prints_everything(tmp_path):
+    """`tail -n 99999999999999999999` was an OverflowError traceback (SQLite's LIMIT is 64-bit)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from events.log import EventLog
+    from events.types import WatcherStarted
+
+    db = str(tmp_path / "e.db")
+    log = EventLog(db, durability="normal")
+    log.append([WatcherStarted(version="t", pid=1)], 1_800_000_000.0)
+    log.close()
+    fw = str(Path(sys.executable).parent / "fleetwatch")
+    for extra in ([], ["--json"]):
+        r = subprocess.run([fw, "tail", "-n", "99999999999999999999", *extra, "--db", db],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "watcher.started" in r.stdout and "Traceback" not in r.stderr, r.stderr
