@@ -5,8 +5,11 @@ NATS is stopped for a while (3 s here, 60 s with FW_DRILL_LONG=1). Afterwards:
 - every host event is in the hub's log exactly once (lost 0 / doubled 0),
 - `fleetwatch verify --db hub.db` passes: every host chain intact, no gap,
 - the hub's fleet view equals the union of the hosts' own views (``host/agent`` -> class),
-- no condition was pushed twice (every push the receiver got is one recorded notice.sent, and
-  no condition revision is in two notices).
+- no condition was pushed twice (no condition revision is in two recorded notice.sent; every
+  recorded notice was delivered; a delivered push with no notice.sent only in the documented
+  window of a hub SIGKILL between the receiver's 200 and the commit: at most one per hub kill).
+- when a host row is missing, the failure says which row, its type, whether its host's
+  forwarder position passed it and whether the stream holds it.
 Skipped with a clear message when nats-server is absent."""
 from __future__ import annotations
 
@@ -307,6 +310,7 @@ def test_hub_drill(tmp_path, capsys):
         print(f"\nhub drill: seed={seed} hosts={len(HOSTS)} host events={total} kills={kills} "
               f"host restarts={sum(p.kills for p in hosts.values())} outage={OUTAGE_S:.0f}s "
               f"lost={len(lost)} doubled={len(doubled)} pushes={len(rx.posts)} notices recorded={len(sent)} "
+              f"pushes unrecorded (hub killed between 200 and notice.sent)={len(rx.posts) - len(sent)} "
               f"conditions pushed twice={len(twice)} twin pushes={len(twin_pushes)} "
               f"agents hub={len(hub_view)} union={len(union)}")
         for line in diagnosis[:10]:
@@ -320,5 +324,8 @@ def test_hub_drill(tmp_path, capsys):
     assert shown and all(union.get(a) == c for a, c in shown.items()), st.stdout[:500]  # HOST/AGENT names
     assert {a for a, c in union.items() if c != "CERRADO"} <= set(shown)
     assert not twice, twice[:5]
-    assert len(rx.posts) == len(sent), (len(rx.posts), len(sent))
+    # every recorded notice was delivered; a push delivered with no notice.sent is the one window
+    # the notifier documents (the hub SIGKILLed between the receiver's 200 and the commit of
+    # notice.sent; docs/hub-scale.md "hub notify", the delivery drills): at most one per hub kill
+    assert len(sent) <= len(rx.posts) <= len(sent) + kills["hub"], (len(rx.posts), len(sent), kills)
     assert len(twin_pushes) == 1 and all(n in twin_pushes[0]["message"] for n in ("h1/twin", "h2/twin")), twin_pushes
