@@ -102,6 +102,8 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             return state  # self-approval is never a verdict
         v = {"verdict": ev.verdict, "verifier": ev.verifier, "evidence": ev.evidence,
              "source": ev.source, "at": rec.time, "seq": rec.seq}
+        if ev.checks:  # the checker's per-check outcome (id, status), shown by status and the board
+            v["checks"] = [[str(c.get("id", "?"))[:40], str(c.get("status", "?"))[:12]] for c in ev.checks[:32]]
         if ev.source == "goal.json":  # the agent's own file: a claim, never the verdict
             a["claimed"] = v
             a["goal_key"] = f"{ev.verdict}|{ev.verifier}"
@@ -296,6 +298,7 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
             "verdict": v["verdict"] if v else None, "verifier": v["verifier"] if v else None,
             "verdict_source": v["source"] if v else None, "verdict_at": v["at"] if v else None,
             "evidence": v["evidence"] if v else None,
+            "checks": [{"id": i, "status": st} for i, st in (v.get("checks") or [])] if v else [],
             "verdict_provenance": (f"recorded by {v['verifier']}" if v else None),
             "claimed": ({"verdict": c["verdict"], "verifier": c["verifier"], "at": c["at"],
                          "provenance": FILE_PROVENANCE} if (c := a.get("claimed")) else None),

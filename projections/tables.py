@@ -20,7 +20,7 @@ def fleet_rows(doc: dict[str, Any]) -> list[list[str]]:
     """agent, class, for, state/phase, task, active (last activity age), target, DoD."""
     return [[cell(a["agent"], 40), cell(a["class"], 20), fmt_age(a["age_s"]),
              f"{cell(a.get('state'), 12)}/{cell(a.get('phase'), 14)}", cell(a.get("task"), 40),
-             fmt_age(a.get("activity_age_s")), cell(a.get("target"), 30), cell(a["dod_status"], 12)]
+             fmt_age(a.get("activity_age_s")), cell(a.get("target"), 30), cell(dod_cell(a), 24)]
             for a in doc["agents"]]
 
 
@@ -56,3 +56,12 @@ def tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
                   [[cell(s["source"]), "FAILED" if s.get("failed") else "ok", cell(s.get("since")),
                     cell(s.get("error"), 120)] for s in doc["sources"]]))
     return [x for x in t if x[2]]
+
+
+def dod_cell(a: dict[str, Any]) -> str:
+    """``failed (tests ✗ lint ✓)``: the DoD status, with the checker's per-check outcome."""
+    checks = ((a.get("dod") or {}).get("checks")) or []
+    if not checks:
+        return a["dod_status"]
+    mark = {"pass": "✓", "fail": "✗", "unevaluable": "?", "skipped": "-"}
+    return a["dod_status"] + " (" + " ".join(f"{c['id']} {mark.get(c['status'], '?')}" for c in checks) + ")"

@@ -56,7 +56,7 @@ def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -
             "reason": a.get("reason", ""), "source": a.get("source", ""),
             "dod_status": d.get("status", "pending"),
             "dod": {k: d.get(k) for k in ("verdict", "verifier", "verdict_at", "claim_age_s",
-                                          "contract_changed", "contract_changes")} if d else None})
+                                          "contract_changed", "contract_changes", "checks")} if d else None})
     rows.sort(key=lambda x: (classes.rank(x["class"]), x["agent"]))
     return rows
 

@@ -236,9 +236,9 @@ def test_enter_selects_the_agents_window_on_its_socket(tmp_path, tmux_server, mo
     async def go():
         app = Board(Feed(db), compact=False, socket=sock)
         async with app.run_test(size=(120, 30)) as pilot:
-            await pilot.pause()
+            assert await until(pilot, lambda: bool(app.rows))     # under load the first poll comes later
             await pilot.press("enter")
-            await pilot.pause()
+            await until(pilot, lambda: "selected" in str(app.query_one("#msg").render()))
             return str(app.query_one("#msg").render())
     msg = run(go())
     assert "selected fleet:7" in msg and f"tmux -L {sock} attach -t fleet" in msg

@@ -301,3 +301,23 @@ def test_check_by_hand(tmp_path):
     assert r.returncode == 1 and "recorded dod.verdict failed" in r.stdout and "1 failed, 9 passed" in r.stdout
     r = subprocess.run([FW, "check", "nosuch", "--config", cfgp], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "nosuch" in r.stderr
+
+
+def test_status_shows_the_per_check_results(tmp_path):
+    fleet, cfg = _world(tmp_path)
+    _goal(fleet, "liar", dod_contract=[FAIL, PASS])
+    w = _watcher(cfg)
+    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
+    _claim(fleet, "liar", dod_contract=[FAIL, PASS])
+    _tick_until(w, lambda: bool(_verdicts(cfg.store.path)))
+    w.checker.close()
+    w.close()
+    cfgp = str(tmp_path / "config.toml")
+    r = subprocess.run([FW, "status", "--json", "--config", cfgp], capture_output=True, text=True, timeout=60)
+    doc = json.loads(r.stdout)
+    liar = [a for a in doc["agents"] if a["agent"] == "liar"][0]
+    assert liar["dod_status"] == "failed"
+    assert liar["dod"]["checks"] == [{"id": "tests", "status": "fail"}, {"id": "ok", "status": "pass"}]
+    r = subprocess.run([FW, "status", "--config", cfgp], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "COLUMNS": "200"})
+    assert "failed (tests ✗ ok ✓)" in r.stdout, r.stdout
