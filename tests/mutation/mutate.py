@@ -103,6 +103,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too",
          "num 0->1"): "epochs in [0, 1) (the first second of 1970) are no step time either way",
         ("if key >= ours:", "cmp GtE->Gt #0"): "key == ours is this run's own intent, skipped either way",
+        ('f"{(ev - lf) / 60:.1f} min after failure {n}; {wait / 60:.0f} min required")', "num 60->61 (2)"):
+            "the wait is 600 or 1200 s (failures 1, 2): /61 rounds to the same 10 and 20 min",
     },
     "projections.fleet": {
         ("every = PRUNE_EVERY if n <= PRUNE_EVERY else 1 << (n - 1).bit_length()", "cmp LtE->Lt #0"):
