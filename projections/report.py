@@ -129,6 +129,8 @@ def _classified(st: dict, ev: Any, t: float) -> None:
         close_class(st, ev.agent, a, t, ev.to)
     if ev.to == "CERRADO":
         agents.pop(ev.agent, None)
+        if st["keep_days"] is not None:   # the watcher's bounded copy forgets closed agents' figures
+            st["per_agent"].pop(ev.agent, None)
         return
     a = agents[ev.agent] = {"cls": ev.to, "since": t, "claim": a["claim"] if a else None, "nudges": 0}
     if ev.to == "DICE_TERMINADO":

@@ -233,3 +233,31 @@ def test_rebuild_check_covers_the_report(db):
     log = EventLog(str(db), create=False, readonly=True)
     assert "report" in log.snapshots()
     log.close()
+
+
+def test_a_log_ahead_of_this_clock_is_reported_whole(tmp_path):
+    """A log whose events are later than now (a clock stepped back, a virtual-time soak) was a
+    report of 0 days with every count 0; the report now ends at its last event."""
+    future = 1_900_000_000.0           # 2030
+    log = EventLog(str(tmp_path / "e.db"), durability="normal")
+    log.append([cls("a1", None, "RECLAMA")], future)
+    log.append([cls("a1", "RECLAMA", "DICE_TERMINADO")], future + 600)
+    log.close()
+    r = run_cli("report", "--json", "--db", tmp_path / "e.db")
+    fig = json.loads(r.stdout)
+    assert fig["range"]["days"] == 1 and fig["dod"]["claims"] == 1 and fig["load"]["reclama"]["episodes"] == 1
+
+
+def test_the_watchers_copy_forgets_closed_agents():
+    """Bounded (the watcher's projection): per-agent figures of a CERRADO agent are dropped, so
+    agents coming and going for months do not grow the snapshot; the CLI's copy keeps them."""
+    from types import SimpleNamespace as NS
+
+    def rec(seq, agent, frm, to):
+        return NS(seq=seq, type="agent.classified", time=iso(T0 + seq), event=cls(agent, frm, to))
+
+    for bounded, kept in ((True, False), (False, True)):
+        st = report.initial(bounded=bounded)
+        st = report.fold(st, rec(1, "gone", None, "TRABAJANDO"))
+        st = report.fold(st, rec(2, "gone", "TRABAJANDO", "CERRADO"))
+        assert ("gone" in st["per_agent"]) is kept

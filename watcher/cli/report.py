@@ -170,7 +170,9 @@ def register(app: typer.Typer) -> None:
             st, t_from = collect(log, s, u)
         finally:
             log.close()
-        end = u[1] if u and u[0] == "time" else (st["last"] if u else now)
+        # the end: --until, else now — or the last event if the log is ahead of this clock (a
+        # clock stepped back, a log from another host): a report never ends before its data
+        end = u[1] if u and u[0] == "time" else (st["last"] if u else max(now, st["last"] or now))
         fig = figures(st, end if end is not None else now, t_from)
         if html:
             from watcher.cli.report_html import write_html
