@@ -28,7 +28,8 @@ Figures and percentiles for output are in ``projections.report_view``.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
 from typing import Any
 
 from events.timefmt import parse_iso
@@ -190,10 +191,10 @@ def _flagged(st: dict, ev: Any, t: float) -> None:
         st["self_refused"] += 1
 
 
-def _sent(st: dict, ev: Any, t: float, rec_time: str) -> None:
+def _sent(st: dict, ev: Any, t: float) -> None:
     count(st, t, "pushes")
     count(st, t, "items", len(ev.covers))
-    st["hours"][int(rec_time[11:13])] += 1
+    st["hours"][int(t % _DAY_S // 3600)] += 1
 
 
 def _step(st: dict, ev: Any, t: float) -> None:
@@ -205,7 +206,7 @@ def _step(st: dict, ev: Any, t: float) -> None:
         st["retries"] += 1
 
 
-def _rule(st: dict, ev: Any, t: float, table: str) -> None:
+def _rule(table: str, st: dict, ev: Any, t: float) -> None:
     count(st, t, "violations")
     st[table][ev.rule] = st[table].get(ev.rule, 0) + 1
 
@@ -262,34 +263,24 @@ def _source_recovered(st: dict, ev: Any, t: float) -> None:
         _sample(st, "source_failed", max(0.0, t - down))
 
 
-def _plus(field: str):
-    return lambda st, ev, t, rec: count(st, t, field)
+def _counter(field: str) -> Callable[[dict, Any, float], None]:
+    """A handler that counts its event in ``days[...][field]``."""
+    return lambda st, ev, t: count(st, t, field)
 
 
-def _incr(key: str):
-    def f(st: dict, ev: Any, t: float, rec: Any) -> None:
-        st[key] += 1
-    return f
+def _abandoned(st: dict, ev: Any, t: float) -> None:
+    st["abandoned"] += 1
 
 
-_HANDLERS = {
-    "agent.classified": lambda st, ev, t, rec: _classified(st, ev, t),
-    "agent.nudged": lambda st, ev, t, rec: _nudged(st, ev, t),
-    "dod.verdict": lambda st, ev, t, rec: _verdict(st, ev, t),
-    "dod.flagged": lambda st, ev, t, rec: _flagged(st, ev, t),
-    "notice.sent": lambda st, ev, t, rec: _sent(st, ev, t, rec.time),
-    "notice.acked": _plus("acks"),
-    "notice.escalated": _plus("escalations"),
-    "step.changed": lambda st, ev, t, rec: _step(st, ev, t),
-    "rule.violated": lambda st, ev, t, rec: _rule(st, ev, t, "rules"),
-    "wp.violated": lambda st, ev, t, rec: _rule(st, ev, t, "wp_rules"),
-    "run.abandoned": _incr("abandoned"),
-    "wp.changed": lambda st, ev, t, rec: _wp(st, ev, t),
-    "circuit.changed": lambda st, ev, t, rec: _circuit(st, ev, t),
-    "watcher.started": lambda st, ev, t, rec: _started(st, ev, t),
-    "watcher.stopped": lambda st, ev, t, rec: _stopped(st, ev, t),
-    "source.failed": lambda st, ev, t, rec: _source_failed(st, ev, t),
-    "source.recovered": lambda st, ev, t, rec: _source_recovered(st, ev, t),
+# event type -> handler(state, event, time); every handler books one event
+_HANDLERS: dict[str, Callable[[dict, Any, float], None]] = {
+    "agent.classified": _classified, "agent.nudged": _nudged, "dod.verdict": _verdict,
+    "dod.flagged": _flagged, "notice.sent": _sent, "notice.acked": _counter("acks"),
+    "notice.escalated": _counter("escalations"), "step.changed": _step,
+    "rule.violated": partial(_rule, "rules"), "wp.violated": partial(_rule, "wp_rules"),
+    "run.abandoned": _abandoned, "wp.changed": _wp, "circuit.changed": _circuit,
+    "watcher.started": _started, "watcher.stopped": _stopped,
+    "source.failed": _source_failed, "source.recovered": _source_recovered,
 }
 assert frozenset(_HANDLERS) == TYPES
 
@@ -304,5 +295,5 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
         st["first"] = t
     st["last_before"] = st["last"]
     st["last"] = t
-    _HANDLERS[typ](st, rec.event, t, rec)
+    _HANDLERS[typ](st, rec.event, t)
     return st

@@ -9,6 +9,7 @@ import time
 
 from events.log import EventLog
 from watcher.config import parse
+from tests.test_dod_checker import _tick_until
 from watcher.runtime.loop import Watcher
 
 
@@ -26,16 +27,6 @@ def _fanouts(path):
         return [r.event for r in log.read(types=["fleet.fanout"])]
     finally:
         log.close()
-
-
-def _tick_until(w, pred, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        w.tick(time.time())
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def test_the_fleet_found_at_start_is_a_census_and_a_later_burst_a_fanout(tmp_path):

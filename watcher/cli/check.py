@@ -22,11 +22,12 @@ from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
 
 def find_agent(cfg, agent: str):
     """The agent's observation from one poll of every goals source, or None."""
-    from watcher.sources import build_sources
+    from watcher.sources import make
 
-    for s in build_sources(cfg):
-        if getattr(getattr(s, "spec", None), "kind", "") != "goals":
+    for spec in cfg.sources:
+        if spec.kind != "goals":     # only goals sources hold goal.json files: build nothing else
             continue
+        s = make(spec)
         try:
             res = s.poll(time.time(), True)
             if not any(o.agent == agent for o in res.agents):   # the two-read rule: a second look

@@ -53,7 +53,6 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
     t_from = since[1] if since and since[0] == "time" else None
     seq_to = int(until[1]) if until and until[0] == "seq" else None
     t_to = until[1] if until and until[0] == "time" else None
-    first_t = None
     for rec in log.read(max(0, start_seq - 1) if start_seq else 0, types=sorted(report.TYPES)):
         if seq_to is not None and rec.seq > seq_to:
             break
@@ -64,9 +63,7 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
             if t_to is not None and t > t_to:
                 break
         st = report.fold(st, rec)
-        if first_t is None:
-            first_t = st["first"]
-    return st, (t_from if t_from is not None else first_t)
+    return st, (t_from if t_from is not None else st["first"])
 
 
 def spark(values: list[float]) -> str:
