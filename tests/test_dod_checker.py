@@ -321,3 +321,13 @@ def test_status_shows_the_per_check_results(tmp_path):
     r = subprocess.run([FW, "status", "--config", cfgp], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "COLUMNS": "200"})
     assert "failed (tests ✗ ok ✓)" in r.stdout, r.stdout
+
+
+def test_a_relative_cwd_is_never_run_and_no_cwd_means_the_goal_folder(tmp_path):
+    r = run_check(PASS, "relative/dir", 5, 1 << 20)
+    assert r["status"] == "unevaluable" and "absolute" in r["why"]
+    from types import SimpleNamespace as NS
+
+    from watcher.runtime.checker import work_dir
+    assert work_dir(NS(cwd=None, path=str(tmp_path / "a1" / "goal.json"))) == str(tmp_path / "a1")
+    assert work_dir(NS(cwd="/srv/x", path=str(tmp_path / "a1" / "goal.json"))) == "/srv/x"

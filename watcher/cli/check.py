@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         """Run an agent's dod_contract cmd checks now and record the verdict (verifier fleetwatch-checks)."""
         from events.log import EventLog, Pending
         from watcher.cli.status import load_states
-        from watcher.runtime.checker import verdict_for
+        from watcher.runtime.checker import verdict_for, work_dir
 
         cfg, path = context(config, db)
         name = agent.strip()
@@ -75,10 +75,10 @@ def register(app: typer.Typer) -> None:
                      "cmd": c.get("cmd"), "expect": c.get("expect", {"exit": 0}) if c["kind"] == "cmd" else None,
                      "runs": c["kind"] == "cmd"} for c in (obs.checks or [])]
             if as_json:
-                print(json.dumps({"agent": name, "cwd": obs.cwd, "pinned": pinned, "current": obs.contract_sha256,
+                print(json.dumps({"agent": name, "cwd": work_dir(obs), "pinned": pinned, "current": obs.contract_sha256,
                                   "contract_changed": changed, "checks": rows}))
                 return
-            print(f"{safe(name, 80)}: {len(rows)} check(s), run in {safe(obs.cwd or '(the current folder)', 200)}")
+            print(f"{safe(name, 80)}: {len(rows)} check(s), run in {safe(work_dir(obs) or '-', 200)}")
             if changed:
                 print("  contract changed since launch: the checker would refuse (unevaluable)")
             if obs.checks is None:
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
                     else "needs a human or a verifier agent"
                 print(f"  {safe(r['id'], 40)} ({safe(r['kind'], 20)}{', required' if r['required'] else ''}): {what}")
             return
-        pend = verdict_for(name, 0, obs.checks, obs.cwd, obs.contract_sha256, pinned,
+        pend = verdict_for(name, 0, obs.checks, work_dir(obs), obs.contract_sha256, pinned,
                            cfg.dur("dod.check_timeout"), cfg.dod.check_max_bytes)
         ev = pend.event
         elog = EventLog(path, durability=cfg.store.durability, create=False)

@@ -4,7 +4,8 @@
 Invariants
 - Never in the tick's thread: ``step`` only plans (``projections.dod_checks.due``), hands claims to
   one worker thread and harvests what finished. A check that hangs holds nothing but the worker.
-- Each check is argv without a shell, run in goal.json's ``cwd`` through
+- Each check is argv without a shell, run in goal.json's ``cwd`` (absolute; absent: the folder
+  holding goal.json) through
   ``watcher.sources.command.run_bounded``: its own process group, killed whole at
   ``check_timeout`` or at ``check_max_bytes`` of output; stderr never kept.
 - The contract is pinned at launch: the dod projection keeps the digest first seen; a claim whose
@@ -40,6 +41,8 @@ def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes:
     if check.get("kind") != "cmd":
         return dod_checks.not_runnable(check)
     base = {"id": check["id"], "kind": "cmd", "required": dod_checks.required(check)}
+    if cwd is not None and not os.path.isabs(cwd):   # relative to what? never the watcher's own folder
+        return {**base, "status": "unevaluable", "why": "cwd must be an absolute path"}
     if cwd is not None and not os.path.isdir(cwd):
         return {**base, "status": "unevaluable", "why": "cwd is not a folder"}
     t0 = time.monotonic()
@@ -73,6 +76,13 @@ def verdict_for(agent: str, claim_seq: int, checks: list[dict[str, Any]] | None,
     e = DodVerdict(agent=agent, verdict=verdict, verifier=dod_checks.VERIFIER, evidence=safe(ev, 600),
                    source="checks", checks=results)
     return Pending(e, id=f"checks:{agent}:{claim_seq}")
+
+
+def work_dir(obs: Any) -> str | None:
+    """Where an agent's checks run: goal.json's ``cwd``, else the folder holding its goal.json."""
+    if obs.cwd:
+        return obs.cwd
+    return os.path.dirname(obs.path) if obs.path else None
 
 
 class Checker:
@@ -126,7 +136,8 @@ class Checker:
             if obs is None:
                 continue
             self.inflight.add((agent, seq))
-            self.jobs.put((agent, seq, obs.checks, obs.cwd, obs.contract_sha256, dod[agent].get("contract_sha256")))
+            self.jobs.put((agent, seq, obs.checks, work_dir(obs), obs.contract_sha256,
+                           dod[agent].get("contract_sha256")))
         return out
 
     def close(self, timeout: float = 2.0) -> None:
