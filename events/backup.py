@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 
-from events import anchor
+from events import anchor, sqlrows
 from events.chain import VerifyResult
 from events.errors import BackupFailed, StoreError
 
@@ -58,8 +58,7 @@ def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803
             res = copy.verify(use_anchor=False)
             seq, h = copy.head()
         if res.ok and seq:
-            r = src.db.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchall()
-            if not r or r[0][0] != h:
+            if sqlrows.hash_at(src.db, seq) != h:
                 res = VerifyResult(False, res.head_seq, res.head_hash, res.count, seq,
                                    f"seq {seq} of the copy differs from the log", "events")
         if not res.ok:

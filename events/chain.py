@@ -21,6 +21,7 @@ from typing import Any
 import apsw
 import msgspec
 
+from events import sqlrows
 from events.errors import ChainBroken
 from events.timefmt import iso, parse_iso  # noqa: F401  (re-exported)
 from events.types import _decoders, decode_data
@@ -54,8 +55,9 @@ def snapshot_digest(name: str, seq: int, head: bytes, data: bytes) -> bytes:
     return hashlib.sha256(b"fleetwatch-snapshot\n%s\n%d\n%s\n" % (str(name).encode(), seq, head) + data).digest()
 
 
-def snapshot_problem(db: apsw.Connection, name: Any, seq: Any, data: Any, head: Any, digest: Any) -> str:
-    """Why a stored snapshot row is not to be trusted ("" if it checks against the chain)."""
+def snapshot_problem(db: apsw.Connection, name: str, seq: object, data: object, head: object, digest: object) -> str:
+    """Why a stored snapshot row is not to be trusted ("" if it checks against the chain). Its
+    columns are checked here, whatever sqlrows.SnapshotRow says (a file edited by hand)."""
     if head is None or digest is None:
         return "not bound to the chain (no head/digest: written before schema v3, or removed)"
     if not (type(seq) is int and type(data) is bytes and type(head) is bytes and type(digest) is bytes):
@@ -64,10 +66,10 @@ def snapshot_problem(db: apsw.Connection, name: Any, seq: Any, data: Any, head: 
         return f"digest does not match its bytes (altered), seq {seq}"
     if seq == 0:
         return "" if head == GENESIS else "bound to seq 0 with a non-genesis hash"
-    r = db.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchall()
-    if not r:
+    at = sqlrows.hash_at(db, seq)
+    if at is None:
         return f"covers seq {seq}, beyond the log's head"
-    if r[0][0] != head:
+    if at != head:
         return f"bound to another chain hash at seq {seq} (the log or the snapshot was replaced)"
     return ""
 
@@ -79,10 +81,10 @@ def read_verified(db: apsw.Connection, path: str, since: int, types: Sequence[st
     if since <= 0:
         since, prev = 0, GENESIS
     else:
-        r = db.execute("SELECT hash FROM events WHERE seq=?", (since,)).fetchall()
-        if not r:
+        at = sqlrows.hash_at(db, since)
+        if at is None:
             raise ChainBroken(f"seq {since} is missing", seq=since, op="read", path=path)
-        prev = r[0][0]
+        prev = at
     want = frozenset(types) if types else None
     left = limit
     plain = want is None and not subject and left is None and decode  # the replay fast path
@@ -91,7 +93,7 @@ def read_verified(db: apsw.Connection, path: str, since: int, types: Sequence[st
     expect = since + 1
     q = f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
     while True:
-        rows = db.execute(q, (since, chunk)).fetchall()
+        rows = sqlrows.event_rows(db, q, (since, chunk))
         seq: int | None = expect
         try:
             if plain:
@@ -147,11 +149,11 @@ def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chun
     would miss events), and with ``check_snapshots`` every snapshot's binding."""
     prev, expect, count, since = GENESIS, 1, 0, 0
     canon, sha = _canon.encode, hashlib.sha256
-    pairs: set[tuple[Any, int]] = set()  # (type, block) of every row, for event_types
+    pairs: set[tuple[str, int]] = set()  # (type, block) of every row, for event_types
     add, bs = pairs.add, block_shift or 62  # no blocks to check: one pair per type, tiny
     while True:
-        rows = db.execute(f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-                          (since, chunk)).fetchall()
+        rows = sqlrows.event_rows(db, f"SELECT {ROW_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                              (since, chunk))
         for seq, id_, t, ty, su, ve, da, h in rows:
             add((ty, seq >> bs))
             if seq != expect:
@@ -185,20 +187,20 @@ def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chun
             return bad(None, f"{who} is garbled ({eh!r}); delete it only if you know why", who)
         if head_seq < es:
             return bad(head_seq + 1, f"log ends at seq {head_seq}, {who} says {es} (truncated tail)", "events")
-        r = db.execute("SELECT hash FROM events WHERE seq=?", (es,)).fetchall()
-        if not r or not isinstance(r[0][0], bytes) or r[0][0].hex() != eh.lower():
+        at: object = sqlrows.hash_at(db, es)  # checked: a hash edited to text is a rewritten history
+        if not isinstance(at, bytes) or at.hex() != eh.lower():
             return bad(es, f"seq {es}: hash differs from {who} (history rewritten or another log)", "events")
     if guard_problems:
         return bad(None, "append-only guards: " + "; ".join(guard_problems), "events")
     if block_shift:
-        miss = sorted(pairs - set(db.execute("SELECT type, block FROM event_types")), key=repr)[:1]
+        miss = sorted(pairs - set(sqlrows.str_int_rows(db, "SELECT type, block FROM event_types")), key=repr)[:1]
         if miss:
             return bad(None, f"type {miss[0][0]!r} in block {miss[0][1]} is not listed (tail --type would miss "
                              "it; `fleetwatch verify --restore-guards` relists)", "event_types")
     n_snap = 0
     if check_snapshots:
-        for name, seq, data, h, digest in db.execute("SELECT name, seq, data, head, digest FROM snapshots").fetchall():
-            why = snapshot_problem(db, name, seq, data, h, digest)
+        for name, seq, data, at_seq, digest in sqlrows.snapshot_rows(db):
+            why = snapshot_problem(db, name, seq, data, at_seq, digest)
             if why:
                 return bad(None, f"snapshot {name!r}: {why}", "snapshots")
             n_snap += 1

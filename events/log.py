@@ -38,7 +38,7 @@ from typing import Any, cast
 
 import apsw
 
-from events import anchor, query, schema
+from events import anchor, query, schema, sqlrows
 from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, _canon, iso, parse_iso, read_verified, row_hash
 from events.chain import snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
@@ -71,7 +71,7 @@ class EventLog:
         self.readonly = readonly
         existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
         schema.check_path(self.path, create and not readonly, readonly=readonly, parents=parents)
-        self.db: apsw.Connection = None  # open until close() (rows: Any, see [tool.mypy])
+        self.db: apsw.Connection  # open until close(); its rows are read through events/sqlrows.py
         self._lock: WriterLock | None = None
         self.damaged: dict[int, str] = {}          # seq -> problem, of rows read() skipped
         self.snapshot_problems: dict[str, str] = {}  # name -> why, of snapshots() refused
@@ -121,7 +121,7 @@ class EventLog:
         self._blocks: set[tuple[str, int]] = set()  # (type, block) pairs known to be in event_types
 
     def _close_quietly(self) -> None:
-        if self.db is not None:
+        if hasattr(self, "db"):
             try:
                 self.db.close()
             except apsw.Error:
@@ -199,16 +199,14 @@ class EventLog:
 
     # ---- append ---------------------------------------------------------------------------
     def head(self) -> tuple[int, bytes]:
-        rows = self.db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchall()
-        return (rows[0][0], rows[0][1]) if rows else (0, GENESIS)
+        return sqlrows.head(self.db) or (0, GENESIS)
 
     def _version(self, subject: str) -> int:
         v = self._versions.get(subject)
         if v is None and self._complete:
             return 0  # the cache holds every subject: a miss is a new subject
         if v is None:
-            r = self.db.execute("SELECT max(version) FROM events WHERE subject=?", (subject,)).fetchall()
-            v = r[0][0] or 0
+            v = sqlrows.max_int(self.db, "SELECT max(version) FROM events WHERE subject=?", (subject,)) or 0
             self._versions[subject] = v
         return v
 
@@ -220,10 +218,9 @@ class EventLog:
             self._versions.clear()
             self._complete = head == 0  # an empty log: every subject is new
         else:
-            for subj, ver in self.db.execute(
-                    "SELECT subject, max(version) FROM events NOT INDEXED WHERE seq > ? GROUP BY subject",
-                    (self._known_head,)):
-                self._versions[subj] = ver
+            self._versions.update(sqlrows.str_int_rows(
+                self.db, "SELECT subject, max(version) FROM events NOT INDEXED WHERE seq > ? GROUP BY subject",
+                (self._known_head,)))
         self._known_head = head
 
     def _known_ids(self, items: list[Any]) -> dict[str, int]:
@@ -253,7 +250,7 @@ class EventLog:
             seq, prev = self.head()
             self._sync_versions(seq)
             if len(items) >= 1000 and not self._complete:  # one index scan beats a query per subject
-                self._versions = dict(db.execute("SELECT subject, max(version) FROM events GROUP BY subject"))
+                self._versions = dict(sqlrows.str_int_rows(db, "SELECT subject, max(version) FROM events GROUP BY subject"))
                 self._complete = True
             known = self._known_ids(items)
             out: list[int] = []
@@ -348,8 +345,7 @@ class EventLog:
         if self.schema_version < 3:
             return {}  # unbound snapshots of an old log (read-only): never trusted
         out: dict[str, tuple[int, bytes]] = {}
-        for name, seq, data, head, digest in self.db.execute(
-                "SELECT name, seq, data, head, digest FROM snapshots"):
+        for name, seq, data, head, digest in sqlrows.snapshot_rows(self.db):
             why = snapshot_problem(self.db, name, seq, data, head, digest)
             if why:
                 self.snapshot_problems[str(name)] = why
@@ -360,9 +356,7 @@ class EventLog:
     def put_snapshots(self, seq: int, snaps: dict[str, bytes]) -> None:
         """Store snapshots covering ``seq`` outside an append (e.g. after a rebuild)."""
         with self.db:
-            r = self.db.execute("SELECT hash FROM events WHERE seq=?", (seq,)).fetchall()
-            head = r[0][0] if r else GENESIS
-            self._store_snapshots(seq, head, snaps)
+            self._store_snapshots(seq, sqlrows.hash_at(self.db, seq) or GENESIS, snaps)
 
     # ---- read -----------------------------------------------------------------------------
     def read(self, since: int = 0, *, types: Sequence[str] | None = None,
@@ -393,7 +387,7 @@ class EventLog:
             n = chunk if left is None else min(chunk, left)
             if n <= 0:
                 return
-            rows = self.db.execute(f"{select}{where} ORDER BY seq LIMIT ?", (since, *args, n)).fetchall()
+            rows = sqlrows.event_rows(self.db, f"{select}{where} ORDER BY seq LIMIT ?", (since, *args, n))
             for seq, id_, t, ty, su, ve, da, h in rows:
                 if decode:
                     try:
@@ -451,7 +445,7 @@ class EventLog:
         return where, args
 
     def data_version(self) -> int:
-        return self.db.execute("PRAGMA data_version").fetchall()[0][0]
+        return sqlrows.one_int(self.db, "PRAGMA data_version")
 
     def follow(self, since: int = 0, *, types: Sequence[str] | None = None, subject: str | None = None,
                poll: float = 0.05, stop: Callable[[], bool] = lambda: False,

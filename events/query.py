@@ -19,6 +19,7 @@ from typing import cast
 
 import apsw
 
+from events import sqlrows
 from events.schema import BLOCK_SHIFT, GIVEN_ID
 
 MAX_SUBJECTS = 64
@@ -36,10 +37,10 @@ def _subjects(db: apsw.Connection, subject: str, most: int) -> list[str] | None:
     q = "SELECT subject FROM events WHERE subject >= ? AND subject < ? ORDER BY subject LIMIT 1"
     cur = lo
     while True:
-        r = db.execute(q, (cur, hi)).fetchall()
+        r = sqlrows.str_column(db, q, (cur, hi))
         if not r:
             return out
-        s = r[0][0]
+        s = r[0]
         out.append(s)
         if len(out) > most:
             return None
@@ -59,10 +60,10 @@ def _scan(db: apsw.Connection, n: int, types: Sequence[str] | None, subject: str
     elif subject:
         where += " AND subject >= ? AND subject < ?"
         args += _range(subject)
-    top = db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()[0][0]
+    top = sqlrows.one_int(db, "SELECT coalesce(max(seq), 0) FROM events")
     floor = max(0, top - rows)
-    got = [s for (s,) in db.execute(
-        f"SELECT seq FROM events NOT INDEXED WHERE seq > ?{where} ORDER BY seq DESC LIMIT ?", (floor, *args, n))]
+    got = sqlrows.int_column(db, f"SELECT seq FROM events NOT INDEXED WHERE seq > ?{where} ORDER BY seq DESC LIMIT ?",
+                         (floor, *args, n))
     return got if len(got) >= n or floor == 0 else None
 
 
@@ -73,12 +74,12 @@ def _by_blocks(db: apsw.Connection, n: int, types: Sequence[str], subject: str |
         where += " AND subject >= ? AND subject < ?"
         args += _range(subject)
     got: list[int] = []
-    for (b,) in db.execute(f"SELECT DISTINCT block FROM event_types WHERE type IN ({tq}) ORDER BY block DESC",
-                           tuple(types)).fetchall():
+    for b in sqlrows.int_column(db, f"SELECT DISTINCT block FROM event_types WHERE type IN ({tq}) ORDER BY block DESC",
+                            tuple(types)):
         lo = b << BLOCK_SHIFT
-        got += [s for (s,) in db.execute(
-            f"SELECT seq FROM events NOT INDEXED WHERE seq >= ? AND seq < ?{where} ORDER BY seq DESC LIMIT ?",
-            (lo, lo + (1 << BLOCK_SHIFT), *args, n - len(got)))]
+        got += sqlrows.int_column(
+            db, f"SELECT seq FROM events NOT INDEXED WHERE seq >= ? AND seq < ?{where} ORDER BY seq DESC LIMIT ?",
+            (lo, lo + (1 << BLOCK_SHIFT), *args, n - len(got)))
         if len(got) >= n:
             break
     return got[::-1]
@@ -95,7 +96,7 @@ def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
         return []
     n = min(n, SQL_MAX_LIMIT)
     if not types and not subject:
-        return [s for (s,) in db.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT ?", (n,))][::-1]
+        return sqlrows.int_column(db, "SELECT seq FROM events ORDER BY seq DESC LIMIT ?", (n,))[::-1]
     got = _scan(db, n, types, subject, min(SCAN_FIRST, 64 * n), exact)
     if got is not None:
         return got[::-1]
@@ -106,9 +107,9 @@ def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
         if types:
             tw, ta = f" AND type IN ({','.join('?' * len(types))})", tuple(types)
         for s in subs:
-            runs.append([r for (r,) in db.execute(
-                f"SELECT seq FROM events WHERE subject = ?{tw} ORDER BY subject DESC, version DESC LIMIT ?",
-                (s, *ta, n))])
+            runs.append(sqlrows.int_column(
+                db, f"SELECT seq FROM events WHERE subject = ?{tw} ORDER BY subject DESC, version DESC LIMIT ?",
+                (s, *ta, n)))
     elif types:  # only the blocks that hold one of the types, newest first
         try:
             return _by_blocks(db, n, types, subject)
@@ -127,15 +128,15 @@ def known_ids(db: apsw.Connection, ids: list[str]) -> dict[str, int]:
         return found
     for i in range(0, len(ids), 500):
         part = ids[i:i + 500]
-        found.update(db.execute(
-            f"SELECT id, seq FROM events WHERE id IN ({','.join('?' * len(part))}) AND {GIVEN_ID}", part))
+        found.update(sqlrows.str_int_rows(
+            db, f"SELECT id, seq FROM events WHERE id IN ({','.join('?' * len(part))}) AND {GIVEN_ID}", part))
     for id_ in ids:
         if id_ not in found and len(id_) == 32:
             try:
                 seq = int(id_[16:], 16)
             except ValueError:
                 continue
-            if seq < 1 << 63 and db.execute("SELECT 1 FROM events WHERE seq=? AND id=?", (seq, id_)).fetchall():
+            if seq < 1 << 63 and sqlrows.exists(db, "SELECT 1 FROM events WHERE seq=? AND id=?", (seq, id_)):
                 found[id_] = seq
     return found
 

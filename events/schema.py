@@ -35,6 +35,7 @@ import stat
 
 import apsw
 
+from events import sqlrows
 from events.errors import SchemaError, StoreError
 from events.private import private_dir
 
@@ -138,8 +139,8 @@ MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _V1_TO_V2, 2: _V2_TO_V3}
 def guard_problems(db: apsw.Connection) -> list[str]:
     """What is wrong with the append-only guards of ``events`` (empty: all present, exactly as
     created): a missing, edited or extra trigger, a missing index."""
-    rows = {n: (k, s) for k, n, s in db.execute(
-        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('trigger', 'index')")}
+    rows = {n: (k, s) for k, n, s in sqlrows.master_rows(
+        db, "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('trigger', 'index')")}
     out = []
     for name, (kind, sql) in GUARDS.items():
         got = rows.get(name)
@@ -159,16 +160,16 @@ def restore_guards(db: apsw.Connection) -> None:
     or an edited guard index, is dropped and the expected one created; ``event_types`` relisted. The rows are not touched
     (run ``verify`` afterwards); a missing UNIQUE (subject, version) cannot be put back this way."""
     with db:
-        for k, n, sql in db.execute(
-                "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'events' AND type IN "
-                "('trigger', 'index') AND name NOT LIKE 'sqlite_autoindex%'").fetchall():
-            if GUARDS.get(n) != (k, sql) and (k == "trigger" or n in GUARDS):
+        for k, n, text in sqlrows.master_rows(
+                db, "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'events' AND type IN "
+                "('trigger', 'index') AND name NOT LIKE 'sqlite_autoindex%'"):
+            if GUARDS.get(n) != (k, text) and (k == "trigger" or n in GUARDS):
                 db.execute(f'DROP {k.upper()} "{n}"')
-        have = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'events'")}
-        for name, (_, sql) in GUARDS.items():
+        have = set(sqlrows.str_column(db, "SELECT name FROM sqlite_master WHERE tbl_name = 'events'"))
+        for name, (_, create) in GUARDS.items():
             if name not in have:
-                db.execute(sql)
-        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_types'").fetchall():  # relist
+                db.execute(create)
+        if sqlrows.exists(db, "SELECT 1 FROM sqlite_master WHERE name = 'event_types'"):  # relist
             db.execute(f"INSERT OR IGNORE INTO event_types SELECT DISTINCT type, seq >> {BLOCK_SHIFT} FROM events")
 
 
@@ -277,9 +278,9 @@ def open_readonly(path: str) -> apsw.Connection:
 def classify(conn: apsw.Connection, path: str) -> int:
     """The schema version of the file behind ``conn`` (0 = empty, to be created); raises
     SchemaError for another application's database or a newer fleetwatch schema."""
-    app = conn.execute("PRAGMA application_id").fetchall()[0][0]
-    ver = conn.execute("PRAGMA user_version").fetchall()[0][0]
-    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
+    app = sqlrows.one_int(conn, "PRAGMA application_id")
+    ver = sqlrows.one_int(conn, "PRAGMA user_version")
+    tables = sqlrows.one_int(conn, "SELECT count(*) FROM sqlite_master")
     if app == 0 and tables == 0:
         return 0
     if app != APPLICATION_ID:
@@ -288,7 +289,7 @@ def classify(conn: apsw.Connection, path: str) -> int:
     if ver > SCHEMA_VERSION:
         raise SchemaError(f"the log has schema version {ver}, newer than this fleetwatch ({SCHEMA_VERSION})",
                           op="open", path=path, hint="upgrade fleetwatch; the file was not touched")
-    have = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    have = set(sqlrows.str_column(conn, "SELECT name FROM sqlite_master WHERE type = 'table'"))
     if ver >= 1 and not {"events", "snapshots"} <= have:
         raise SchemaError("the log is damaged: its events or snapshots table is missing", op="open", path=path,
                           hint="restore it from a backup (`fleetwatch backup`); the file was not touched")
