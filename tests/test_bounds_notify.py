@@ -1,0 +1,145 @@
+"""The notify state's bounds, reached (issue 23): MAX_CONDS, MAX_RECENT, MAX_EXPIRY and the retry
+table, each driven past its bound on a virtual clock; what is kept, what is dropped, that a RECLAMA
+is not forgotten while anything else can go first, and that nothing is pushed twice after a prune."""
+from __future__ import annotations
+
+import pytest
+
+from events.types import NoticeFailed, NoticeSent, RuleViolated
+from projections import notify
+from projections.base import decode_state, encode_state
+from projections.notify import MAX_CONDS, MAX_EXPIRY, MAX_RECENT
+from projections.notify_plan import plan
+
+from tests.test_notify_plan import P, T0, World
+
+KEEP = MAX_CONDS * 3 // 4          # what an over-cap prune cuts down to
+
+
+def reclama_sent(w: World, agent: str, t: float) -> str:
+    """``agent`` RECLAMA, planned and pushed (its notice.sent folded); its condition id."""
+    w.cls(agent, "RECLAMA", t, state="waiting")
+    [m] = plan(w.state, t + P.group_wait, P).send
+    w.sent(m, t + P.group_wait + 1)
+    return w.state["agents"][agent]["cond"]
+
+
+def flood_cleared(w: World, n: int, t: float, prefix: str = "f") -> None:
+    """``n`` agents each RECLAMA then TRABAJANDO in one instant: ``n`` cleared conditions, none old
+    enough (5 min) to be pruned by age."""
+    for i in range(n):
+        w.cls(f"{prefix}{i}", "RECLAMA", t, state="waiting")
+        w.cls(f"{prefix}{i}", "TRABAJANDO", t)
+        assert len(w.state["conds"]) <= MAX_CONDS
+
+
+def test_max_conds_exactly_is_kept_and_one_more_cuts_to_three_quarters():
+    w = World()
+    for i in range(MAX_CONDS):
+        w.cls(f"a{i}", "ESTANCADO", T0, state="idle")
+    assert len(w.state["conds"]) == MAX_CONDS                       # at the bound: nothing dropped
+    w.cls("last", "ESTANCADO", T0, state="idle")
+    assert len(w.state["conds"]) == KEEP                           # past it: down to 3/4 at once
+    kept = {c["name"] for c in w.state["conds"].values()}
+    assert kept == {f"a{i}" for i in range(MAX_CONDS + 1 - KEEP, MAX_CONDS)} | {"last"}   # the newest
+
+
+def test_past_max_conds_cleared_conditions_go_before_a_pushed_reclama():
+    w = World()
+    cid = reclama_sent(w, "keep", T0)
+    flood_cleared(w, MAX_CONDS + 10, T0 + 20)
+    c = w.state["conds"][cid]
+    assert c["cleared"] is None and c["sent_rev"] == 0 and w.state["agents"]["keep"]["cond"] == cid
+    cleared = [k for k, v in w.state["conds"].items() if v["cleared"] is not None]
+    assert len(cleared) == len(w.state["conds"]) - 1
+    # the oldest cleared ones went: the newest flood agents are still there
+    names = {w.state["conds"][k]["name"] for k in cleared}
+    assert f"f{MAX_CONDS + 9}" in names and "f0" not in names
+
+
+def test_nothing_is_pushed_twice_after_an_overflow_prune():
+    w = World()
+    reclama_sent(w, "keep", T0)
+    flood_cleared(w, MAX_CONDS + 10, T0 + 20)
+    for t in (T0 + 21, T0 + 60, T0 + 400, T0 + 3600):   # within repeat_interval (4 h)
+        assert plan(w.state, t, P).send == []
+
+
+def test_past_max_conds_one_shots_go_before_an_unsent_reclama():
+    """A burst of one-shot rule violations (never pushed, min_severity aside) over the cap:
+    the active RECLAMA is kept and still pushed once."""
+    w = World()
+    w.cls("keep", "RECLAMA", T0, state="waiting")
+    for i in range(MAX_CONDS + 5):
+        w.add(RuleViolated(run=f"r{i}", rule="no-redo"), T0 + 1)
+        assert len(w.state["conds"]) <= MAX_CONDS
+    cid = w.state["agents"]["keep"]["cond"]
+    assert cid in w.state["conds"]
+    sent = [m for m in plan(w.state, T0 + 20, P).send if cid + "@0" in m.keys]
+    assert len(sent) == 1
+
+
+@pytest.mark.xfail(strict=True, reason="notify.prune drops the oldest *active* conditions past MAX_CONDS: "
+                   "with 2001 agents in RECLAMA, 501 are never pushed and the plan says '1500 need you'")
+def test_past_max_conds_no_reclama_agent_is_forgotten():
+    w = World()
+    n = MAX_CONDS + 1
+    for i in range(n):
+        w.cls(f"a{i}", "RECLAMA", T0, state="waiting")
+    missing = [a for a, v in w.state["agents"].items() if v["cond"] not in w.state["conds"]]
+    assert missing == []
+    assert plan(w.state, T0 + 20, P).send[0].title == f"{n} need you"
+
+
+def test_snapshot_cuts_through_the_cap_equal_one_fold():
+    """Decoding a snapshot at any cut, while the cap prunes, changes nothing."""
+    evs = []
+    for i in range(MAX_CONDS + 600):
+        evs.append((f"f{i}", "RECLAMA", T0 + i * 0.01))
+        if i % 3:
+            evs.append((f"f{i}", "TRABAJANDO", T0 + i * 0.01))
+    full, inc = World(), World()
+    for i, (a, to, t) in enumerate(evs):
+        full.cls(a, to, t, state="waiting")
+        if i % 701 == 0:
+            inc.state = decode_state(notify, encode_state(inc.state))
+        inc.cls(a, to, t, state="waiting")
+    assert encode_state(inc.state) == encode_state(full.state)
+    assert len(full.state["conds"]) <= MAX_CONDS
+
+
+def test_recent_notices_are_trimmed_past_max_recent_newest_kept():
+    w = World()
+    for i in range(MAX_RECENT + 64):
+        w.add(NoticeSent(notice=f"n{i}", covers=[], attempt=1, title="t", severity="info", keys=[]), T0 + i * 0.001)
+    assert len(w.state["recent"]) == MAX_RECENT + 64                # at the bound: nothing trimmed
+    w.add(NoticeSent(notice="last", covers=[], attempt=1, title="t", severity="info", keys=[]), T0 + 1)
+    rec = w.state["recent"]
+    assert len(rec) == MAX_RECENT and "last" in rec and "n0" not in rec
+    assert f"n{MAX_RECENT + 63}" in rec
+
+
+def test_retry_entries_of_gone_conditions_are_swept_past_max_conds():
+    w = World()
+    w.cls("keep", "RECLAMA", T0, state="waiting")
+    cid = w.state["agents"]["keep"]["cond"]
+    keys = [f"notice:n{i}|GONE#{i}@0" for i in range(MAX_CONDS)] + [cid + "@0"]
+    w.add(NoticeFailed(notice="n", attempt=1, error="500", keys=keys, retry_at=None), T0 + 11)
+    assert set(w.state["retry"]) == {cid}                           # the live one keeps its backoff
+
+
+def test_expiry_queue_is_rebuilt_past_max_expiry():
+    """Pushed one-shots are deleted at once but leave their day-long expiry entry: past
+    MAX_EXPIRY entries the queues are rebuilt from the live conditions (stale entries dropped)."""
+    w = World()
+    w.cls("keep", "RECLAMA", T0, state="waiting")
+    for i in range(MAX_EXPIRY):
+        seq = w.add(RuleViolated(run=f"r{i}", rule="no-redo"), T0 + 1)
+        cid = f"run:r{i}|RULE_VIOLATED#{seq}"
+        w.add(NoticeSent(notice=f"n{i}", covers=[seq], attempt=1, title="t", severity="warning",
+                         keys=[cid + "@0"]), T0 + 2)
+        assert cid not in w.state["conds"]                          # pushed: gone, its entry stays
+    assert len(w.state["exp_day"]) == MAX_EXPIRY                    # at the bound: all stale, kept
+    seq = w.add(RuleViolated(run="last", rule="no-redo"), T0 + 3)
+    assert w.state["exp_day"] == [[T0 + 3 + notify.ONESHOT_KEEP_S, f"run:last|RULE_VIOLATED#{seq}"]]
+    assert w.state["agents"]["keep"]["cond"] in w.state["conds"]
