@@ -24,6 +24,7 @@ import msgspec
 
 from projections.notify import redact
 from watcher.config import Config, expand
+from watcher.config_limits import open_regular, read_fd
 
 log = logging.getLogger("fleetwatch.notify")
 
@@ -78,9 +79,12 @@ def config_file_urls(path: str | None) -> list[str]:
         return []
     p = expand(path)
     found: list[str] = []
-    try:
-        with open(p, encoding="utf-8", errors="replace") as f:
-            found += _URLISH.findall(f.read(1_048_576))
+    try:  # O_NONBLOCK + fstat: a FIFO or a device there never blocks the start (nor is parsed)
+        fd, _ = open_regular(p)
+        try:
+            found += _URLISH.findall(read_fd(fd, 1_048_576).decode("utf-8", "replace"))
+        finally:
+            os.close(fd)
     except OSError:
         return []
     try:
@@ -218,9 +222,10 @@ class Deliverer:
             if not ap.add(priority_url(u) if priority else u):
                 bad += 1
         self._bad[key] = bad
-        if self.cfg.notify.config and (route == "" or (route == "escalate" and not self.cfg.notify.escalate_urls)):
-            ac = apprise.AppriseConfig()
-            ac.add(expand(self.cfg.notify.config))
+        conf = expand(self.cfg.notify.config) if self.cfg.notify.config else ""
+        if os.path.isfile(conf) and (route == "" or (route == "escalate" and not self.cfg.notify.escalate_urls)):
+            ac = apprise.AppriseConfig()   # a regular file only: apprise would block on a FIFO
+            ac.add(conf)
             ap.add(ac)
         for server in ap:  # connect/read timeouts of every service
             for attr in ("socket_connect_timeout", "socket_read_timeout"):
