@@ -194,10 +194,8 @@ def test_command_timeout_kills_the_whole_process_group(tmp_path):
 
 def test_command_leaving_a_child_holding_stdout_does_not_wait_for_the_timeout(tmp_path):
     pidfile = tmp_path / "pid"
-    t = time.monotonic()
     r = run_bounded(["sh", "-c", f"sleep 120 & echo $! > {pidfile}; echo []"], 10.0)
-    assert r.error is None and r.out.strip() == b"[]"
-    assert time.monotonic() - t < 9   # not held until the timeout
+    assert r.error is None and r.out.strip() == b"[]"   # not held until the timeout (that is an error)
     pid = int(pidfile.read_text())
     for _ in range(100):
         if not _alive(pid):

@@ -175,6 +175,11 @@ def test_the_kill_drill_churn_replays_from_its_seed(tmp_path):
     """Same seed, same sequence of changes (what the drill prints with its seed is reproducible)."""
     a = Churn(tmp_path / "a", 7, agents=25, runs=3, t0=1_800_000_000.0, steps_root=tmp_path / "ra")
     b = Churn(tmp_path / "b", 7, agents=25, runs=3, t0=1_800_000_000.0, steps_root=tmp_path / "rb")
-    assert [a.step() for _ in range(300)] == [b.step() for _ in range(300)]
+    def tree(root):
+        return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+
+    for _ in range(300):                      # the same change, byte for byte, at every step
+        assert a.step() == b.step()
+        assert tree(tmp_path / "a") == tree(tmp_path / "b") and tree(tmp_path / "ra") == tree(tmp_path / "rb")
     assert a.counts == b.counts
     assert a.expected(1_800_000_000.0) == b.expected(1_800_000_000.0)
