@@ -4,7 +4,10 @@
 ``run.changed`` (run-level fields, first sight and ``gone`` included), ``step.changed`` (one per
 status change; a new run's steps are its first transitions), ``rule.violated`` (one per occurrence
 key, never again while it persists), ``step.overdue`` (once per begin) and ``run.abandoned`` (once).
-``fold`` (pure) applies them; the state is plain JSON with string keys.
+``fold`` (pure) applies them, one small function per event type; the state is plain JSON with
+string keys. ``detect_memo`` is ``detect`` with a :class:`Memo` the caller (the Watcher) carries from
+tick to tick: the same events, without re-reading runs that cannot have changed. Parsing a
+steps.json: ``projections.runs_parse``.
 
 Attempts. A step's attempt number grows when it starts again: first sight, a change to ``begin``,
 leaving ``done``/``fail`` for another status (a begin happened between polls), or the same status
@@ -21,135 +24,19 @@ concurrency, daily cap, inactive boards): ``projections.runs_quota``, with the p
 from __future__ import annotations
 
 import math
-from enum import Enum
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from events.timefmt import iso
 from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, StepOverdue
+from projections.runs_parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
+                                    parse_steps, step_names)
 from projections.runs_quota import check_cross_run
-from projections.runs_rules import MAX_FAILURES, Rule, check_retry, check_step_rules, intents_index, ts
+from projections.runs_rules import MAX_FAILURES, Change, Rule, check_retry, check_step_rules, intents_index, ts
 
 NAME = "runs"
-ORDER = ("facts", "audit", "analyze", "apply", "validate", "deploy", "upload_intent",
-         "upload_confirmed", "ledger", "launch_intent", "launch_confirmed", "notify")
-POS = {s: i for i, s in enumerate(ORDER)}
-STATUSES = frozenset(("begin", "done", "fail"))
-DATA_KEYS = ("verdict", "tainted", "sha256", "candidate", "reconciled", "request_id", "continue_from")
-RUN_FIELDS = ("branch", "kind", "failures", "last_failure_at", "work_complete", "continue_from", "board")
 DEFAULT_DEADLINE = 45 * 60.0
 _TYPES = frozenset(("run.changed", "step.changed", "rule.violated", "step.overdue", "run.abandoned"))
 TYPES = _TYPES  # the event types fold reads (others: no-op)
-
-
-class Reason(str, Enum):
-    """Why a step change or a run is odd (bad input is recorded, never fatal)."""
-
-    UNKNOWN_STEP = "unknown step"
-    UNKNOWN_STATUS = "unknown status"
-    NO_STATUS = "no status"
-    NOT_OBJECT = "step entry is not an object"
-    MISSING_AT = "missing at"
-    BAD_AT = "unparseable at"
-    OUT_OF_ORDER = "out of order"
-    REMOVED = "removed from steps.json"
-    RERUN = "repeated between polls (at changed)"
-    DATA = "data changed"
-    UNCOUNTED_RETRY = "retry without a recorded failure"
-    STEPS_NOT_OBJECT = "steps is not an object"
-    BAD_FIELD = "bad field"
-
-
-# ---- parsing (pure) --------------------------------------------------------------------------
-def _at_str(v: Any) -> str | None:
-    if v is None or isinstance(v, str):
-        return v
-    t = ts(v)
-    return iso(t) if t is not None else str(v)[:64]
-
-
-def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str] | tuple[()]]:
-    """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
-    if type(entry) is dict and name in POS:  # the common, well-formed case
-        st, raw = entry.get("status"), entry.get("at")
-        if st in STATUSES and type(raw) is str:
-            t = ts(raw)
-            if t is not None:
-                d = entry.get("data")
-                return st, raw, t, ({k: d[k] for k in DATA_KEYS if k in d} if type(d) is dict and d else {}), ()
-    probs: list[str] = []
-    if name not in POS:
-        probs.append(Reason.UNKNOWN_STEP.value)
-    if isinstance(entry, str):
-        entry = {"status": entry}
-        probs.append(Reason.NOT_OBJECT.value)
-    elif not isinstance(entry, dict):
-        return "", None, None, {}, probs + [Reason.NOT_OBJECT.value]
-    st = entry.get("status")
-    if st is None:
-        status = ""
-        probs.append(Reason.NO_STATUS.value)
-    else:
-        status = st if isinstance(st, str) else str(st)[:32]
-        if status not in STATUSES:
-            probs.append(f"{Reason.UNKNOWN_STATUS.value} {status!r}")
-    raw = entry.get("at")
-    at = _at_str(raw)
-    t = ts(raw)
-    if raw is None:
-        probs.append(Reason.MISSING_AT.value)
-    elif t is None:
-        probs.append(Reason.BAD_AT.value)
-    d = entry.get("data")
-    data = {k: d[k] for k in DATA_KEYS if k in d} if isinstance(d, dict) and d else {}
-    return status, at, t, data, probs
-
-
-def parse_run(doc: dict) -> tuple[dict, list[str]]:
-    """Run-level fields of a steps.json, normalised, and the problems found."""
-    probs: list[str] = []
-    f: dict[str, Any] = {}
-    for k in ("branch", "kind", "continue_from", "board"):
-        v = doc.get(k)
-        if v is not None and not isinstance(v, str):
-            probs.append(f"{Reason.BAD_FIELD.value} {k}")
-            v = None
-        f[k] = v
-    n = doc.get("failures", 0)
-    if isinstance(n, float) and n.is_integer():
-        n = int(n)
-    if n is None:
-        n = 0
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        probs.append(f"{Reason.BAD_FIELD.value} failures")
-        n = 0
-    f["failures"] = n
-    lf = doc.get("last_failure_at")
-    if lf is not None and ts(lf) is None:
-        probs.append(f"{Reason.BAD_FIELD.value} last_failure_at")
-    f["last_failure_at"] = _at_str(lf)
-    wc = doc.get("work_complete", False)
-    if not isinstance(wc, bool):
-        probs.append(f"{Reason.BAD_FIELD.value} work_complete")
-        wc = False
-    f["work_complete"] = wc
-    return f, probs
-
-
-def step_names(names: Any) -> list[str]:
-    """Fixed order first, then unknown names alphabetically."""
-    return sorted(names, key=lambda s: (POS.get(s, 99), s))
-
-
-def is_new_attempt(prev: str | None, prev_t: float | None, prev_at: str | None,
-                   to: str, t: float | None, at: str | None) -> bool:
-    """Does this change start the step again? (see the module docstring)"""
-    if to == "":
-        return False
-    if not prev:
-        return True
-    if to == prev:
-        return (t != prev_t) if (t is not None and prev_t is not None) else (at != prev_at)
-    return to == "begin" or prev in ("done", "fail")
 
 
 # ---- state --------------------------------------------------------------------------------
@@ -171,9 +58,70 @@ def _new_run(time: str) -> dict:
             "abandoned": None, "stamp": ""}
 
 
+# ---- fold: one small function per event type, to read against CONTRACT.md ----------------------
+def _step_changed(r: dict, ev: Any, rec: Any) -> None:
+    """A step's status changed: its record follows; the attempt number grows when it begins again."""
+    steps = r["steps"]
+    s = steps.get(ev.step)
+    to = ev.to
+    if s is None:  # first sight of the step
+        n = ev.attempt or (1 if to == "begin" and ev.from_ != "begin" else 0)
+        s = steps[ev.step] = {"status": to, "at": ev.at, "data": ev.data, "reason": ev.reason, "n": n,
+                              "done": to == "done", "since": rec.time, "overdue_n": 0, "deadline_s": 0}
+    else:
+        n = ev.attempt or (s["n"] + (1 if to == "begin" and ev.from_ != "begin" else 0))
+        if n != s["n"] or to != s["status"]:
+            s["since"] = rec.time
+        s["n"] = n
+        s["status"] = to
+        s["at"] = ev.at
+        s["data"] = ev.data
+        s["reason"] = ev.reason
+        if to == "done":
+            s["done"] = True
+    if ev.step == "launch_intent" and r.get("launch_rid") is None:
+        rid = ev.data.get("request_id")
+        if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip():
+            r["launch_rid"] = str(rid)[:64]  # the run's first launch request id (launch-request-stable)
+
+
+def _run_changed(r: dict, ev: Any, rec: Any) -> None:
+    """Run-level fields (first sight, a change, unreadable, gone) replace the record's."""
+    for k in RUN_FIELDS:
+        r[k] = getattr(ev, k)
+    r["error"] = ev.error
+    r["source"] = ev.source
+    r["gone"] = ev.gone
+
+
+def _rule_violated(r: dict, ev: Any, rec: Any) -> None:
+    """A rule occurrence, remembered by its key: it is never reported again while it persists."""
+    key = ev.key or f"{ev.rule}:{ev.step}:{rec.seq}"
+    r["violations"][key] = {"rule": ev.rule, "step": ev.step, "detail": ev.detail, "time": rec.time}
+
+
+def _step_overdue(r: dict, ev: Any, rec: Any) -> None:
+    """A step in begin past its deadline: once per attempt."""
+    s = r["steps"].get(ev.step)
+    if s is not None:
+        s["overdue_n"] = ev.attempt or s["n"]
+        s["deadline_s"] = ev.deadline_s
+
+
+def _run_abandoned(r: dict, ev: Any, rec: Any) -> None:
+    """Three failures: the run is given up (once)."""
+    r["abandoned"] = rec.time
+
+
+_FOLDS = {"step.changed": _step_changed, "run.changed": _run_changed, "rule.violated": _rule_violated,
+          "step.overdue": _step_overdue, "run.abandoned": _run_abandoned}
+assert frozenset(_FOLDS) == _TYPES
+
+
 def fold(state: dict, rec: Any) -> dict:
     """Apply one Recorded event (pure; mutates and returns ``state``)."""
-    if rec.type not in _TYPES:
+    apply = _FOLDS.get(rec.type)
+    if apply is None:
         return state
     ev = rec.event
     run = getattr(ev, "run", None)
@@ -185,42 +133,7 @@ def fold(state: dict, rec: Any) -> dict:
         r = runs[run] = _new_run(rec.time)
     r["updated"] = rec.time
     r["stamp"] = rec.id
-    t = rec.type
-    if t == "step.changed":
-        steps = r["steps"]
-        s = steps.get(ev.step)
-        if s is None:
-            s = steps[ev.step] = {"status": "", "at": None, "data": {}, "reason": "", "n": 0,
-                                  "done": False, "since": rec.time, "overdue_n": 0, "deadline_s": 0}
-        n = ev.attempt or (s["n"] + (1 if ev.to == "begin" and ev.from_ != "begin" else 0))
-        if n != s["n"] or ev.to != s["status"]:
-            s["since"] = rec.time
-        s["n"] = n
-        s["status"] = ev.to
-        s["at"] = ev.at
-        s["data"] = ev.data
-        s["reason"] = ev.reason
-        if ev.to == "done":
-            s["done"] = True
-        rid = ev.data.get("request_id") if ev.step == "launch_intent" else None
-        if r.get("launch_rid") is None and isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip():
-            r["launch_rid"] = str(rid)[:64]  # the run's first launch request id (launch-request-stable)
-    elif t == "run.changed":
-        for k in RUN_FIELDS:
-            r[k] = getattr(ev, k)
-        r["error"] = ev.error
-        r["source"] = ev.source
-        r["gone"] = ev.gone
-    elif t == "rule.violated":
-        key = ev.key or f"{ev.rule}:{ev.step}:{rec.seq}"
-        r["violations"][key] = {"rule": ev.rule, "step": ev.step, "detail": ev.detail, "time": rec.time}
-    elif t == "step.overdue":
-        s = r["steps"].get(ev.step)
-        if s is not None:
-            s["overdue_n"] = ev.attempt or s["n"]
-            s["deadline_s"] = ev.deadline_s
-    elif t == "run.abandoned":
-        r["abandoned"] = rec.time
+    apply(r, ev, rec)
     return state
 
 
@@ -245,7 +158,7 @@ class _Ctx:
         if o is not None and o.error is None and isinstance(o.doc, dict):
             steps = o.doc.get("steps")
             if isinstance(steps, dict):
-                v = {n: parse_step(n, e) for n, e in steps.items()}
+                v = parse_steps(steps)
         self._views[run] = v
         return v
 
@@ -290,143 +203,200 @@ class _Ctx:
         return self._intents
 
 
-# Memo of runs whose last full evaluation gave nothing: (doc, state stamp, policy, source, wake).
-# Transparent: a hit returns exactly what a full evaluation would (no events), so detect stays pure.
-_memo: dict[str, tuple] = {}
+class _Policy(NamedTuple):
+    default_deadline: float
+    deadlines: dict[str, float]
+    cross: dict[str, Any]   # the keywords of check_cross_run
+    key: tuple              # all of it, hashable: a memo holds for one policy only
 
 
-def detect(state: dict, snap: Any, now: float, default_deadline: float = DEFAULT_DEADLINE,
-           deadlines: dict[str, float] | None = None, board_daily_quota: int = 3, sessions_per_day: int = 12,
-           inactive_boards: Any = (), **_policy: Any) -> list:
-    """Events for this tick, deterministic: runs sorted by id, per run in a fixed order."""
+class Memo:
+    """What :func:`detect_memo` carries from one tick to the next; the caller (the Watcher) owns it.
+    ``quiet``: per run whose last full evaluation gave no event, (doc, the run's state stamp, source,
+    wake: the time until which nothing can change by time alone). A run that matches all of it is
+    skipped, which is what a full evaluation would give (nothing): the memo never changes the
+    events. Saves: the no-change tick's parse of every steps.json (bench_steps "no-change tick")."""
+
+    __slots__ = ("policy", "quiet")
+
+    def __init__(self, policy: tuple = ()):
+        self.policy = policy
+        self.quiet: dict[str, tuple] = {}
+
+
+def detect(state: dict, snap: Any, now: float, **policy: Any) -> list:
+    """Events for this tick, deterministic: runs sorted by id, per run in a fixed order (pure)."""
+    return detect_memo(state, snap, now, None, **policy)[0]
+
+
+def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_deadline: float = DEFAULT_DEADLINE,
+                deadlines: dict[str, float] | None = None, board_daily_quota: int = 3, sessions_per_day: int = 12,
+                inactive_boards: Any = (), **_policy: Any) -> tuple[list, Memo]:
+    """``detect`` with the caller's :class:`Memo`: the same events, fewer looks; returns the memo."""
     deadlines = deadlines or {}
     cross = {"board_daily_quota": int(board_daily_quota), "sessions_per_day": int(sessions_per_day),
              "inactive_boards": tuple(sorted(inactive_boards))}
-    policy = (float(default_deadline), tuple(sorted(deadlines.items())), tuple(cross.items()))
+    pol = _Policy(float(default_deadline), deadlines, cross,
+                  (float(default_deadline), tuple(sorted(deadlines.items())), tuple(cross.items())))
+    if memo is None or memo.policy != pol.key:
+        memo = Memo(pol.key)
+    quiet = memo.quiet
     ctx = _Ctx(state, snap, now)
     runs = state["runs"]
     out: dict[str, list] = {}
     for rid, obs in snap.runs.items():
         rs = runs.get(rid)
-        m = _memo.get(rid)
+        m = quiet.get(rid)
         if (m is not None and rs is not None and obs.error is None and m[1] == rs["stamp"]
-                and m[2] == policy and m[3] == obs.source and now <= m[4]
-                and (m[0] is obs.doc or m[0] == obs.doc)):
+                and m[2] == obs.source and now <= m[3] and (m[0] is obs.doc or m[0] == obs.doc)):
             continue
-        evs, wake = _detect_run(rid, obs, rs, ctx, default_deadline, deadlines, cross)
+        evs, wake = _detect_run(rid, obs, rs, ctx, pol)
         if evs:
             out[rid] = evs
-            _memo.pop(rid, None)
+            quiet.pop(rid, None)
         elif rs is not None and obs.error is None:
-            _memo[rid] = (obs.doc, rs["stamp"], policy, obs.source, wake)
+            quiet[rid] = (obs.doc, rs["stamp"], obs.source, wake)
+    for ev in _gone(runs, snap):
+        out[ev.run] = [ev]
+        quiet.pop(ev.run, None)
+    if len(quiet) > 2 * len(snap.runs) + 64:
+        for k in [k for k in quiet if k not in snap.runs]:
+            del quiet[k]
+    return [e for rid in sorted(out) for e in out[rid]], memo
+
+
+def _gone(runs: dict, snap: Any) -> list:
+    """run.changed ``gone`` for each known run no longer seen (not while its source is failing)."""
     failed = snap.failed
-    for rid, rs in runs.items():
-        if rid not in snap.runs and not rs["gone"] and rs["source"] not in failed:
-            out[rid] = [RunChanged(run=rid, **{k: rs.get(k) for k in RUN_FIELDS}, error=rs["error"],
-                                   source=rs["source"], gone=True)]
-            _memo.pop(rid, None)
-    if len(_memo) > 2 * len(snap.runs) + 64:
-        for k in [k for k in _memo if k not in snap.runs]:
-            del _memo[k]
-    return [e for rid in sorted(out) for e in out[rid]]
+    return [RunChanged(run=rid, **{k: rs.get(k) for k in RUN_FIELDS}, error=rs["error"], source=rs["source"],
+                       gone=True)
+            for rid, rs in runs.items() if rid not in snap.runs and not rs["gone"] and rs["source"] not in failed]
 
 
-def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, default_deadline: float,
-                deadlines: dict, cross: dict) -> tuple[list, float]:
-    """Full evaluation of one observed run: (events, time until which nothing can change)."""
-    evs: list = []
-    prev_steps = rs["steps"] if rs else {}
+def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, pol: _Policy) -> tuple[list, float]:
+    """Full evaluation of one observed run, stage by stage: (events, time until which nothing can
+    change)."""
     if obs.error is not None or not isinstance(obs.doc, dict):
-        err = obs.error or "steps.json is not an object"
-        if rs is None or rs["error"] != err or rs["gone"] or rs["source"] != obs.source:
-            base: dict[str, Any] = {k: rs.get(k) for k in RUN_FIELDS} if rs else {}
-            evs.append(RunChanged(run=rid, **base, error=err, source=obs.source))
-        return evs, math.inf
-    doc = obs.doc
-    fields, probs = parse_run(doc)
-    raw_steps = doc.get("steps")
-    if raw_steps is None:
-        raw_steps = {}
-    steps_ok = isinstance(raw_steps, dict)
+        return _unreadable(rid, obs, rs), math.inf
+    fields, probs = parse_run(obs.doc)
+    raw_steps = obs.doc.get("steps")
+    steps_ok = raw_steps is None or isinstance(raw_steps, dict)
     if not steps_ok:
         probs.append(Reason.STEPS_NOT_OBJECT.value)
-    err = "; ".join(probs)
-    if (rs is None or rs["gone"] or rs["error"] != err or rs["source"] != obs.source
-            or any(rs.get(k) != fields[k] for k in RUN_FIELDS)):
-        evs.append(RunChanged(run=rid, **fields, error=err, source=obs.source))
+    evs = _fields_changed(rid, obs.source, rs, fields, "; ".join(probs))
     view = (ctx.view(rid) or {}) if steps_ok else {}
+    changes = _step_changes(view, rs["steps"] if rs else {}, fields["failures"]) if steps_ok else []
+    evs += [StepChanged(run=rid, step=c.step, from_=c.prev, to=c.status, at=c.at, data=c.data, reason=c.reason,
+                        attempt=c.attempt) for c in changes]
+    evs += _violations(rid, fields, view, changes, rs, ctx, pol.cross)
+    overdue, wake = _overdue(rid, view, rs, changes, fields["failures"], ctx.now, pol)
+    evs += overdue
+    if fields["failures"] >= MAX_FAILURES and not (rs and rs["abandoned"]):
+        evs.append(RunAbandoned(run=rid, failures=fields["failures"]))
+    return evs, wake
+
+
+def _unreadable(rid: str, obs: Any, rs: dict | None) -> list:
+    """run.changed with the error, once per error; the run-level fields stay as last read."""
+    err = obs.error or "steps.json is not an object"
+    if rs is not None and rs["error"] == err and not rs["gone"] and rs["source"] == obs.source:
+        return []
+    base: dict[str, Any] = {k: rs.get(k) for k in RUN_FIELDS} if rs else {}
+    return [RunChanged(run=rid, **base, error=err, source=obs.source)]
+
+
+def _fields_changed(rid: str, source: str, rs: dict | None, fields: dict, err: str) -> list:
+    """run.changed when a run-level field, the problems or the source differ (first sight too)."""
+    if (rs is None or rs["gone"] or rs["error"] != err or rs["source"] != source
+            or any(rs.get(k) != fields[k] for k in RUN_FIELDS)):
+        return [RunChanged(run=rid, **fields, error=err, source=source)]
+    return []
+
+
+def _step_changes(view: dict, prev_steps: dict, failures: int) -> list[Change]:
+    """One :class:`Change` per step whose status, at or data differ from its folded record, in the
+    fixed order; every step of a new run (its first transitions)."""
     gap = next((i for i, s in enumerate(ORDER) if s not in view or view[s][0] != "done"), len(ORDER))
-    changes = []  # (name, prev status, status, at, t, data, reason, attempt, new attempt, prev record)
-    if steps_ok:
-        names = view.keys() | prev_steps.keys() if prev_steps else view.keys()
-        for name in step_names(names):
-            p = prev_steps.get(name)
-            pst = p["status"] if p else None
-            if name in view:
-                st, at, t, data, sp = view[name]
-            else:
-                if not pst:
-                    continue
-                st, at, t, data, sp = "", None, None, {}, [Reason.REMOVED.value]
-            if p is not None:
-                pt = ts(p["at"]) if p["at"] is not None else None
-                same = st == pst and data == p["data"] and (
-                    (t == pt) if (t is not None or pt is not None) else at == p["at"])
-                if same:
-                    continue
-                new = is_new_attempt(pst, pt, p["at"], st, t, at)
-            else:
-                new = st != ""
-            reasons = list(sp)
-            if st == pst and new:
-                reasons.append(Reason.RERUN.value)
-            elif st == pst:
-                reasons.append(Reason.DATA.value)
-            if st in STATUSES and name in POS and POS[name] > gap and st != "fail":
-                first = ORDER[gap]
-                reasons.append(f"{Reason.OUT_OF_ORDER.value}: {first} {view[first][0] or 'not done' if first in view else 'missing'}")
-            if new and st == "begin" and pst == "fail" and fields["failures"] == 0:
-                reasons.append(Reason.UNCOUNTED_RETRY.value)
-            n = (p["n"] if p else 0) + (1 if new else 0)
-            why = "; ".join(reasons)
-            changes.append((name, pst, st, at, t, data, why, n, new, p))
-            evs.append(StepChanged(run=rid, step=name, from_=pst, to=st, at=at, data=data,
-                                   reason=why, attempt=n))
-    seen = rs["violations"] if rs else {}
-    viols = check_step_rules(rid, fields, view, changes, ctx) if changes else []
-    if changes:
-        viols += check_cross_run(rid, fields, changes, ctx, **cross)
+    names = view.keys() | prev_steps.keys() if prev_steps else view.keys()
+    out = []
+    for name in step_names(names):
+        c = _change(name, view.get(name), prev_steps.get(name), gap, view, failures)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def _change(name: str, v: tuple | None, p: dict | None, gap: int, view: dict, failures: int) -> Change | None:
+    """The change of one step from its folded record ``p`` to its parsed entry ``v`` (None: none)."""
+    pst = p["status"] if p else None
+    if v is None:
+        if not pst:
+            return None
+        v = ("", None, None, {}, [Reason.REMOVED.value])
+    st, at, t, data, sp = v
+    if p is None:
+        new = st != ""
+    else:
+        pt = ts(p["at"]) if p["at"] is not None else None
+        if st == pst and data == p["data"] and ((t == pt) if (t is not None or pt is not None) else at == p["at"]):
+            return None
+        new = is_new_attempt(pst, pt, p["at"], st, t, at)
+    reasons = list(sp)
+    if st == pst:
+        reasons.append(Reason.RERUN.value if new else Reason.DATA.value)
+    if st in STATUSES and name in POS and POS[name] > gap and st != "fail":
+        first = ORDER[gap]
+        reasons.append(f"{Reason.OUT_OF_ORDER.value}: {first} {view[first][0] or 'not done' if first in view else 'missing'}")
+    if new and st == "begin" and pst == "fail" and failures == 0:
+        reasons.append(Reason.UNCOUNTED_RETRY.value)
+    n = (p["n"] if p else 0) + (1 if new else 0)
+    return Change(name, pst, st, at, t, data, "; ".join(reasons), n, new, p)
+
+
+def _violations(rid: str, fields: dict, view: dict, changes: list[Change], rs: dict | None, ctx: _Ctx,
+                cross: dict) -> list:
+    """One rule.violated per occurrence key not reported before: the run's own step rules and the
+    cross-run rules (for this tick's changes), and the retry backoff."""
+    viols = check_step_rules(rid, fields, view, changes, ctx) + check_cross_run(rid, fields, changes, ctx, **cross) \
+        if changes else []
     retry = check_retry(rid, fields, view, changes, rs, ctx.now)
     if retry is not None:
         viols.append(retry)
-    done_keys = set()
+    seen = rs["violations"] if rs else {}
+    out, keys = [], set()
     for rule, step, key, detail in viols:
-        if key not in seen and key not in done_keys:
-            done_keys.add(key)
-            evs.append(RuleViolated(run=rid, rule=rule.value, detail=detail, step=step, key=key))
-    # overdue: a step in begin longer than its deadline, once per begin
+        if key not in seen and key not in keys:
+            keys.add(key)
+            out.append(RuleViolated(run=rid, rule=rule.value, detail=detail, step=step, key=key))
+    return out
+
+
+def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failures: int, now: float,
+             pol: _Policy) -> tuple[list, float]:
+    """step.overdue for a step in begin longer than its deadline, once per begin (not after the
+    last failure); and the next deadline still ahead (math.inf: none)."""
+    evs: list = []
     wake = math.inf
-    failures = fields["failures"]
-    if failures < MAX_FAILURES:
-        changed = {c[0]: c for c in changes}
-        for name, (st, at, t, _, _) in view.items():
-            if st != "begin":
-                continue
-            p = prev_steps.get(name)
-            c = changed.get(name)
-            n = c[7] if c else (p["n"] if p else 1)
-            if p is not None and c is None and p["overdue_n"] == n:
-                continue
-            start = t if t is not None else (ts(p["since"]) if p is not None and c is None else None)
-            if start is None:
-                continue
-            dl = float(deadlines.get(name, default_deadline))
-            if ctx.now - start > dl:
-                evs.append(StepOverdue(run=rid, step=name, since=at or iso(start), deadline_s=dl, attempt=n))
-            else:
-                wake = min(wake, start + dl)
-    if failures >= MAX_FAILURES and not (rs and rs["abandoned"]):
-        evs.append(RunAbandoned(run=rid, failures=failures))
+    if failures >= MAX_FAILURES:
+        return evs, wake
+    prev_steps = rs["steps"] if rs else {}
+    changed = {c.step: c for c in changes}
+    for name, (st, at, t, _, _) in view.items():
+        if st != "begin":
+            continue
+        p = prev_steps.get(name)
+        c = changed.get(name)
+        n = c.attempt if c else (p["n"] if p else 1)
+        if p is not None and c is None and p["overdue_n"] == n:
+            continue
+        start = t if t is not None else (ts(p["since"]) if p is not None and c is None else None)
+        if start is None:
+            continue
+        dl = float(pol.deadlines.get(name, pol.default_deadline))
+        if now - start > dl:
+            evs.append(StepOverdue(run=rid, step=name, since=at or iso(start), deadline_s=dl, attempt=n))
+        else:
+            wake = min(wake, start + dl)
     return evs, wake
 
 
@@ -495,4 +465,4 @@ def summary(state: dict, now: float) -> list[str]:
     return lines
 
 
-__all__ = ["NAME", "ORDER", "Reason", "Rule", "detect", "fold", "initial", "status", "summary"]
+__all__ = ["NAME", "ORDER", "Memo", "Reason", "Rule", "detect", "detect_memo", "fold", "initial", "status", "summary"]

@@ -18,7 +18,7 @@ rows like ``projections.runs_rules``; the key makes each occurrence reported onc
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import date
 from typing import Any
 
 from projections.runs_rules import MAX_FAILURES, SHA256, Rule, reconciled, ts
@@ -26,9 +26,15 @@ from projections.runs_rules import MAX_FAILURES, SHA256, Rule, reconciled, ts
 CONCURRENCY = 1
 
 
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
 def day(t: float | None) -> str:
-    """The UTC date of an epoch ("" for None)."""
-    return "" if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d")
+    """The UTC date of an epoch ("" for None): whole days since 1970 (no strftime: 4 µs a call)."""
+    if t is None:
+        return ""
+    d = date.fromordinal(_EPOCH_ORDINAL + int(t // 86400))
+    return f"{d.year}-{d.month:02d}-{d.day:02d}"  # as strftime("%Y-%m-%d"): year 1 is "1-01-01"
 
 
 def _doc(ctx: Any, run: str) -> dict | None:
@@ -127,12 +133,12 @@ def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily
         if name == "launch_intent" and new and board and board in inactive_boards:
             out.append((Rule.INACTIVE_BOARD, name, f"{Rule.INACTIVE_BOARD.value}:{name}#{n}",
                         f"launch_intent began on board {board}, listed in [steps] inactive_boards"))
-    begins = [c for c in changes if c[8] and c[2] == "begin"]
+    begins = [c for c in changes if c.new and c.status == "begin"]
     if begins and not in_flight_before(rs) and in_flight_now(ctx, rid):
         d = _concurrent(ctx, rid)
         if d:
             c = begins[0]
-            out.append((Rule.SESSION_CONCURRENCY, c[0], f"{Rule.SESSION_CONCURRENCY.value}:{c[0]}#{c[7]}", d))
+            out.append((Rule.SESSION_CONCURRENCY, c.step, f"{Rule.SESSION_CONCURRENCY.value}:{c.step}#{c.attempt}", d))
     if rs is None and sessions_per_day > 0:
         d = _daily_cap(ctx, rid, sessions_per_day)
         if d:

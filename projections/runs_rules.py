@@ -17,7 +17,7 @@ import math
 from datetime import datetime, timezone
 import re
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 GATED = ("apply", "upload_intent", "ledger", "launch_intent")
@@ -26,29 +26,37 @@ MAX_FAILURES = 3
 
 
 # ---- parsing (pure) --------------------------------------------------------------------------
-_TS: dict[str, float | None] = {}
-
-
 def ts(v: Any) -> float | None:
     """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither."""
     if isinstance(v, str):
-        r = _TS.get(v, _TS)
-        if r is not _TS:
-            return r  # type: ignore[return-value]
         try:
-            d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
-            if d.tzinfo is None:
-                d = d.replace(tzinfo=timezone.utc)
-            r = d.timestamp()
+            d = datetime.fromisoformat(v)  # "…Z" too, since Python 3.11
         except ValueError:
-            r = None
-        if len(_TS) > 200_000:  # a bounded, transparent cache (same answer either way)
-            _TS.clear()
-        _TS[v] = r
-        return r
+            if not v.endswith("Z"):
+                return None
+            try:  # a date alone: "2026-11-29Z"
+                d = datetime.fromisoformat(v[:-1] + "+00:00")
+            except ValueError:
+                return None
+        return (d if d.tzinfo is not None else d.replace(tzinfo=timezone.utc)).timestamp()
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too
         return float(v)  # epochs outside year 1970..5138 are not times
     return None
+
+
+class Change(NamedTuple):
+    """One step's change in this tick, as every rule reads it (``projections.runs`` makes them)."""
+
+    step: str
+    prev: str | None      # the status before this tick (None: the step was never seen)
+    status: str           # "" = removed from steps.json
+    at: str | None
+    t: float | None       # ``at`` as epoch seconds
+    data: dict            # the rule-relevant data
+    reason: str
+    attempt: int          # the step's attempt number after this change
+    new: bool             # this change starts a new attempt
+    rec: dict | None      # the step's folded record before this tick (None: never seen)
 
 
 class Rule(str, Enum):
@@ -124,17 +132,20 @@ def intents_index(ctx: Any) -> list[tuple[int, float, str]]:
 
 
 def check_step_rules(rid: str, fields: dict, view: dict, changes: list, ctx: Any) -> list:
-    """Step rules for this tick's changes of one run. ``changes`` rows are
-    (name, prev status, status, at, at epoch, data, reason, attempt, new attempt, prev record)."""
+    """Step rules for this tick's changes (:class:`Change` rows) of one run."""
     out = []
     rs = ctx.runs.get(rid)
+    held: dict[bool, str] = {}  # restricted(): the same for every gated step but launch_intent
     for name, pst, st, at, t, data, _, n, new, p in changes:
-        if st == "":
-            continue
+        if st == "" or (name not in GATED and (p is None or not new)):
+            continue  # removed, or a step only no-redo reads (a step seen before, begun again)
         branch = False
         cf_new = name == "launch_intent" and data.get("continue_from") != (p["data"] if p else {}).get("continue_from")
         if name in GATED and (new or cf_new):
-            why = restricted(rid, fields, view, ctx, name)
+            li = name == "launch_intent"
+            why = held.get(li)
+            if why is None:
+                why = held[li] = restricted(rid, fields, view, ctx, name)
             if why:
                 branch = True
                 out.append((Rule.AUDIT_BRANCH, name, f"{Rule.AUDIT_BRANCH.value}:{name}#{n}",
@@ -254,8 +265,8 @@ def check_retry(rid: str, fields: dict, view: dict, changes: list, rs: dict | No
                 ev, evstep = t, name
     if rs is not None and rs["failures"] == n and rs["last_failure_at"] == lfa:
         for c in changes:  # a begin without `at` after the failure was recorded: started by now
-            if c[8] and c[2] == "begin" and c[4] is None and (ev is None or now < ev):
-                ev, evstep = now, c[0]
+            if c.new and c.status == "begin" and c.t is None and (ev is None or now < ev):
+                ev, evstep = now, c.step
     if ev is None:
         return None
     if n >= MAX_FAILURES:

@@ -1,0 +1,143 @@
+"""Reading one steps.json (pure): its run-level fields and its steps, normalised, with the problems
+found. Bad input is recorded as a reason, never fatal. ``projections.runs`` compares what these give
+with the folded state; the rules (``projections.runs_rules``) read the parsed steps ("views").
+
+A view of a run maps each step name to ``(status, at, at epoch, rule-relevant data, problems)``.
+"""
+from __future__ import annotations
+
+from collections.abc import KeysView
+from enum import Enum
+from typing import Any
+
+from events.timefmt import iso
+from projections.runs_rules import ts
+
+ORDER = ("facts", "audit", "analyze", "apply", "validate", "deploy", "upload_intent",
+         "upload_confirmed", "ledger", "launch_intent", "launch_confirmed", "notify")
+POS = {s: i for i, s in enumerate(ORDER)}
+STATUSES = frozenset(("begin", "done", "fail"))
+DATA_KEYS = ("verdict", "tainted", "sha256", "candidate", "reconciled", "request_id", "continue_from")
+RUN_FIELDS = ("branch", "kind", "failures", "last_failure_at", "work_complete", "continue_from", "board")
+
+
+class Reason(str, Enum):
+    """Why a step change or a run is odd (bad input is recorded, never fatal)."""
+
+    UNKNOWN_STEP = "unknown step"
+    UNKNOWN_STATUS = "unknown status"
+    NO_STATUS = "no status"
+    NOT_OBJECT = "step entry is not an object"
+    MISSING_AT = "missing at"
+    BAD_AT = "unparseable at"
+    OUT_OF_ORDER = "out of order"
+    REMOVED = "removed from steps.json"
+    RERUN = "repeated between polls (at changed)"
+    DATA = "data changed"
+    UNCOUNTED_RETRY = "retry without a recorded failure"
+    STEPS_NOT_OBJECT = "steps is not an object"
+    BAD_FIELD = "bad field"
+
+
+def _at_str(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    t = ts(v)
+    return iso(t) if t is not None else str(v)[:64]
+
+
+def _data(d: Any) -> dict:
+    """The rule-relevant part of a step's ``data`` (the rest is the run's own business)."""
+    return {k: d[k] for k in DATA_KEYS if k in d} if isinstance(d, dict) and d else {}
+
+
+def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str] | tuple[()]]:
+    """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
+    if type(entry) is dict and name in POS:  # the common, well-formed case
+        st, raw = entry.get("status"), entry.get("at")
+        if st in STATUSES and type(raw) is str:
+            t = ts(raw)
+            if t is not None:
+                d = entry.get("data")
+                return st, raw, t, ({k: d[k] for k in DATA_KEYS if k in d} if d and type(d) is dict else {}), ()
+    probs: list[str] = []
+    if name not in POS:
+        probs.append(Reason.UNKNOWN_STEP.value)
+    if isinstance(entry, str):
+        entry = {"status": entry}
+        probs.append(Reason.NOT_OBJECT.value)
+    elif not isinstance(entry, dict):
+        return "", None, None, {}, probs + [Reason.NOT_OBJECT.value]
+    st = entry.get("status")
+    if st is None:
+        status = ""
+        probs.append(Reason.NO_STATUS.value)
+    else:
+        status = st if isinstance(st, str) else str(st)[:32]
+        if status not in STATUSES:
+            probs.append(f"{Reason.UNKNOWN_STATUS.value} {status!r}")
+    raw = entry.get("at")
+    at = _at_str(raw)
+    t = ts(raw)
+    if raw is None:
+        probs.append(Reason.MISSING_AT.value)
+    elif t is None:
+        probs.append(Reason.BAD_AT.value)
+    return status, at, t, _data(entry.get("data")), probs
+
+
+def parse_run(doc: dict) -> tuple[dict, list[str]]:
+    """Run-level fields of a steps.json, normalised, and the problems found."""
+    probs: list[str] = []
+    f: dict[str, Any] = {}
+    for k in ("branch", "kind", "continue_from", "board"):
+        v = doc.get(k)
+        if v is not None and not isinstance(v, str):
+            probs.append(f"{Reason.BAD_FIELD.value} {k}")
+            v = None
+        f[k] = v
+    n = doc.get("failures", 0)
+    if isinstance(n, float) and n.is_integer():
+        n = int(n)
+    if n is None:
+        n = 0
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        probs.append(f"{Reason.BAD_FIELD.value} failures")
+        n = 0
+    f["failures"] = n
+    lf = doc.get("last_failure_at")
+    if lf is not None and ts(lf) is None:
+        probs.append(f"{Reason.BAD_FIELD.value} last_failure_at")
+    f["last_failure_at"] = _at_str(lf)
+    wc = doc.get("work_complete", False)
+    if not isinstance(wc, bool):
+        probs.append(f"{Reason.BAD_FIELD.value} work_complete")
+        wc = False
+    f["work_complete"] = wc
+    return f, probs
+
+
+def parse_steps(raw_steps: dict) -> dict:
+    """The view of a run: every entry of its ``steps`` parsed."""
+    return {n: parse_step(n, e) for n, e in raw_steps.items()}
+
+
+def step_names(names: Any) -> list[str]:
+    """Fixed order first, then unknown names alphabetically."""
+    if not isinstance(names, (dict, set, frozenset, KeysView)):
+        names = set(names)
+    if all(n in POS for n in names):  # the usual case: known names only, no sort
+        return [s for s in ORDER if s in names]
+    return sorted(names, key=lambda s: (POS.get(s, 99), s))
+
+
+def is_new_attempt(prev: str | None, prev_t: float | None, prev_at: str | None,
+                   to: str, t: float | None, at: str | None) -> bool:
+    """Does this change start the step again? (see ``projections.runs``)"""
+    if to == "":
+        return False
+    if not prev:
+        return True
+    if to == prev:
+        return (t != prev_t) if (t is not None and prev_t is not None) else (at != prev_at)
+    return to == "begin" or prev in ("done", "fail")

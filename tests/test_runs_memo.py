@@ -1,0 +1,119 @@
+"""The runs detector's memo is the caller's (issue 23): ``detect_memo`` reports exactly what ``detect``
+reports, tick by tick, and the pure core keeps nothing between calls. Also the speed work's
+equivalences (the UTC day without strftime, time stamps without a cache, the fixed step order)."""
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+
+import msgspec
+import pytest
+
+from events.types import RuleViolated
+from projections import runs, runs_parse, runs_quota, runs_rules
+from tests.test_runs import MIN, T0, Harness, S, doc, fixture_docs, snap
+
+
+def _enc(evs: list) -> bytes:
+    return msgspec.json.encode([[type(e).__struct_config__.tag, e] for e in evs])
+
+
+def _tick_both(h: Harness, sn, now: float, memo, **policy):
+    """detect (no memo) on a copy of the state, detect_memo on the state; fold what it found."""
+    want = runs.detect(copy.deepcopy(h.state), sn, now, **policy)
+    got, memo = runs.detect_memo(h.state, sn, now, memo, **policy)
+    assert _enc(got) == _enc(want), now
+    if got:
+        h.log.append(got, now)
+    for rec in h.log.read(h.seq):
+        h.state = runs.fold(h.state, rec)
+        h.seq = rec.seq
+    return got, memo
+
+
+def test_the_memo_never_changes_what_a_tick_reports(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        memo = None
+        a = doc("R1", {"facts": S("done", 0), "audit": S("begin", 1)})
+        b = doc("R2", {"facts": S("done", 0)})
+        got, memo = _tick_both(h, snap(a, b), T0 + 2 * MIN, memo)
+        assert got and isinstance(memo, runs.Memo)
+        for m in (3, 4, 5):  # nothing changes: the memo skips both runs
+            got, memo = _tick_both(h, snap(a, b), T0 + m * MIN, memo)
+            assert got == []
+        assert set(memo.quiet) == {"R1", "R2"}
+        # time alone: audit in begin past the 45 min deadline -> step.overdue, once
+        got, memo = _tick_both(h, snap(a, b), T0 + 47 * MIN, memo)
+        assert [type(e).__name__ for e in got] == ["StepOverdue"]
+        got, memo = _tick_both(h, snap(a, b), T0 + 48 * MIN, memo)
+        assert got == []
+        # a file changes, another run goes away
+        a2 = doc("R1", {"facts": S("done", 0), "audit": S("done", 50, verdict="pass")})
+        got, memo = _tick_both(h, snap(a2), T0 + 51 * MIN, memo)
+        assert {(type(e).__name__, e.run) for e in got} == {("StepChanged", "R1"), ("RunChanged", "R2")}
+        # another writer's event folded into the state: the run is looked at again
+        h.log.append([RuleViolated(run="R1", rule="no-redo", key="no-redo:audit#9")], T0 + 52 * MIN)
+        got, memo = _tick_both(h, snap(a2), T0 + 52 * MIN, memo)
+        assert got == []
+        assert h.state["runs"]["R1"]["violations"].get("no-redo:audit#9")
+    finally:
+        h.close()
+
+
+def test_a_memo_made_under_one_deadline_is_not_used_under_another(tmp_path):
+    # a run skipped until its 45 min deadline must be looked at when the deadline becomes 5 min
+    h = Harness(tmp_path)
+    try:
+        d = doc("R1", {"facts": S("begin", 0)})
+        _, memo = _tick_both(h, snap(d), T0 + 1 * MIN, None)
+        got, memo = _tick_both(h, snap(d), T0 + 2 * MIN, memo)
+        assert got == [] and "R1" in memo.quiet
+        got, memo = _tick_both(h, snap(d), T0 + 6 * MIN, memo, default_deadline=5 * MIN)
+        assert [type(e).__name__ for e in got] == ["StepOverdue"]
+    finally:
+        h.close()
+
+
+def _module_containers() -> dict[str, bytes]:
+    out = {}
+    for mod in (runs, runs_parse, runs_quota, runs_rules):
+        for k, v in vars(mod).items():
+            if isinstance(v, (dict, list, set)):
+                out[f"{mod.__name__}.{k}"] = repr(v).encode()
+    return out
+
+
+def test_detect_keeps_nothing_at_module_level():
+    # issue 23: no memo dict in the pure core (it was runs._memo and runs_rules._TS)
+    before = _module_containers()
+    t1, t2 = fixture_docs()
+    now = T0 + 90 * MIN
+    st = runs.initial()
+    runs.detect(st, snap(t1, t2), now)
+    runs.detect_memo(st, snap(t1, t2), now, None)
+    assert _module_containers() == before
+    assert not hasattr(runs, "_memo") and not hasattr(runs_rules, "_TS")
+
+
+@pytest.mark.parametrize("t", [0.0, -1.0, -86400.0, 86399.999, 1_795_946_400.0, 1e11 - 1,
+                               -62135596800.0, 253402300799.0])
+def test_the_utc_day_of_an_epoch_is_strftimes_even_for_year_one(t):
+    assert runs_quota.day(t) == datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d")
+
+
+def test_a_step_time_of_a_date_alone_with_z_is_still_read():
+    assert runs_rules.ts("2026-11-29Z") == datetime(2026, 11, 29, tzinfo=timezone.utc).timestamp()
+    assert runs_rules.ts("2026-11-29T10:00:00.5Z") == T0 + 0.5
+    assert runs_rules.ts("2026-11-29T10:00:00+01:00Z") is None
+
+
+@pytest.mark.parametrize("names,want", [
+    (["notify", "facts"], ["facts", "notify"]),
+    (["zz", "facts", "aa"], ["facts", "aa", "zz"]),
+    ({"audit": 1, "facts": 2}.keys(), ["facts", "audit"]),
+    ((n for n in ["deploy", "apply"]), ["apply", "deploy"]),
+    ([], []),
+])
+def test_steps_come_in_the_fixed_order_then_unknown_ones_alphabetically(names, want):
+    assert runs_parse.step_names(names) == want
