@@ -261,13 +261,18 @@ def set_aside_orphans(path: str) -> list[str]:
 def open_readonly(path: str) -> apsw.Connection:
     """A read-only connection. In a folder where SQLite cannot create the ``-shm`` (a read-only
     copy) and with no ``-wal`` beside the file (so nothing is uncheckpointed and no writer can
-    start: it could not create one either), the file is opened ``immutable``."""
+    start: it could not create one either), the file is opened ``immutable``. SQLite says
+    CantOpen or, for a WAL file whose ``-shm`` it cannot create, ReadOnly (SQLITE_READONLY_CANTINIT:
+    what a user who is not root meets; root creates the ``-shm`` whatever the folder's mode)."""
+    c = None
     try:
         c = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
         c.setbusytimeout(5000)
         c.execute("SELECT count(*) FROM sqlite_master").fetchall()
         return c
-    except apsw.CantOpenError:
+    except (apsw.CantOpenError, apsw.ReadOnlyError):
+        if c is not None:
+            c.close()
         if os.path.exists(path + "-wal"):
             raise
     from urllib.parse import quote
