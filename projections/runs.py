@@ -337,10 +337,11 @@ def _change(name: str, v: tuple | None, p: dict | None, gap: int, view: dict, fa
     if p is None:
         new = st != ""
     else:
-        pt = ts(p["at"]) if p["at"] is not None else None
-        if st == pst and data == p["data"] and ((t == pt) if (t is not None or pt is not None) else at == p["at"]):
+        pat = p["at"]
+        pt = t if pat == at else (ts(pat) if pat is not None else None)  # the same text: the same time
+        if st == pst and data == p["data"] and ((t == pt) if (t is not None or pt is not None) else at == pat):
             return None
-        new = is_new_attempt(pst, pt, p["at"], st, t, at)
+        new = is_new_attempt(pst, pt, pat, st, t, at)
     reasons = list(sp)
     if st == pst:
         reasons.append(Reason.RERUN.value if new else Reason.DATA.value)

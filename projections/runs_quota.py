@@ -24,6 +24,7 @@ from typing import Any
 from projections.runs_rules import MAX_FAILURES, SHA256, Rule, reconciled, ts
 
 CONCURRENCY = 1
+_READ = frozenset(("upload_confirmed", "upload_intent", "launch_intent"))  # the steps the loop below reads
 
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -35,6 +36,18 @@ def day(t: float | None) -> str:
         return ""
     d = date.fromordinal(_EPOCH_ORDINAL + int(t // 86400))
     return f"{d.year}-{d.month:02d}-{d.day:02d}"  # as strftime("%Y-%m-%d"): year 1 is "1-01-01"
+
+
+def _day(ctx: Any, t: float) -> str:
+    """``day`` through this tick's cache (one date per UTC day, not one per run)."""
+    days = ctx.cache.get("days")
+    if days is None:
+        days = ctx.cache["days"] = {}
+    k = t // 86400
+    d = days.get(k)
+    if d is None:
+        d = days[k] = day(t)
+    return d
 
 
 def _doc(ctx: Any, run: str) -> dict | None:
@@ -121,7 +134,10 @@ def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily
     out: list = []
     board = fields.get("board")
     rs = ctx.runs.get(rid)
-    for name, pst, st, at, t, data, _, n, new, p in changes:
+    for c in changes:
+        if c.step not in _READ:
+            continue
+        name, pst, st, at, t, data, _, n, new, p = c
         if name == "upload_confirmed" and st == "done" and (new or pst != "done") and board and board_daily_quota > 0:
             d: Any = _quota(ctx, rid, board, t, board_daily_quota)
             if d:
@@ -148,7 +164,7 @@ def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily
 
 def _quota(ctx: Any, rid: str, board: str, t: float | None, quota: int) -> tuple[str, str] | None:
     """(day, detail) when this confirmation is past the board's quota for its UTC day."""
-    dy = day(t if t is not None else ctx.now)
+    dy = _day(ctx, t if t is not None else ctx.now)
     index = ctx.cache.get("confirmed")
     if index is None:  # (board, UTC day) -> {run: rank by (at, run)} of confirmed uploads, once per tick
         rows: dict[tuple[Any, str], list] = {}
@@ -157,7 +173,7 @@ def _quota(ctx: Any, rid: str, board: str, t: float | None, quota: int) -> tuple
             st, t2, _ = ctx.step_of(run, "upload_confirmed") if b else ("", None, {})
             if st == "done":
                 t2 = t2 if t2 is not None else ctx.now
-                rows.setdefault((b, day(t2)), []).append((t2, run))
+                rows.setdefault((b, _day(ctx, t2)), []).append((t2, run))
         index = ctx.cache["confirmed"] = {k: {r: i for i, (_, r) in enumerate(sorted(v))} for k, v in rows.items()}
     i = index.get((board, dy), {}).get(rid, -1)
     if i < quota:
@@ -227,11 +243,11 @@ def _concurrent(ctx: Any, rid: str) -> str:
 
 def _daily_cap(ctx: Any, rid: str, cap: int) -> tuple[str, str] | None:
     start = _started(ctx, rid)
-    dy = day(start)
+    dy = _day(ctx, start)
     key = ("daily", dy)
     ranked = ctx.cache.get(key)
     if ranked is None:
-        rows = [(s, run) for run in _all_runs(ctx) for s in (_started(ctx, run),) if day(s) == dy]
+        rows = [(s, run) for run in _all_runs(ctx) for s in (_started(ctx, run),) if _day(ctx, s) == dy]
         ranked = ctx.cache[key] = {r: i for i, (_, r) in enumerate(sorted(rows))}
     i = ranked.get(rid, -1)
     if i < cap:

@@ -117,3 +117,16 @@ def test_a_step_time_of_a_date_alone_with_z_is_still_read():
 ])
 def test_steps_come_in_the_fixed_order_then_unknown_ones_alphabetically(names, want):
     assert runs_parse.step_names(names) == want
+
+
+def test_an_epoch_at_with_a_sub_millisecond_fraction_is_not_a_rerun_every_tick(tmp_path):
+    # the event keeps `at` as ISO text (milliseconds): read back, it was another time than the
+    # file's epoch, so every tick reported the step "repeated between polls" and a no-redo
+    h = Harness(tmp_path)
+    try:
+        d = doc("R1", {"facts": {"status": "done", "at": T0 + 0.1234}})
+        assert h.tick(snap(d), T0 + 10)
+        assert h.tick(snap(d), T0 + 11) == []
+        assert h.tick(snap(d), T0 + 12) == []
+    finally:
+        h.close()
