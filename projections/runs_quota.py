@@ -21,7 +21,7 @@ import math
 from datetime import date
 from typing import Any
 
-from projections.runs_rules import MAX_FAILURES, SHA256, Rule, reconciled, ts
+from projections.runs_rules import MAX_FAILURES, SHA256, Change, Ctx, Rule, reconciled, ts
 
 CONCURRENCY = 1
 _READ = frozenset(("upload_confirmed", "upload_intent", "launch_intent"))  # the steps the loop below reads
@@ -38,7 +38,7 @@ def day(t: float | None) -> str:
     return f"{d.year}-{d.month:02d}-{d.day:02d}"  # as strftime("%Y-%m-%d"): year 1 is "1-01-01"
 
 
-def _day(ctx: Any, t: float) -> str:
+def _day(ctx: Ctx, t: float) -> str:
     """``day`` through this tick's cache (one date per UTC day, not one per run)."""
     days = ctx.cache.get("days")
     if days is None:
@@ -50,14 +50,14 @@ def _day(ctx: Any, t: float) -> str:
     return d
 
 
-def _doc(ctx: Any, run: str) -> dict | None:
+def _doc(ctx: Ctx, run: str) -> dict | None:
     o = ctx.snap.runs.get(run)
     if o is not None and o.error is None and isinstance(o.doc, dict):
         return o.doc
     return None
 
 
-def board_of(ctx: Any, run: str) -> str | None:
+def board_of(ctx: Ctx, run: str) -> str | None:
     d = _doc(ctx, run)
     if d is not None:
         b = d.get("board")
@@ -66,14 +66,14 @@ def board_of(ctx: Any, run: str) -> str | None:
     return r.get("board") if r else None
 
 
-def _all_runs(ctx: Any) -> list[str]:
+def _all_runs(ctx: Ctx) -> list[str]:
     c = ctx.cache.get("all")
     if c is None:
         c = ctx.cache["all"] = sorted(set(ctx.snap.runs) | set(ctx.runs))  # gone runs happened too
     return c
 
 
-def in_flight_now(ctx: Any, run: str) -> bool:
+def in_flight_now(ctx: Ctx, run: str) -> bool:
     """In flight in this tick's view (snapshot, else state)."""
     d = _doc(ctx, run)
     if d is None:
@@ -96,7 +96,7 @@ def in_flight_before(r: dict | None) -> bool:
     return any(s["status"] == "begin" for s in r["steps"].values())
 
 
-def _first_begin(ctx: Any, run: str) -> float:
+def _first_begin(ctx: Ctx, run: str) -> float:
     v = ctx.view(run)
     if v is not None:
         ats = [e[2] for e in v.values() if e[0] == "begin"]
@@ -107,7 +107,7 @@ def _first_begin(ctx: Any, run: str) -> float:
     return min(ats) if ats else math.inf
 
 
-def _started(ctx: Any, run: str) -> float:
+def _started(ctx: Ctx, run: str) -> float:
     """When a run started: its earliest step ``at``, else when first seen (else now)."""
     memo = ctx.cache.setdefault("started", {})
     if run not in memo:
@@ -115,7 +115,7 @@ def _started(ctx: Any, run: str) -> float:
     return memo[run]
 
 
-def _started_of(ctx: Any, run: str) -> float:
+def _started_of(ctx: Ctx, run: str) -> float:
     v = ctx.view(run)
     r = ctx.runs.get(run)
     if v is not None:
@@ -128,7 +128,7 @@ def _started_of(ctx: Any, run: str) -> float:
     return ts(r["first_seen"]) or ctx.now if r else ctx.now
 
 
-def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily_quota: int = 3,
+def check_cross_run(rid: str, fields: dict, changes: list[Change], ctx: Ctx, board_daily_quota: int = 3,
                     sessions_per_day: int = 12, inactive_boards: tuple = ()) -> list:
     """The cross-run rules for this tick's changes of run ``rid`` (rows of runs_rules)."""
     out: list = []
@@ -162,7 +162,7 @@ def check_cross_run(rid: str, fields: dict, changes: list, ctx: Any, board_daily
     return out
 
 
-def _quota(ctx: Any, rid: str, board: str, t: float | None, quota: int) -> tuple[str, str] | None:
+def _quota(ctx: Ctx, rid: str, board: str, t: float | None, quota: int) -> tuple[str, str] | None:
     """(day, detail) when this confirmation is past the board's quota for its UTC day."""
     dy = _day(ctx, t if t is not None else ctx.now)
     index = ctx.cache.get("confirmed")
@@ -181,7 +181,7 @@ def _quota(ctx: Any, rid: str, board: str, t: float | None, quota: int) -> tuple
     return dy, f"upload {i + 1} confirmed on board {board} on {dy} (UTC): the quota is {quota} a day"
 
 
-def _uploaded(ctx: Any, run: str) -> tuple[str, float] | None:
+def _uploaded(ctx: Ctx, run: str) -> tuple[str, float] | None:
     """(sha256, at) of a run's upload that went through, else None."""
     st, t, d = ctx.step_of(run, "upload_intent")
     sha = d.get("sha256")
@@ -192,7 +192,7 @@ def _uploaded(ctx: Any, run: str) -> tuple[str, float] | None:
     return None
 
 
-def _duplicate(ctx: Any, rid: str, board: str, t: float | None, data: dict) -> str:
+def _duplicate(ctx: Ctx, rid: str, board: str, t: float | None, data: dict) -> str:
     sha = data.get("sha256")
     if not isinstance(sha, str) or SHA256.fullmatch(sha) is None:
         return ""
@@ -211,7 +211,7 @@ def _duplicate(ctx: Any, rid: str, board: str, t: float | None, data: dict) -> s
     return ""
 
 
-def _flights(ctx: Any) -> tuple[list[str], dict[str, int], list[str]]:
+def _flights(ctx: Ctx) -> tuple[list[str], dict[str, int], list[str]]:
     """(runs in flight now that already were before this tick, rank of the others by first begin,
     the others in that order)."""
     c = ctx.cache.get("flight")
@@ -228,7 +228,7 @@ def _flights(ctx: Any) -> tuple[list[str], dict[str, int], list[str]]:
     return c
 
 
-def _concurrent(ctx: Any, rid: str) -> str:
+def _concurrent(ctx: Ctx, rid: str) -> str:
     """Other runs in flight (since before this tick, or starting earlier in it) while ``rid`` starts."""
     old, rank, order = _flights(ctx)
     k = rank.get(rid, 0)
@@ -241,7 +241,7 @@ def _concurrent(ctx: Any, rid: str) -> str:
     return f"{n + 1} outer-loop events in flight at once (at most {CONCURRENCY}): also {', '.join(shown)}{more}"
 
 
-def _daily_cap(ctx: Any, rid: str, cap: int) -> tuple[str, str] | None:
+def _daily_cap(ctx: Ctx, rid: str, cap: int) -> tuple[str, str] | None:
     start = _started(ctx, rid)
     dy = _day(ctx, start)
     key = ("daily", dy)

@@ -17,7 +17,7 @@ import math
 from datetime import datetime, timezone
 import re
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 GATED = ("apply", "upload_intent", "ledger", "launch_intent")
@@ -42,6 +42,24 @@ def ts(v: Any) -> float | None:
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too
         return float(v)  # epochs outside year 1970..5138 are not times
     return None
+
+
+class Ctx(Protocol):
+    """What a rule may read of one detect call (``projections.runs._Ctx``): the tick's snapshot and
+    the folded runs, the tick's time, a cache for cross-run indexes, and the steps of any run."""
+
+    snap: Any
+    runs: dict[str, dict]
+    now: float
+    cache: dict[Any, Any]
+
+    def view(self, run: str) -> dict | None: ...
+
+    def step_of(self, run: str, step: str) -> tuple[str, float | None, dict]: ...
+
+    def tainted(self, run: str, depth: int = 0) -> bool: ...
+
+    def intents(self) -> list[tuple[int, float, str]]: ...
 
 
 class Change(NamedTuple):
@@ -93,7 +111,7 @@ def _present(v: Any) -> bool:
     return (isinstance(v, str) and v.strip() != "") or (isinstance(v, int) and not isinstance(v, bool))
 
 
-def restricted(rid: str, fields: dict, view: dict, ctx: Any, step: str = "") -> str:
+def restricted(rid: str, fields: dict, view: dict, ctx: Ctx, step: str = "") -> str:
     """Why the run (for ``step``) is held to the audit branch ("" when it is not). A run's
     ``continue_from`` holds every gated step; launch_intent's ``data.continue_from`` holds that
     launch."""
@@ -114,7 +132,7 @@ def restricted(rid: str, fields: dict, view: dict, ctx: Any, step: str = "") -> 
     return ", ".join(why)
 
 
-def intents_index(ctx: Any) -> list[tuple[int, float, str]]:
+def intents_index(ctx: Ctx) -> list[tuple[int, float, str]]:
     """Open upload intents of every known run, earliest first: (seen before this tick? 0 : 1,
     at, run). Open = upload_intent present, not reconciled, upload_confirmed not done."""
     out = []
@@ -131,7 +149,7 @@ def intents_index(ctx: Any) -> list[tuple[int, float, str]]:
     return out
 
 
-def check_step_rules(rid: str, fields: dict, view: dict, changes: list, ctx: Any) -> list:
+def check_step_rules(rid: str, fields: dict, view: dict, changes: list[Change], ctx: Ctx) -> list:
     """Step rules for this tick's changes (:class:`Change` rows) of one run."""
     out = []
     rs = ctx.runs.get(rid)
@@ -192,7 +210,7 @@ def check_step_rules(rid: str, fields: dict, view: dict, changes: list, ctx: Any
 
 
 def _open_intent(rid: str, t: float | None, data: dict, p: dict | None, rs: dict | None,
-                 view: dict, ctx: Any) -> str:
+                 view: dict, ctx: Ctx) -> str:
     """An earlier upload intent still open when this one begins ("" when none)."""
     if p is not None and p["status"] in ("begin", "done", "fail"):
         confirmed = view.get("upload_confirmed", ("",))[0] == "done" or (
@@ -246,7 +264,7 @@ def _deploy_gate(st: str, t: float | None, view: dict) -> str:
     return ""
 
 
-def check_retry(rid: str, fields: dict, view: dict, changes: list, rs: dict | None, now: float):
+def check_retry(rid: str, fields: dict, view: dict, changes: list[Change], rs: dict | None, now: float):
     """retry-backoff for the attempt after the run's latest failure, or None."""
     n = fields["failures"]
     if n < 1:
