@@ -337,15 +337,16 @@ class EventLog:
             "DO UPDATE SET seq=excluded.seq, data=excluded.data, head=excluded.head, digest=excluded.digest",
             [(k, seq, v, head, dig(k, seq, head, v)) for k, v in snaps.items()])
 
-    def snapshots(self) -> dict[str, tuple[int, bytes]]:
+    def snapshots(self, names: Iterable[str] | None = None) -> dict[str, tuple[int, bytes]]:
         """The stored snapshots that check against the chain: {name: (seq, data)}. One whose
         digest does not match its bytes, or whose seq is not in the log with the hash it was
-        bound to, is left out (its reason in ``snapshot_problems``): callers replay instead."""
+        bound to, is left out (its reason in ``snapshot_problems``): callers replay instead.
+        ``names``: only those (a reader that shows a few projections reads and hashes no others)."""
         self.snapshot_problems = {}
         if self.schema_version < 3:
             return {}  # unbound snapshots of an old log (read-only): never trusted
         out: dict[str, tuple[int, bytes]] = {}
-        for name, seq, data, head, digest in sqlrows.snapshot_rows(self.db):
+        for name, seq, data, head, digest in sqlrows.snapshot_rows(self.db, None if names is None else tuple(names)):
             why = snapshot_problem(self.db, name, seq, data, head, digest)
             if why:
                 self.snapshot_problems[str(name)] = why

@@ -35,9 +35,13 @@ def event_rows(db: apsw.Connection, sql: str, args: Bindings | None = None) -> l
     return cast("list[EventRow]", db.execute(sql, args).fetchall())
 
 
-def snapshot_rows(db: apsw.Connection) -> list[SnapshotRow]:
-    """Every stored snapshot: (name, seq, data, head, digest)."""
-    return cast("list[SnapshotRow]", db.execute("SELECT name, seq, data, head, digest FROM snapshots").fetchall())
+def snapshot_rows(db: apsw.Connection, names: tuple[str, ...] | None = None) -> list[SnapshotRow]:
+    """Every stored snapshot (with ``names``: only those): (name, seq, data, head, digest)."""
+    sql = "SELECT name, seq, data, head, digest FROM snapshots"
+    if names is None:
+        return cast("list[SnapshotRow]", db.execute(sql).fetchall())
+    sql += f" WHERE name IN ({','.join('?' * len(names))})"
+    return cast("list[SnapshotRow]", db.execute(sql, names).fetchall())
 
 
 def master_rows(db: apsw.Connection, sql: str) -> list[MasterRow]:

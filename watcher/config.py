@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from typing import Literal
 
 import msgspec
@@ -242,6 +241,8 @@ def parse(text: str, path: str = "<config>", *, check_paths: bool = True) -> Con
     """Parse and validate config text. Raises ConfigError naming the key."""
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"config is too large (over {MAX_CONFIG_BYTES} bytes)", key="", path=path, op="config")
+    import tomllib  # here, not at the top: a reader without a config file never parses TOML
+
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -91,12 +91,31 @@ def _command(name: str):
     return getattr(mod, name)
 
 
+def import_msgspec_lean() -> None:
+    """Import msgspec without typing_extensions (which imports inspect, ast, dis, tokenize): about
+    a tenth of `status`'s start (bench_rebuild.py's CLI rows). msgspec takes typing_extensions'
+    ``get_type_hints``/``Required``/``NotRequired`` if it can import it, else typing's own. On
+    Python >= 3.11 (pyproject's floor) ``Required``/``NotRequired`` are typing's very objects and
+    typing_extensions' ``get_type_hints(..., include_extras=True)`` (msgspec's only call) returns
+    typing's answer unchanged; fleetwatch declares no typing_extensions-only form (ReadOnly …:
+    tests/test_fast_cli.py checks no module imports it). The block lasts only for msgspec's own
+    import: anything imported later gets typing_extensions as usual."""
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # "import" raises ImportError
+    try:
+        import msgspec  # noqa: F401
+    finally:
+        del sys.modules["typing_extensions"]
+
+
 def main(argv: list[str]) -> int | None:
     """Run the command and return its exit status, or None when typer must handle it."""
     parsed = parse(argv)
     if parsed is None:
         return None
     name, kw = parsed
+    import_msgspec_lean()
     from events.errors import FleetwatchError
     from watcher.cli.plain import error_text
 

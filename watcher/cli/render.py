@@ -15,7 +15,6 @@ from typing import Any, TextIO
 
 from projections import classes
 from projections.render import plain, record_segments
-from projections.tables import tables
 from projections.text import safe
 
 
@@ -33,6 +32,8 @@ def headline(doc: dict[str, Any]) -> str:
 
 def status_plain(doc: dict[str, Any]) -> str:
     """`status` for a pipe: aligned plain columns."""
+    from projections.tables import tables  # here: `tail` renders no table
+
     out = [headline(doc)]
     for title, head, rows in tables(doc):
         w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
@@ -45,6 +46,8 @@ def status_rich(doc: dict[str, Any], con: Any = None) -> None:
     """`status` on a terminal: tables with the class column coloured by the class table."""
     from rich.table import Table
     from rich.text import Text
+
+    from projections.tables import tables
 
     con = con or console()
     head = Text("fleet", style="bold")

@@ -2,6 +2,7 @@
 and ``rebuild`` (a full replay from seq 1, optionally checked against the snapshots)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any
 
@@ -18,6 +19,7 @@ class Projections:
         self.mods = mods or registry()
         self.states: dict[str, Any] = {n: m.initial() for n, m in self.mods.items()}
         self.seq = 0
+        self.viewed: frozenset[str] = frozenset()  # projections decoded into a reader's view (see load)
         self._by_type: dict[str, list[tuple[str, Any]]] = {}
 
     def __getitem__(self, name: str) -> Any:
@@ -43,6 +45,8 @@ class Projections:
 
     def catch_up(self, log: EventLog) -> int:
         """Fold every event after ``self.seq``; returns how many."""
+        if self.viewed:
+            raise RuntimeError(f"cannot fold into a reader's view of {sorted(self.viewed)}")
         n = 0
         for rec in log.read(self.seq):
             self.fold(rec)
@@ -50,17 +54,31 @@ class Projections:
         return n
 
     @classmethod
-    def load(cls, log: EventLog) -> Projections:
-        """From the stored snapshots (all must cover one seq and decode) plus the tail."""
-        p = cls()
-        snaps = log.snapshots()
-        seqs = {snaps[n][0] for n in p.mods if n in snaps}
-        if len(seqs) == 1 and all(n in snaps for n in p.mods):
+    def load(cls, log: EventLog, names: Collection[str] | None = None,
+             views: dict[str, Callable[[bytes], Any]] | None = None) -> Projections:
+        """From the stored snapshots (all must cover one seq and decode) plus the tail.
+
+        For one-shot readers (`status`, `summary`): ``names`` loads only those projections (the
+        others' snapshots are neither read nor decoded); ``views`` {name: decode} decodes that
+        snapshot the reader's way (only the keys it reads) when the snapshot is at the log's
+        head. Such a state is an answer as of that head, never folded into: ``catch_up``
+        refuses it (``viewed``)."""
+        reg = registry()
+        mods = reg if names is None else {n: m for n, m in reg.items() if n in names}
+        p = cls(mods)
+        snaps = log.snapshots(None if names is None else mods)
+        seqs = {snaps[n][0] for n in mods if n in snaps}
+        if len(seqs) == 1 and all(n in snaps for n in mods):
+            seq = seqs.pop()
+            narrow = {n: t for n, t in (views or {}).items() if n in mods} if views and log.head()[0] == seq else {}
             try:
-                p.states = {n: decode_state(m, snaps[n][1]) for n, m in p.mods.items()}
-                p.seq = seqs.pop()
+                p.states = {n: narrow[n](snaps[n][1]) if n in narrow else decode_state(m, snaps[n][1])
+                            for n, m in mods.items()}
+                p.seq, p.viewed = seq, frozenset(narrow)
             except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
-                p = cls()  # an unreadable snapshot is only a cache: replay instead
+                p = cls(mods)  # an unreadable snapshot is only a cache: replay instead
+            if p.viewed:
+                return p
         p.catch_up(log)
         return p
 
