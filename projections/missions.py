@@ -17,7 +17,6 @@ Invariants
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypedDict
 
 from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
@@ -101,6 +100,8 @@ def parse_deps(raw: Any) -> list[str]:
     if isinstance(raw, (list, tuple)):
         return [str(x) for x in raw]
     if isinstance(raw, (bytes, str)):
+        import json  # here: the readers (`status`) import this module and never parse a deps column
+
         try:
             val = json.loads(raw)
         except ValueError:

@@ -24,9 +24,10 @@ from watcher.runtime.state import Projections, rebuild
 T0 = 1_800_000_000.0
 # Never on a fast path: the typer app and its kin, the push/inotify stacks, and what only other
 # paths need (typing_extensions: msgspec imported without it, watcher/cli/fast.py; TOML: no config
-# file; logging: no command here logs; the status tables: `tail` prints none).
+# file; logging: no command here logs; json: msgspec reads and writes it; the status tables: `tail`
+# prints none).
 NEVER = ("typer", "click", "rich", "apprise", "watchdog", "typing_extensions", "inspect", "logging",
-         "asyncio", "tomllib")
+         "asyncio", "tomllib", "json", "signal")
 PROBE = ("import sys; from watcher.entry import main; sys.argv = ['fleetwatch'] + sys.argv[1:]\n"
          "try:\n    main()\nexcept SystemExit:\n    pass\n"
          "print(sorted(sys.modules), file=sys.stderr)")

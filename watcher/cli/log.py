@@ -11,7 +11,6 @@ exits 1 naming it. Never a traceback.
 import contextlib
 import fnmatch
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterable
@@ -164,6 +163,8 @@ class _Stopper:
         self.stopped = True
 
     def __enter__(self) -> "_Stopper":
+        import signal  # here: only `tail -f` waits for one (the other readers start without it)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 self._old[sig] = signal.signal(sig, self._set)
@@ -172,6 +173,8 @@ class _Stopper:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import signal
+
         for sig, h in self._old.items():
             signal.signal(sig, h)
 

@@ -36,9 +36,9 @@ def status_plain(doc: dict[str, Any]) -> str:
 
     out = [headline(doc)]
     for title, head, rows in tables(doc):
-        w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-        out += ["", title, "  " + "  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip()]
-        out += ["  " + "  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+        w = [max(map(len, col)) for col in zip(head, *rows)]
+        out += ["", title, "  " + "  ".join(map(str.ljust, head, w)).rstrip()]
+        out += ["  " + "  ".join(map(str.ljust, r, w)).rstrip() for r in rows]
     return "\n".join(out) + "\n"
 
 
