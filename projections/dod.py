@@ -154,7 +154,10 @@ class Memo(NamedTuple):
     against the same fields gives the same (no) events, so it is not looked at again. ``seq``:
     the state's seq the sigs and ``claims`` (agents in a claim, not yet flagged) were read at
     (the same seq is the same state: they are not read again). ``since``: parsed
-    ``claim_since`` strings (a claim is due at since + claim_unverified_after).
+    ``claim_since`` strings (a claim is due at since + claim_unverified_after). ``place``: id ->
+    its index in ``keys``; ``again``: agents looked at next tick whatever the hint says (an event was
+    found for them, or their source failed); ``gen`` and ``n_state``: the snapshot generation
+    and state size this memo was made at (see ``Snapshot.dirty``).
     """
 
     keys: list[str] = []
@@ -163,6 +166,10 @@ class Memo(NamedTuple):
     seq: int | None = None
     claims: list[str] = []
     since: dict[str, float] = {}
+    place: dict[str, int] | None = None
+    again: frozenset[str] = frozenset()
+    gen: int = -1
+    n_state: int = -1
 
 
 _SIG = itemgetter("contract_sha256", "contract_changes", "current_sha256", "self_key", "goal_key")
@@ -175,54 +182,37 @@ def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None,
                 claim_unverified_after: float = 1800.0, seq: int | None = None,
                 **_policy: Any) -> tuple[list[Any], Memo]:
     """``detect`` with a memo (see :class:`Memo`): the same events, fewer looks. Pure. ``seq``
-    (optional) names the state's version: the same seq as the memo's means the same state."""
+    (optional) names the state's version: the same seq as the memo's means the same state.
+    With the snapshot's change hint (``Snapshot.dirty``) for this memo, only the dirty agents
+    are compared and the claims are updated for them alone (``_hinted``)."""
     memo = memo or Memo()
     failed = getattr(snap, "failed", {}) or {}
     agents = state["agents"]
     cur = snap.agents
-    keys = list(cur)
-    vals = list(cur.values())
-    same_ids = keys == memo.keys
-    same_state = seq is not None and seq == memo.seq
-    if same_ids and same_state:
-        sigs = memo.sigs
-        todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
-    else:
-        recs = list(map(agents.get, keys))
-        if None in recs:
-            recs = [_NO_AGENT if r is None else r for r in recs]
-        sigs = list(map(_SIG, recs))
-        if same_ids:
-            todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
-            if sigs != memo.sigs:
-                todo.update(compress(keys, map(ne, sigs, memo.sigs)))
-        else:
-            m_obs, m_sig = dict(zip(memo.keys, memo.vals)), dict(zip(memo.keys, memo.sigs))
-            todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
-            todo.update(compress(keys, map(ne, map(m_sig.get, keys), sigs)))
+    seen = _hinted(memo, snap, agents, seq) or _compared(memo, cur, agents, seq)
+    keys, vals, sigs, index, todo, claims = seen
+    todo.update(a for a in memo.again if a in cur)  # their event may not have been committed
+    again: set[str] = set()
     per: list[tuple[str, list[Any]]] = []
     if todo:
-        sigs = list(sigs)
-        index = dict(zip(keys, range(len(keys))))
+        sigs = list(sigs) if sigs is memo.sigs else sigs
+        vals = list(vals) if vals is memo.vals else vals
+        if index is None:
+            index = dict(zip(keys, range(len(keys))))
         for aid in todo:
             i = index[aid]
             obs = vals[i]
             if failed and obs.source in failed:
-                vals[i] = None  # its last state stands; look again once the source is back
+                again.add(aid)  # its last state stands; look again once the source is back
                 continue
             a = agents.get(aid)
             sigs[i] = _SIG(a) if a is not None else _SIG(_NO_AGENT)
             evs = _agent_events(aid, obs, a)
             if evs:
-                vals[i] = None  # look again next tick (once they are folded, or not)
+                again.add(aid)  # look again next tick (once they are folded, or not)
                 per.append((aid, evs))
         per.sort(key=lambda p: p[0])
     out: list[Any] = [e for _, evs in per for e in evs]
-    if same_state:
-        claims = memo.claims
-    else:
-        claims = sorted(aid for aid in compress(agents, map(eq, map(_CLASS, agents.values()), repeat(CLAIM_CLASS)))
-                        if not agents[aid]["claim_flagged"] and agents[aid]["claim_since"])
     since = {}
     for aid in claims:
         a = agents[aid]
@@ -237,7 +227,74 @@ def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None,
         if now - t >= claim_unverified_after:
             out.append(DodFlagged(agent=aid, flag=Flag.CLAIM_UNVERIFIED.value,
                                   detail=f"no verdict {int(now - t)}s after the claim"))
-    return out, Memo(keys=keys, vals=vals, sigs=sigs, seq=seq, claims=claims, since=since)
+    return out, Memo(keys=keys, vals=vals, sigs=sigs, seq=seq, claims=claims, since=since, place=index,
+                     again=frozenset(again), gen=getattr(snap, "gen", 0), n_state=len(agents))
+
+
+_Seen = tuple[list[str], list[Any], list[Any], "dict[str, int] | None", set[str], list[str]]
+
+
+def _claiming(a: dict[str, Any] | None) -> bool:
+    """In a claim not yet flagged (the agents ``claim-unverified`` may come due for)."""
+    return a is not None and a["class"] == CLAIM_CLASS and not a["claim_flagged"] and bool(a["claim_since"])
+
+
+def _hinted(memo: Memo, snap: Any, agents: dict[str, Any], seq: int | None) -> _Seen | None:
+    """The agents to look at from the snapshot's change hint (see ``projections.fleet._hinted``
+    for when it applies): the dirty ones whose observation or sigs differ; the claims updated for
+    the dirty ones only. None: compare everything."""
+    dirty, index = getattr(snap, "dirty", None), memo.place
+    cur = snap.agents
+    if dirty is None or index is None or memo.gen != getattr(snap, "gen", 0) - 1 \
+            or len(agents) != memo.n_state or len(cur) != len(memo.keys) \
+            or not all(aid in index and aid in cur for aid in dirty):
+        return None
+    vals, sigs = list(memo.vals), list(memo.sigs)
+    todo: set[str] = set()
+    claims = set(memo.claims)
+    for aid in dirty:
+        i, o, a = index[aid], cur[aid], agents.get(aid)
+        sig = _SIG(a) if a is not None else _SIG(_NO_AGENT)
+        if o is not vals[i] or sig != sigs[i]:
+            vals[i], sigs[i] = o, sig
+            todo.add(aid)
+        if _claiming(a):
+            claims.add(aid)
+        else:
+            claims.discard(aid)
+    return memo.keys, vals, sigs, index, todo, sorted(claims)
+
+
+def _compared(memo: Memo, cur: dict[str, Any], agents: dict[str, Any], seq: int | None) -> _Seen:
+    """The agents to look at, every one compared with the memo (in C), and the claims read from
+    every agent unless the state is the memo's (same seq)."""
+    keys = list(cur)
+    vals = list(cur.values())
+    same_ids = keys == memo.keys
+    same_state = seq is not None and seq == memo.seq
+    index = memo.place if same_ids else None
+    if same_ids and same_state:
+        sigs = memo.sigs
+        todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
+    else:
+        recs: list[Any] = list(map(agents.get, keys))
+        if None in recs:
+            recs = [_NO_AGENT if r is None else r for r in recs]
+        sigs = list(map(_SIG, recs))
+        if same_ids:
+            todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
+            if sigs != memo.sigs:
+                todo.update(compress(keys, map(ne, sigs, memo.sigs)))
+        else:
+            m_obs, m_sig = dict(zip(memo.keys, memo.vals)), dict(zip(memo.keys, memo.sigs))
+            todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
+            todo.update(compress(keys, map(ne, map(m_sig.get, keys), sigs)))
+    if same_state:
+        claims = memo.claims
+    else:
+        claims = sorted(aid for aid in compress(agents, map(eq, map(_CLASS, agents.values()), repeat(CLAIM_CLASS)))
+                        if not agents[aid]["claim_flagged"] and agents[aid]["claim_since"])
+    return (memo.keys if same_ids else keys), vals, sigs, index, todo, claims
 
 
 def _agent_events(aid: str, obs: Any, a: dict[str, Any] | None) -> list[Any]:

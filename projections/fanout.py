@@ -17,7 +17,7 @@ launched together a minute later give one.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from events.timefmt import parse_iso
 from events.types import FleetFanout
@@ -54,10 +54,41 @@ def detect(state: dict[str, Any], snap: Any, now: float, fanout_max: int = 8, fa
            census: bool = False, census_seq: int = 0, **_policy: Any) -> list[Any]:
     """One fleet.fanout when the unreported new agents within the window exceed the cap (none
     while the watcher takes its census; agents first seen by it, up to ``census_seq``, never)."""
+    return detect_memo(state, snap, now, None, fanout_max, fanout_window, census, census_seq)[0]
+
+
+class Memo(NamedTuple):
+    """``gen``: the snapshot generation of the last look; ``new``: the agents it found new."""
+
+    gen: int = -1
+    new: tuple[str, ...] = ()
+
+
+def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None, fanout_max: int = 8,
+                fanout_window: float = 60.0, census: bool = False, census_seq: int = 0,
+                **_policy: Any) -> tuple[list[Any], Memo]:
+    """``detect`` with a memo. A new agent is a snapshot agent not alive in the state; with the
+    snapshot's change hint for this memo (``Snapshot.dirty``), only the dirty agents and the
+    ones new last time can be (an agent becomes or stops being alive only through its own
+    events, which make it dirty); else the whole snapshot is compared (a set difference in C)."""
+    gen = getattr(snap, "gen", 0)
+    alive = state["alive"]
+    dirty = getattr(snap, "dirty", None)
+    if memo is not None and dirty is not None and memo.gen == gen - 1:
+        cur = snap.agents
+        new = sorted(a for a in dirty.union(memo.new) if a in cur and a not in alive)
+    else:
+        new = sorted(snap.agents.keys() - alive.keys())
+    if new:  # an ended agent (or a dead pane) is no launch: it is never alive, so not "new" each tick
+        cur = snap.agents
+        new = [a for a in new if not (cur[a].ended or cur[a].pane_dead)]
+    return _report(state, now, new, fanout_max, fanout_window, census, census_seq), Memo(gen, tuple(new))
+
+
+def _report(state: dict[str, Any], now: float, new: list[str], fanout_max: int, fanout_window: float,
+            census: bool, census_seq: int) -> list[Any]:
     if fanout_max <= 0 or census:
         return []
-    alive = state["alive"]
-    new = sorted(snap.agents.keys() - alive.keys())  # a set difference in C: every tick, every agent
     lo, rep = now - fanout_window, state["reported"]
     recent = [b[2] for b in state["births"]
               if b[1] > rep and b[0] >= lo and (b[3] if len(b) > 3 else 0) > census_seq] + new

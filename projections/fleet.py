@@ -196,13 +196,16 @@ class Memo(NamedTuple):
 
     ``absent``: consecutive misses per agent (see ``diff``). ``keys``: the snapshot's agent ids
     in order; aligned with them, ``vals`` the observations (None: look again) and ``recs`` the
-    folded state records they were compared with. ``due``: per agent whose class can change by
+    folded state records they were compared with; ``place`` maps an id to its place (built when
+    first needed, kept while the ids stay). ``due``: per agent whose class can change by
     time alone, the clock interval ``[lo, hi)`` in which it cannot; ``bounds`` a conservative
     (max lo, min hi) over ``due``. An agent whose observation and record are the same (equal)
     as in the memo and whose clock is inside its interval would give the same (no) event again,
     so it is not classified again. ``n_state`` and ``missing``: how many agents the state had
-    and which of them the snapshot lacked. ``stall_after``: the policy all this was computed
-    with (another policy starts afresh).
+    and which of them the snapshot lacked. ``again``: agents an event was found for (looked at
+    next tick whatever the hint says: their event may not have been committed). ``gen``: the
+    snapshot's ``gen`` this memo was made from (the change hint ``Snapshot.dirty`` is relative
+    to it). ``stall_after``: the policy all this was computed with (another policy starts afresh).
     """
 
     absent: dict[str, int] = {}
@@ -215,6 +218,9 @@ class Memo(NamedTuple):
     missing: list[str] = []
     stall_after: float | None = None
     busy_silence: tuple[float | None, float | None] = (None, None)
+    place: dict[str, int] | None = None
+    again: frozenset[str] = frozenset()
+    gen: int = -1
 
 
 _INF = float("inf")
@@ -272,15 +278,38 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
     """``diff`` with a memo (see :class:`Memo`): the same events as ``diff`` given the same
     state, snapshot and clock, but agents whose observation and state record did not change
     since the memo (and whose class cannot change by time yet) are not classified again.
-    ``busy_silence``/``busy_silence_tool``: the busy backstop (see ``classify``; None: off)."""
+    ``busy_silence``/``busy_silence_tool``: the busy backstop (see ``classify``; None: off).
+
+    Stages: source edges; which agents to look at (``_hinted`` when the snapshot's change hint
+    applies to this memo, else ``_compared``: every agent against the memo); the ones the clock
+    made due (``_due``); classify those (``_look``); close the missing ones (``_missing``)."""
     memo = memo or Memo()
     silence = (busy_silence, busy_silence_tool)
     if memo.stall_after != stall_after or memo.busy_silence != silence:
         memo = Memo(absent=memo.absent)
     cur = snap.agents
-    absent = {k: v for k, v in memo.absent.items() if k not in cur} if memo.absent else {}
+    agents = prev["agents"]
+    out = _source_edges(prev, snap)
+    seen = _hinted(memo, snap, agents) or _compared(memo, cur, agents)
+    keys, vals, recs, index, todo, same_ids = seen
+    todo.update(a for a in memo.again if a in cur)  # their event may not have been committed
+    due, bounds = _due(memo, cur, now, todo, same_ids)
+    again: set[str] = set()
+    if todo:
+        due = dict(due)
+        if index is None:
+            index = dict(zip(keys, range(len(keys))))
+        bounds = _look(sorted(todo), cur, recs, index, now, out, due, bounds, again,
+                       stall_after, busy_silence, busy_silence_tool)
+    absent, missing = _missing(memo, snap, agents, same_ids, out)
+    return out, Memo(absent=absent, keys=keys, vals=vals, recs=recs, due=due, bounds=bounds,
+                     n_state=len(agents), missing=missing, stall_after=stall_after, busy_silence=silence,
+                     place=index, again=frozenset(again), gen=snap.gen)
+
+
+def _source_edges(prev: dict[str, Any], snap: Snapshot) -> list[Any]:
+    """source.failed / source.recovered: edges only."""
     out: list[Any] = []
-    # sources: edges only
     for res in snap.results:
         known = prev["sources"].get(res.name)
         was_failed = bool(known and known["failed"])
@@ -289,40 +318,85 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
                                     error_class=res.error_class, exit_code=res.exit_code))
         elif res.ok and was_failed:
             out.append(SourceRecovered(source=res.name, error=known["error"] if known else ""))
-    agents = prev["agents"]
-    get = agents.get
+    return out
+
+
+_Seen = tuple[list[str], list[Any], list[Any], "dict[str, int] | None", set[str], bool]
+
+
+def _hinted(memo: Memo, snap: Snapshot, agents: dict[str, Any]) -> _Seen | None:
+    """The agents to look at from the snapshot's change hint: only the ``dirty`` ones whose
+    observation or record is not the memo's. Applies when the memo was made from the previous
+    snapshot, the hint names only agents the memo knows and the snapshot still has (no agent
+    came or went) and the state has as many agents as then (none pruned); else None. O(dirty)
+    but for two list copies in C (the new memo's)."""
+    dirty, index = snap.dirty, memo.place
+    if dirty is None or index is None or memo.gen != snap.gen - 1 or len(agents) != memo.n_state \
+            or len(snap.agents) != len(memo.keys):
+        return None
+    cur = snap.agents
+    if not all(aid in index and aid in cur for aid in dirty):
+        return None
+    vals, recs = list(memo.vals), list(memo.recs)
+    todo: set[str] = set()
+    for aid in dirty:
+        i, o, r = index[aid], cur[aid], agents.get(aid)
+        if o is not vals[i] or r is not recs[i]:
+            vals[i], recs[i] = o, r
+            todo.add(aid)
+    return memo.keys, vals, recs, index, todo, True
+
+
+def _compared(memo: Memo, cur: dict[str, Any], agents: dict[str, Any]) -> _Seen:
+    """The agents to look at, every one compared with the memo (in C: a list compare is
+    identity first, then equality; per agent, identity: a new but equal object is merely
+    classified again)."""
     keys = list(cur)
     vals: list[AgentObs | None] = list(cur.values())
-    recs = list(map(get, keys))
+    recs = list(map(agents.get, keys))
     same_ids = keys == memo.keys
-    # what changed since the memo, found in C: a list compare is identity first, then equality;
-    # per agent, identity (a new but equal object is merely classified again)
     if same_ids:
         todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
         if recs != memo.recs:
             todo.update(compress(keys, map(is_not, recs, memo.recs)))
-    else:
-        m_obs = dict(zip(memo.keys, memo.vals))
-        m_rec = dict(zip(memo.keys, memo.recs))
-        todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
-        todo.update(compress(keys, map(is_not, map(m_rec.get, keys), recs)))
+        return memo.keys, vals, recs, memo.place, todo, True
+    m_obs = dict(zip(memo.keys, memo.vals))
+    m_rec = dict(zip(memo.keys, memo.recs))
+    todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
+    todo.update(compress(keys, map(is_not, map(m_rec.get, keys), recs)))
+    return keys, vals, recs, None, todo, False
+
+
+def _due(memo: Memo, cur: dict[str, Any], now: float, todo: set[str],
+         same_ids: bool) -> tuple[dict[str, tuple[float, float]], tuple[float, float]]:
+    """Agents whose class may have changed by time alone join ``todo``; returns the windows
+    kept and their bounds (looked at one by one only when the clock left the bounds)."""
     due = memo.due
     lo_max, hi_min = memo.bounds
     if not same_ids and due:
         due = {k: v for k, v in due.items() if k in cur}
-    if not lo_max <= now < hi_min:  # some class may change by time alone: which ones
+    if not lo_max <= now < hi_min:
         lo_max, hi_min = -_INF, _INF
         for aid, (lo, hi) in due.items():
             if lo <= now < hi:
                 lo_max, hi_min = max(lo_max, lo), min(hi_min, hi)
             else:
                 todo.add(aid)
-    if todo:
-        due = dict(due)
-        index = dict(zip(keys, range(len(keys)))) if len(todo) > 4 and len(keys) > 64 else None
-    for aid in sorted(todo):
+    return due, (lo_max, hi_min)
+
+
+def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str, int], now: float,
+          out: list[Any], due: dict[str, tuple[float, float]], bounds: tuple[float, float],
+          again: set[str], stall_after: float, busy_silence: float | None,
+          busy_silence_tool: float | None) -> tuple[float, float]:
+    """Classify the agents of ``todo`` (in id order) against their records: an
+    ``agent.classified`` on a class change, else an ``agent.updated`` when something else
+    changed; each such agent is looked at again next tick (``again``). Updates ``due`` and
+    returns the new bounds."""
+    lo_max, hi_min = bounds
+    for aid in todo:
         obs = cur[aid]
-        old = recs[index[aid] if index is not None else keys.index(aid)]
+        old = recs[index[aid]]
         gone = tmux_gone(obs, old)
         if gone:
             cls, reason = Cls.CERRADO, "tmux window gone"
@@ -330,8 +404,12 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
         else:
             cls, reason = classify(obs, now, stall_after, busy_silence, busy_silence_tool)
             lo, hi = _window(obs, cls, stall_after, busy_silence, busy_silence_tool)
+        if old is None and cls is Cls.CERRADO and obs.last_activity is not None \
+                and now - obs.last_activity > CLOSED_KEEP_S:
+            due.pop(aid, None)  # history, not news: ended before the prune horizon (it would be
+            continue            # forgotten again and recorded again, once per prune)
         if old is None or old["class"] != cls.value:
-            vals[index[aid] if index is not None else keys.index(aid)] = None  # look again next tick
+            again.add(aid)
             out.append(AgentClassified(
                 agent=aid, from_=old["class"] if old else None, to=cls.value,
                 state=obs.state if isinstance(obs.state, str) else None,
@@ -340,13 +418,22 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
                 contract_len=obs.contract_len, task=obs.task,
                 target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)))
         elif not gone and (upd := updated(old, obs)) is not None:
-            vals[index[aid] if index is not None else keys.index(aid)] = None  # look again next tick
+            again.add(aid)
             out.append(upd)
         if lo == -_INF and hi == _INF:
             due.pop(aid, None)
         else:
             due[aid] = (lo, hi)
             lo_max, hi_min = max(lo_max, lo), min(hi_min, hi)
+    return lo_max, hi_min
+
+
+def _missing(memo: Memo, snap: Snapshot, agents: dict[str, Any], same_ids: bool,
+             out: list[Any]) -> tuple[dict[str, int], list[str]]:
+    """Agents of the state the snapshot lacks: CERRADO on the second consecutive miss (one
+    resync of grace), never while their source failed. Returns (miss counts, the missing)."""
+    cur = snap.agents
+    absent = {k: v for k, v in memo.absent.items() if k not in cur} if memo.absent else {}
     if same_ids and len(agents) == memo.n_state:
         missing = memo.missing  # the state only grows: the same ids are missing
     else:
@@ -364,6 +451,4 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
             out.append(AgentClassified(agent=aid, from_=old["class"], to=Cls.CERRADO.value,
                                        state=old.get("state"), phase=old.get("phase"),
                                        reason="no longer seen by any source", source=old.get("source") or ""))
-    return out, Memo(absent=absent, keys=keys, vals=vals, recs=recs, due=due, bounds=(lo_max, hi_min),
-                     n_state=len(agents), missing=missing, stall_after=stall_after, busy_silence=silence)
-
+    return absent, missing

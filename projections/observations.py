@@ -72,3 +72,10 @@ class Snapshot(msgspec.Struct, kw_only=True):
     runs: dict[str, RunObs] = {}
     rows: dict[str, list[RowObs]] = {}     # entity -> rows
     failed: dict[str, str] = {}            # source name -> error
+    # The watcher's change hint (set at the edge, watcher/runtime/loop.py): ``gen`` numbers the
+    # snapshots one watcher hands out; ``dirty`` names the agents whose observation or folded
+    # state records may differ from those of snapshot ``gen - 1`` (None: any may). A detector
+    # whose memo was made at ``gen - 1`` may look only at these agents (and at the ones the clock
+    # makes due); with another memo, or dirty None, it compares everything. Same events either way.
+    gen: int = 0
+    dirty: frozenset[str] | None = None

@@ -100,8 +100,6 @@ def test_a_reclama_agent_idle_for_weeks_survives_every_prune_and_is_pushed_once(
     elog.close()
 
 
-@pytest.mark.xfail(strict=True, reason="fleet.prune_closed forgets an ended agent whose goal.json stays on disk; "
-                   "the next tick sees it for the first time and records CERRADO again (once per agent per prune)")
 def test_an_ended_agent_left_on_disk_is_not_closed_again_after_its_prune(tmp_path):
     fleet_dir, cfg = make(tmp_path)
     goal(fleet_dir, "done", ended=True)

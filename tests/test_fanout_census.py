@@ -48,3 +48,24 @@ def test_the_fleet_found_at_start_is_a_census_and_a_later_burst_a_fanout(tmp_pat
     f = _fanouts(cfg.store.path)
     assert len(f) == 1 and f[0].count == 12 and all(a.startswith("new") for a in f[0].agents)
     w.close()
+
+
+def test_ended_agents_are_no_launches_tick_after_tick(tmp_path):
+    """Regression: an ended agent is never alive (CERRADO pops it), so it was counted as a new
+    agent on every tick; a dozen ended folders gave one fleet.fanout per tick."""
+    fleet = tmp_path / "fleet"
+    _goal(fleet, "alive")
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
+    w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
+    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 1)
+    for i in range(12):
+        _goal(fleet, f"done{i}")
+        g = fleet / f"done{i}" / "goal.json"
+        g.write_text(json.dumps({**json.loads(g.read_text()), "ended": True}))
+    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 13)
+    for _ in range(5):
+        w.tick(time.time())
+    assert _fanouts(cfg.store.path) == []
+    assert {a["class"] for k, a in w.proj["fleet"]["agents"].items() if k != "alive"} == {"CERRADO"}
+    w.close()

@@ -122,8 +122,6 @@ def test_inotify_instance_limit_reached_means_polling_said_once(base):
     assert err.count(WARNING) == 1 and "polling every interval" in err, err
 
 
-@pytest.mark.xfail(strict=True, reason="loop.Waker returns silently when watchdog cannot be imported "
-                   "(the ImportError branch logs nothing): the fallback to polling is never said")
 def test_watchdog_missing_means_polling_said_once(base):
     shadow = os.path.join(base, "shadow", "watchdog")
     os.makedirs(shadow)

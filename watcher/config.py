@@ -65,7 +65,7 @@ class Store(_S):
 class Watch(_S):
     interval: Dur = "2s"
     debounce: Dur = "100ms"
-    resync: Dur = "30s"   # full stat of every file while inotify is healthy (else every interval)
+    resync: Dur = "30s"   # while inotify is healthy every file is stat'ed once per resync, a slice per interval (else every interval)
 
 
 class Classify(_S):

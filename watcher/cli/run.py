@@ -124,7 +124,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             w.poll_wait = TICK_WAIT if sd.watchdog_interval is None else min(TICK_WAIT, sd.watchdog_interval / 4)
         w.tick(time.time(), full=True)
         settle_gc()  # and the first tick's records (every agent) are too
-        last_full = last_resync = time.monotonic()
+        last_full = time.monotonic()
         log.info("watching %d sources; %d agents", len(w.sources), len(w.proj["fleet"]["agents"]))
         if once:
             if w.suspects():  # a file failed its first read: give it its second read now
@@ -175,10 +175,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             if full:
                 last_full = mono  # after a suspend: one tick now, missed ticks skipped
             paths = waker.take()  # file sources look where inotify pointed (None: everywhere)
-            if paths is not None and full and mono - last_resync >= cfg.dur("watch.resync"):
-                paths = None  # the safety net: a change inotify never reported (see docs/bench.md)
-            if paths is None:
-                last_resync = mono
+            # the safety net for a change inotify never reported (docs/bench.md): each full tick
+            # also stats the next interval/resync part of the files, so all of them once per resync
+            w.sweep = min(1.0, interval / max(cfg.dur("watch.resync"), 1e-3))
             w.tick(time.time(), full=full, changed=paths)
             sd.tick_completed(time.monotonic())
             sd.status(status_line(w.class_counts(), time.monotonic() - mono))

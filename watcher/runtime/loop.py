@@ -7,9 +7,14 @@ no write transaction. Sleeping uses the monotonic clock; after a suspend, missed
 skipped (one tick, not a burst). Every ``interval`` a tick runs every source (time alone
 changes classes); inotify (watchdog) wakes the loop early for file changes, and such a tick is
 partial: file sources look only at the paths the :class:`Waker` collected, the other sources
-reuse their last result. While inotify is healthy, file sources stat every file only every
-``watch.resync`` (and once after a queue overflow); without inotify, every ``interval``.
-Detectors with ``detect_memo`` (and ``fleet.step``) carry a memo from tick to tick in ``Watcher.memos`` (pure: passed in, returned).
+reuse their last result. While inotify is healthy, file sources stat every file once per
+``watch.resync``, a slice of them on each full tick (the rolling resync; once in full after a
+queue overflow); without inotify, every ``interval``.
+Detectors with ``detect_memo`` (and ``fleet.step``) carry a memo from tick to tick in ``Watcher.memos``
+(pure: passed in, returned). Each Snapshot carries the change hint (``gen``, ``dirty``: the agents
+whose observation the patched merge changed, runtime/merged.py, plus those whose records this
+watcher's folds changed since the last detect; None after another writer's events, a failed
+append or a full merge): with it a tick with one changed file costs O(changed), not O(agents).
 """
 from __future__ import annotations
 
@@ -23,9 +28,10 @@ from typing import Any
 from events.errors import AppendFailed, LogReplaced
 from events.log import EventLog
 from events.types import WatcherStarted, WatcherStopped
-from projections import fleet
+from projections import dod, fanout, fleet
 from watcher.config import Config
-from watcher.sources import build_sources, merge
+from watcher.runtime.merged import Merger
+from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
 from watcher.runtime.state import Projections
 
@@ -35,6 +41,9 @@ SNAPSHOT_EVERY_EVENTS = 2000
 SNAPSHOT_EVERY_SECONDS = 60.0
 # events the notifier hands back are not re-derivable from sources: keep them until committed
 _KEEP_TYPES = ("notice.", "agent.nudged")
+# the types the hinted detectors (Snapshot.dirty) fold; of those, the ones that name no agent
+# change no agent record (source and fan-out edges)
+_HINTED_TYPES = (fleet.TYPES | dod.TYPES | fanout.TYPES) - {"source.failed", "source.recovered", "fleet.fanout"}
 
 
 GC_GEN0 = 50_000  # allocations between young collections once started (CPython's default: 700)
@@ -75,13 +84,15 @@ class Watcher:
         self.census_seq: int | None = None   # the log's seq after this process's first complete look
         self.checker: Any = None             # watcher.runtime.checker.Checker when [dod] run_checks
         self.polls = Polls(self.poll_one)
+        self.sweep = 0.0                     # part of the files a full tick with inotify paths stats too
         self.poll_wait: float | None = None  # a tick waits this long for sources (None: their deadlines)
         self._polled = False                 # the first tick always waits up to the deadlines
         self.cancel: Any = None              # a threading.Event (the stop request) that cuts the wait
         self.snap_seq = self.proj.seq
         self.snap_mono = time.monotonic()
         self.snap_wanted = False
-        self._merged: tuple[list[Any], Any] | None = None   # the last merge (see _merge)
+        self.merger = Merger()                # the last merge, patched where sources changed
+        self._touched: set[str] | None = set()  # agents whose folded records changed since the last detect
         self._counts: tuple[int, dict[str, int]] = (-1, {})  # class counts at a seq
 
     # ---- pure-ish stages ------------------------------------------------------------------
@@ -101,31 +112,37 @@ class Watcher:
             for s in self.sources:
                 if s.kind == "tmux":
                     s.quiet = quiet
-        snap = self._merge(results) if not pending else merge(self.sources, results)
+        snap = self.merger.merge(self.sources, results)  # patched where a file changed (runtime/merged.py)
+        if pending:
+            snap.failed = dict(snap.failed)
         for name in pending:  # slow first poll: nothing known yet, nothing concluded from it
             snap.failed.setdefault(name, "pending")
+        touched, self._touched = self._touched, set()
+        if snap.dirty is not None:  # the change hint: what the files changed, and what the folds did
+            snap.dirty = None if touched is None else snap.dirty | touched
         return snap
 
-    def _merge(self, results: list[Any]) -> Any:
-        """``merge``, or the last Snapshot again when every source handed back the very lists it
-        gave last tick (a file source keeps its result list while no file changed; empty lists are
-        alike): an idle tick
-        at 10,000 agents then does not rebuild a 10,000-entry dict. The lists are held, so an
-        identity cannot be reused; never with a tmux source (its enrichment reads the panes)."""
-        key = [(r.name, r.ok, r.error, r.agents, r.runs, r.rows) for r in results]
-        last = self._merged
-        if last is not None and len(last[0]) == len(key) and not any(s.kind == "tmux" for s in self.sources) \
-                and all(a[:3] == b[:3] and all(x is y or not (x or y) for x, y in zip(a[3:], b[3:]))
-                        for a, b in zip(key, last[0])):
-            return last[1]
-        snap = merge(self.sources, results)
-        self._merged = (key, snap)
-        return snap
+    def _note(self, rec: Any) -> None:
+        """Remember whose folded records this event changes (for the next tick's change hint):
+        the event's own agent; an event of a type the hinted detectors fold that names no agent
+        (none today but the source and fan-out edges, which change no agent record) makes it
+        unknown."""
+        t = self._touched
+        if t is None:
+            return
+        aid = getattr(rec.event, "agent", None)
+        if isinstance(aid, str):
+            t.add(aid)
+        elif rec.type in _HINTED_TYPES:
+            self._touched = None
 
-    @staticmethod
-    def poll_one(s: Any, now: float, full: bool, changed: set[str] | None):
-        """One source's poll (run in that source's worker thread by :class:`Polls`)."""
+    def poll_one(self, s: Any, now: float, full: bool, changed: set[str] | None):
+        """One source's poll (run in that source's worker thread by :class:`Polls`). A file
+        source on a tick with inotify's paths looks only there; on a full tick (every
+        ``interval``) it also stats its next ``sweep`` part of the files (the rolling resync)."""
         if changed is not None and getattr(s, "partial", False):
+            if full and self.sweep > 0:
+                return s.poll(now, False, changed=changed, sweep=self.sweep)
             return s.poll(now, False, changed=changed)
         return s.poll(now, full)
 
@@ -184,8 +201,11 @@ class Watcher:
                 if recs:
                     first = recs[0].seq
                     for r in self.log.read(proj.seq, limit=max(0, first - 1 - proj.seq)):
+                        self._touched = None  # foreign events: whose records they change is not tracked
                         proj.fold(r)  # foreign events that landed before ours
+                note = self._note
                 for r in recs:
+                    note(r)
                     proj.fold(r)
                 return None
 
@@ -194,6 +214,7 @@ class Watcher:
             except AppendFailed as e:
                 log.error("append failed, %d transitions kept for the next tick: %s", len(batch), e)
                 self.proj = Projections.load(self.log)
+                self._touched = None  # every record is a new object now
                 self.pending = [e for e in batch if _keep(e)]
                 raise
             self.pending = []
@@ -230,7 +251,8 @@ class Watcher:
         that made it due (the first tick of a big fleet above all) commits without encoding
         every projection."""
         self.log.check_identity()  # the log vanished or was replaced: LogReplaced, nothing appended
-        self.proj.catch_up(self.log)
+        if self.proj.catch_up(self.log):
+            self._touched = None  # another writer's events: no hint this tick
         snap = self.observe(now, full, changed)
         n = 0
         try:
@@ -301,6 +323,7 @@ class Watcher:
         self.close()
         self.cfg = cfg
         self.sources = build_sources(cfg)
+        self.merger.forget()
         kept = self.memos.get("fleet")  # only the fleet's miss counts survive (the grace of an absent agent)
         self.memos = {"fleet": fleet.Memo(absent=dict(kept.absent))} if kept is not None else {}
 
@@ -367,7 +390,8 @@ class Waker:
             from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent,
                                          FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileSystemEventHandler)
             from watchdog.observers import Observer
-        except ImportError:  # pragma: no cover
+        except ImportError:  # no watchdog: polling every interval, said once
+            log.warning("inotify unavailable (watchdog not installed); polling every interval")
             return
         wanted = [FileClosedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent,
                   DirCreatedEvent, DirDeletedEvent, DirMovedEvent]

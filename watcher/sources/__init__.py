@@ -40,21 +40,42 @@ def build_sources(cfg: Config) -> list[Any]:
     return [make(s) for s in cfg.sources]
 
 
-def duplicate(cur: Any, other: Any) -> Any:
-    """One agent id claimed by two files (two folders, or two goals sources): the agent is
-    MAL_LANZADO with a reason naming both paths (a third one is added to the same reason), so
-    the real agent cannot be masked by a copy. The same id from a command or tmux source (no
-    path) is still merged: those enrich, they do not compete."""
+def duplicate(claims: list[Any]) -> Any:
+    """One agent id claimed by several files (two folders, or two goals sources), given as
+    one observation per distinct file (``combine`` drops a file reached by two globs): the agent
+    is MAL_LANZADO with a reason naming the paths in path order, so the real agent cannot be
+    masked by a copy. Whatever order the sources listed them in, the result is the same: the
+    fields of the first path's file, the reason "duplicate id 'x' in A and B[, C ...]" (at most
+    ~600 characters of paths)."""
+    first, second, *rest = sorted(claims, key=lambda o: o.path)
+    error = f"duplicate id {first.agent!r} in {first.path} and {second.path}"
+    for o in rest:
+        if len(error) > 600:
+            break
+        error = f"{error}, {o.path}"
+    return msgspec.structs.replace(first, error=error)
+
+
+def combine(obs: list[Any]) -> Any:
+    """The one observation of an id several observations name (in source order). Files compete:
+    two distinct files are a ``duplicate``. Otherwise the first observation stands and the
+    others enrich it: the later last activity (with its target when it had none) — how a
+    command or tmux source adds activity to an agent's goal.json."""
     import os
 
-    if os.path.realpath(cur.path) == os.path.realpath(other.path):
-        return cur  # one file reached by two globs
-    if cur.error and cur.error.startswith("duplicate id"):
-        if len(cur.error) > 600 or other.path in cur.error:
-            return cur
-        return msgspec.structs.replace(cur, error=f"{cur.error}, {other.path}")
-    first, second = sorted((cur.path, other.path))
-    return msgspec.structs.replace(cur, error=f"duplicate id {cur.agent!r} in {first} and {second}")
+    files: dict[str, Any] = {}
+    for o in sorted((o for o in obs if o.path is not None), key=lambda o: o.path):
+        files.setdefault(os.path.realpath(o.path), o)
+    if len(files) >= 2:
+        base = duplicate(list(files.values()))
+        rest = [o for o in obs if o.path is None]
+    else:
+        base = obs[0]
+        rest = [o for o in obs[1:] if o.path is None or base.path is None]
+    for o in rest:
+        if o.last_activity is not None and (base.last_activity is None or o.last_activity > base.last_activity):
+            base = msgspec.structs.replace(base, last_activity=o.last_activity, target=base.target or o.target)
+    return base
 
 
 def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
@@ -64,23 +85,24 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
     for s in sources:  # no result this tick (a poll still pending): its agents are unseen, not gone
         if s.name not in answered:
             snap.failed[s.name] = "pending"
+    several: dict[str, list[Any]] = {}  # agent id -> its observations, when more than one
+    agents = snap.agents
     for res in results:
         if not res.ok:
             snap.failed[res.name] = res.error or "failed"
             continue
         for a in res.agents:
-            cur = snap.agents.get(a.agent)
+            cur = agents.get(a.agent)
             if cur is None:
-                snap.agents[a.agent] = a
-            elif a.path is not None and cur.path is not None and a.path != cur.path:
-                snap.agents[a.agent] = duplicate(cur, a)  # two files claim one id: never merged
-            elif a.last_activity is not None and (cur.last_activity is None or a.last_activity > cur.last_activity):
-                snap.agents[a.agent] = msgspec.structs.replace(cur, last_activity=a.last_activity,
-                                                               target=cur.target or a.target)
+                agents[a.agent] = a
+            else:
+                several.setdefault(a.agent, [cur]).append(a)
         for r in res.runs:
             snap.runs.setdefault(r.run, r)
         for row in res.rows:
             snap.rows.setdefault(row.entity, []).append(row)
+    for aid, obs in several.items():
+        agents[aid] = combine(obs)
     for t in tmux:
         if t.name in snap.failed:
             continue

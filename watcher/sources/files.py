@@ -22,11 +22,13 @@
 """
 from __future__ import annotations
 
+import errno
 import glob
 from itertools import compress
 from operator import ne
 import logging
 import operator
+import math
 import os
 import stat
 import time
@@ -58,8 +60,8 @@ def _stat(path: str) -> os.stat_result | OSError | None:
     """The file's stat; the error if it exists but cannot be stat'ed; None if it is gone."""
     try:
         return os.stat(path)
-    except FileNotFoundError:
-        return None
+    except FileNotFoundError:  # gone, or a dangling symlink (a file that is there but leads nowhere)
+        return OSError(errno.ENOENT, "dangling symlink") if os.path.islink(path) else None
     except OSError as e:
         return e if os.path.lexists(path) else None
 
@@ -110,6 +112,11 @@ class GlobSource:
         self._items: list[Any] | None = None   # the last result's observations
         self._obs_of: dict[str, Any] = {}      # path -> the observation it gave last
         self._suspects: set[str] = set()       # files that failed their first read
+        self._cursor = 0                       # where the next rolling sweep starts in ``_paths``
+        # (the previous result list, the new one, the (old, new) observations that differ between
+        # them; None for a file that came or went): set when a poll changed the result in place,
+        # so the watcher can merge only those (watcher/runtime/merged.py)
+        self.delta: tuple[list[Any] | None, list[Any], tuple[tuple[Any, Any], ...]] | None = None
         self._names_new = False                # the listing changed since the last stat pass
         self._root_key: tuple[int, int, int] | None = None  # ROOT's (dev, inode, mtime_ns) at that listing
         self._listed_ns = 0                    # when it was listed (wall clock, ns)
@@ -169,12 +176,10 @@ class GlobSource:
 
         if not os.path.isdir(_glob_root(self.pattern)):
             raise FileNotFoundError(2, "folder missing")
-        for path in glob.glob(self.pattern):
-            try:
-                yield path, os.stat(path)
-            except OSError as e:
-                if os.path.lexists(path):  # else: vanished between glob and stat
-                    yield path, e
+        for path in glob.glob(self.pattern, recursive=True):  # "**": any depth
+            st = _stat(path)
+            if st is not None:  # else: vanished between glob and stat
+                yield path, st
 
     def _listing(self) -> list[str] | None:
         """The candidate paths of the simple layout: ROOT/<folder>/NAME for every folder whose
@@ -244,11 +249,14 @@ class GlobSource:
             ent.key = key
         return ent
 
-    def poll(self, now: float, full: bool = True, changed: set[str] | None = None) -> SourceResult:
+    def poll(self, now: float, full: bool = True, changed: set[str] | None = None,
+             sweep: float = 0.0) -> SourceResult:
         """The full current set. ``changed`` (with ``full`` False): only those paths (inotify's
-        report) are looked at again, the rest comes from the cache; else everything is stat'ed."""
+        report) are looked at again, the rest comes from the cache; else everything is stat'ed.
+        ``sweep`` (0 < part <= 1, with ``changed``): the next ``part`` of the files is stat'ed
+        too (see ``_sweep``)."""
         if not full and changed is not None and self._items is not None:
-            part = self._partial(changed)
+            part = self._partial(changed, self._sweep(sweep) if sweep > 0 else ())
             if part is not None:
                 return part
         try:
@@ -322,6 +330,7 @@ class GlobSource:
             touched.update(i for i, p in enumerate(paths) if p in self._suspects)
         obs_of, suspects = self._obs_of, self._suspects
         dirty = False
+        ids: list[tuple[Any, Any]] = []
         for i in sorted(touched):
             path = paths[i]
             st = _stat(path)
@@ -332,9 +341,11 @@ class GlobSource:
                 continue
             cache[path] = ent
             keys[i] = ent.key
-            if ent.obs is not obs_of.get(path):  # the result changes in place (same order)
+            was = obs_of.get(path)
+            if ent.obs is not was:  # the result changes in place (same order)
                 obs_of[path] = ent.obs
                 dirty = True
+                ids.append((was, ent.obs))
             if ent.fails == 1:
                 suspects.add(path)
             else:
@@ -348,17 +359,45 @@ class GlobSource:
                 self._keys = None  # compare against the cache next time
             return self._emit(changed=True)
         if dirty:
-            self._items = [o for o in obs_of.values() if o is not None]
+            base, self._items = self._items, [o for o in obs_of.values() if o is not None]
+            self.delta = (base, self._items, tuple(ids))
         return self.result(self._items)
 
-    def _partial(self, changed: set[str]) -> SourceResult | None:
+    def _sweep(self, part: float) -> list[str]:
+        """The rolling resync while inotify is healthy: the next ``part`` of the listed files (in
+        listing order, from where the last sweep stopped), so that every file is stat'ed again
+        once per ``1 / part`` sweeps — a change inotify never reported (an in-place write held
+        open, a network file system) is found within ``watch.resync`` — without a tick that stats
+        them all at once (50,000 files: ~0.3–0.9 s in which no write is taken). When a sweep
+        comes round, ROOT is listed again, and every folder that came or went since is looked at
+        too. Simple layout only (any other pattern has no partial ticks)."""
+        if self._simple is None or self._items is None:
+            return []
+        paths = self._paths
+        start = self._cursor
+        extra: list[str] = []
+        if start >= len(paths):  # round: list ROOT again
+            self._root_key = None
+            listed = self._listing()
+            if listed is None:
+                return []
+            paths, start = listed, 0
+            have = self.cache.keys()
+            extra = sorted(set(paths).symmetric_difference(have))
+        k = max(1, math.ceil(len(paths) * min(part, 1.0)))
+        self._cursor = start + k
+        return paths[start:start + k] + extra
+
+    def _partial(self, changed: set[str], swept: list[str] | tuple = ()) -> SourceResult | None:
         """Re-stat only the files these paths can concern (a file itself, or a folder created,
-        deleted or moved: its NAME inside); None when that cannot be told (look everywhere)."""
+        deleted or moved: its NAME inside), and the ``swept`` files (paths of this layout); None
+        when that cannot be told (look everywhere)."""
         if self._simple is None:
             return None
         root, name = self._simple
         rootn = os.path.abspath(root)
         cands: set[str] = set(self._suspects)
+        cands.update(swept)
         for p in changed:
             p = os.path.abspath(p)
             head, tail = os.path.split(p)
@@ -374,27 +413,42 @@ class GlobSource:
                 return None  # the root itself (or above) moved: look everywhere
         if not cands:
             return self._emit(changed=False)
-        cache = self.cache
-        dirty = False
+        cache, obs_of, suspects = self.cache, self._obs_of, self._suspects
         members = False
-        for path in sorted(cands):
+        ids: list[tuple[Any, Any]] = []
+        for path in sorted(cands):  # the result is changed in place: O(paths), not O(files)
             st = _stat(path)
             old = cache.get(path)
             ent = None if st is None else self._update(path, st, old)
+            was = obs_of.get(path)
             if ent is None:
+                suspects.discard(path)
                 if old is not None:
                     del cache[path]
-                    dirty = members = True
+                    obs_of.pop(path, None)
+                    members = True
+                    if was is not None:
+                        ids.append((was, None))
                 continue
             if old is None:
                 cache[path] = ent
                 members = True
-            dirty = dirty or old is None or ent.obs is not self._obs_of.get(path)
+            if ent.fails == 1:
+                suspects.add(path)
+            else:
+                suspects.discard(path)
+            if ent.obs is not was or path not in obs_of:
+                obs_of[path] = ent.obs
+                ids.append((was, ent.obs))
         if members:
             self._names_new = True  # the next full poll rebuilds the cache from a new listing
             self._root_key = None
         self._keys = None  # the next full poll compares against the cache's keys
-        return self._emit(changed=dirty, looked=True)
+        if not ids:
+            return self.result(self._items)  # type: ignore[arg-type]
+        base, self._items = self._items, [o for o in obs_of.values() if o is not None]
+        self.delta = (base, self._items, tuple(ids))
+        return self.result(self._items)
 
     def _emit(self, changed: bool, looked: bool = False) -> SourceResult:
         """The result from the cache (the previous one again when nothing changed). ``looked``:
@@ -403,6 +457,7 @@ class GlobSource:
             cache = self.cache
             self._obs_of = {p: e.obs for p, e in cache.items()}
             self._items = [o for o in self._obs_of.values() if o is not None]
+            self.delta = None  # made anew: which ids changed is not known
         if changed or looked or self._items is None:
             self._suspects = {p for p, e in self.cache.items() if e.fails == 1}
         return self.result(self._items)
