@@ -27,7 +27,9 @@ import ast
 import concurrent.futures as cf
 import copy
 import os
+import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,12 +42,15 @@ CLASSES = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "TRABAJANDO", "MAL_LANZADO"
 # module -> the tests that own its rules (fast ones: a mutant run must take seconds)
 MODULES: dict[str, list[str]] = {
     "projections.fleet": ["tests/test_core_rules.py", "tests/test_fleet.py", "tests/test_fleet_updates.py",
-                          "tests/test_watcher.py", "tests/test_first_tick.py", "tests/test_rules_table.py"],
+                          "tests/test_watcher.py", "tests/test_first_tick.py", "tests/test_rules_table.py",
+                          "tests/test_bounds_fleet.py", "tests/test_rules_mutants_fleet.py"],
     "projections.notify_plan": ["tests/test_core_rules_notify.py", "tests/test_notify_plan.py",
-                                "tests/test_phone_loop.py", "tests/test_notify_e2e.py"],
-    "projections.notify_flap": ["tests/test_notify_flap.py", "tests/test_notify_plan.py"],
+                                "tests/test_phone_loop.py", "tests/test_notify_e2e.py",
+                                "tests/test_rules_mutants_notify_plan.py"],
+    "projections.notify_flap": ["tests/test_notify_flap.py", "tests/test_notify_plan.py",
+                                "tests/test_rules_mutants_notify_flap.py"],
     "projections.runs_rules": ["tests/test_core_rules.py", "tests/test_runs_rules.py", "tests/test_runs.py",
-                               "tests/test_rules_table.py"],
+                               "tests/test_rules_table.py", "tests/test_rules_mutants_runs_rules.py"],
 }
 
 # Equivalent mutants: no observable change, so no test can kill them; excluded from the score.
@@ -233,30 +238,167 @@ def parent_fix(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
                         return
 
 
-def _copy_tree(dest: Path) -> None:
-    def ignore(d: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in (".git", ".venv", "__pycache__", ".pytest_cache", "build", "dist")}
-
-    shutil.copytree(ROOT, dest, ignore=ignore, symlinks=True)
+_IGNORE = (".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache",
+           "build", "dist")
 
 
-def run_mutant(module: str, index: int, tests: list[str], timeout: float, src: str) -> tuple[Site, str, float]:
-    """``src``: the module's text when the run started (edits during a run do not shift the sites)."""
+def _copy_tree(src: Path, dest: Path) -> None:
+    shutil.copytree(src, dest, ignore=lambda d, names: {n for n in names if n in _IGNORE}, symlinks=True)
+
+
+def _env(work: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{work}{os.pathsep}{work / 'tests' / 'mutation'}",
+            "PYTHONDONTWRITEBYTECODE": "1", "FW_MUTANT": "1", **extra}
+
+
+def _argv(tests: list[str], first: bool) -> list[str]:
+    return [*(["-x"] if first else []), "-q", "-p", "no:cacheprovider", "-p", "fw_mutation_plugin",
+            "-m", "not drill", *tests]
+
+
+def _pytest(work: Path, tests: list[str], env: dict[str, str], timeout: float, first: bool = True
+            ) -> tuple[int | None, str]:
+    """Run pytest (``first``: stop at the first failure) in ``work``; (returncode, output), returncode
+    None on timeout (the whole process group is killed: `fleetwatch run` children too)."""
+    p = subprocess.Popen([sys.executable, "-m", "pytest", *_argv(tests, first)], cwd=work, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.communicate()
+        return None, ""
+
+
+class Zygote:
+    """A zygote.py process: the same run as ``_pytest`` without paying the libraries' import again."""
+
+    def __init__(self) -> None:
+        self.p = subprocess.Popen([sys.executable, str(Path(__file__).with_name("zygote.py"))],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.buf = b""
+
+    def _line(self, timeout: float | None) -> dict | None:
+        """The next JSON line of the zygote, None if none came within ``timeout``."""
+        import json
+        import select
+        assert self.p.stdout
+        fd = self.p.stdout.fileno()
+        end = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError("the zygote died")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line)
+
+    def run(self, work: Path, tests: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str]:
+        import json
+        assert self.p.stdin
+        out = work.parent / "pytest.out"
+        self.p.stdin.write((json.dumps({"cwd": str(work), "argv": _argv(tests, True), "env": env,
+                                        "out": str(out)}) + "\n").encode())
+        pid = (self._line(None) or {})["pid"]
+        done = self._line(timeout)
+        try:
+            os.killpg(pid, 9)  # on timeout, or what the run left behind
+        except (ProcessLookupError, PermissionError):
+            pass
+        if done is None:
+            self._line(None)  # the child's end, once killed
+        text = out.read_text(errors="replace") if out.exists() else ""
+        return (None if done is None else done["rc"]), text
+
+    def close(self) -> None:
+        if self.p.stdin:
+            self.p.stdin.close()
+        self.p.wait()
+
+
+# -- which tests run a line: coverage per test, measured once on the unmutated snapshot --------------
+
+def coverage_map(snap: Path, tests: list[str], files: list[str]) -> tuple[dict, dict, list[str]]:
+    """{module file: {line: nodeids of the tests that ran it}}, {nodeid: seconds} and the tests that
+    fail under coverage only (a Hypothesis health check too slow when traced): they are run for every
+    mutant. The context "" (lines run at import or collection, or by a subprocess that lost its
+    test's context) means every test. Exits when a test fails on the unmutated code without coverage
+    too: every mutant would look killed."""
+    import json
+
+    from coverage import CoverageData
+    from coverage.data import combine_parallel_data
+    d = Path(tempfile.mkdtemp(prefix="fw-mutcov-"))
+    rc = d / "rc"
+    rc.write_text("[run]\nparallel = true\nsigterm = true\ncontext = ${FW_MUT_CTX}\n"
+                  f"data_file = {d / 'cov'}\ninclude =\n" + "".join(f"    {snap / f}\n" for f in files))
+    _, out = _pytest(snap, tests, _env(snap, FW_MUT_COVERAGE=str(rc), FW_MUT_DURATIONS=str(d / "dur.json")),
+                     timeout=3600, first=False)
+    if not (d / "dur.json").exists():
+        sys.exit(f"the coverage run did not finish:\n{out[-3000:]}")
+    res = json.loads((d / "dur.json").read_text())
+    failed = res["failed"]
+    if failed:
+        (d / "select").write_text("\n".join(failed) + "\n")
+        code, out = _pytest(snap, sorted({f.partition("::")[0] for f in failed}),
+                            _env(snap, FW_MUT_SELECT=str(d / "select")), timeout=3600, first=False)
+        if code != 0:
+            sys.exit(f"the tests fail on the unmutated code (rc {code}); fix that first:\n{out[-3000:]}")
+    data = CoverageData(basename=str(d / "cov"))
+    combine_parallel_data(data, data_paths=[str(d)])
+    cmap = {}
+    for f in files:
+        by_line: dict[int, set[str]] = {}
+        for ln, ctxs in data.contexts_by_lineno(str(snap / f)).items():
+            by_line[ln] = {c.rpartition("|")[2] if "|" in c else c for c in ctxs}
+        cmap[f] = by_line
+    shutil.rmtree(d, ignore_errors=True)
+    return cmap, res["durations"], failed
+
+
+def site_lines(tree: ast.Module, node: ast.AST) -> set[int]:
+    """The lines whose execution means the mutated code ran: the innermost statement holding the node
+    (a compound statement: its header, up to its body), plus the node's own lines."""
+    parents = {id(ch): p for p in ast.walk(tree) for ch in ast.iter_child_nodes(p)}
+    stmt = node
+    while not isinstance(stmt, ast.stmt) and id(stmt) in parents:
+        stmt = parents[id(stmt)]
+    lines = set()
+    if isinstance(stmt, ast.stmt):
+        body = getattr(stmt, "body", None)
+        end = (body[0].lineno - 1) if isinstance(body, list) and body and isinstance(body[0], ast.stmt) \
+            else (stmt.end_lineno or stmt.lineno)
+        lines |= set(range(stmt.lineno, max(end, stmt.lineno) + 1))
+    if not isinstance(node, ast.stmt):
+        lines |= set(range(getattr(node, "lineno", 0), (getattr(node, "end_lineno", None) or 0) + 1))
+    return lines
+
+
+def run_mutant(module: str, index: int, tests: list[str], select: list[str] | None, timeout: float, src: str,
+               snap: Path, zyg: Zygote | None = None) -> tuple[Site, str, float]:
+    """``src``: the module's text in the snapshot (edits during a run do not shift the sites); ``select``:
+    the nodeids to run (None: every test of ``tests``)."""
     rel = Path(*module.split(".")).with_suffix(".py")
     text, site = apply(ast.parse(src), index)
     with tempfile.TemporaryDirectory(prefix="fw-mutant-") as d:
         work = Path(d) / "repo"
-        _copy_tree(work)
+        _copy_tree(snap, work)
         (work / rel).write_text(text)
-        env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1", "FW_MUTANT": "1"}
+        extra = {}
+        if select is not None:
+            (Path(d) / "select").write_text("\n".join(select) + "\n")
+            extra["FW_MUT_SELECT"] = str(Path(d) / "select")
+            tests = sorted({s.partition("::")[0] for s in select}, key=tests.index)
         t0 = time.monotonic()
-        try:
-            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                "-m", "not drill", *tests], cwd=work, env=env, capture_output=True,
-                               text=True, timeout=timeout)
-            outcome = "survived" if r.returncode == 0 else "killed" if r.returncode == 1 else f"error {r.returncode}"
-        except subprocess.TimeoutExpired:
-            outcome = "killed (timeout)"
+        code, out = (zyg.run if zyg else _pytest)(work, tests, _env(work, **extra), timeout)
+    by = [ln.split(" - ")[0].split(" ", 1)[1] for ln in out.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+    outcome = ("killed (timeout)" if code is None else "survived" if code == 0 else
+               f"killed by {by[0] if by else '?'}" if code == 1
+               else f"error {code}: {out.strip().splitlines()[-1:] if out.strip() else ''}")
     return site, outcome, time.monotonic() - t0
 
 
@@ -264,50 +406,143 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module", action="append", help="a module of MODULES (default: all)")
     ap.add_argument("--max", type=int, default=0, help="mutants per module (0: all)")
-    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)))
-    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--timeout", type=float, default=300.0, help="cap of one mutant's test run (s)")
+    ap.add_argument("--all-tests", action="store_true",
+                    help="run every test of the module per mutant (no coverage selection; slow)")
     ap.add_argument("--min", type=float, default=90.0, help="gate: minimum %% killed per module")
+    ap.add_argument("--line", type=int, action="append", help="only the mutants on this line (re-check one)")
+    ap.add_argument("--rev", help="mutate this commit (git archive) instead of the working tree, e.g. HEAD "
+                                  "while others have uncommitted work")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print every mutant's outcome (killed by which test)")
+    ap.add_argument("--no-zygote", action="store_true", help="a fresh `python -m pytest` per mutant")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     a = ap.parse_args(argv)
     mods = a.module or list(MODULES)
+    t_start = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the snapshot when killed
+    snap = Path(tempfile.mkdtemp(prefix="fw-mutsnap-")) / "repo"
+    if a.rev:  # one snapshot: coverage, sites and every mutant see the same code
+        snap.mkdir()
+        arch = subprocess.run(["git", "-C", str(ROOT), "archive", a.rev], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(snap)], input=arch, check=True)
+    else:
+        _copy_tree(ROOT, snap)
+    shutil.copy2(Path(__file__).with_name("fw_mutation_plugin.py"), snap / "tests" / "mutation")
+    try:
+        return _main(a, mods, snap, t_start)
+    finally:
+        shutil.rmtree(snap.parent, ignore_errors=True)
+
+
+def _main(a: argparse.Namespace, mods: list[str], snap: Path, t_start: float) -> int:
+    zygotes: queue.Queue[Zygote | None] = queue.Queue()
+    for _ in range(max(1, a.jobs)):
+        zygotes.put(None if a.no_zygote or a.list else Zygote())
+    try:
+        return _modules(a, mods, snap, t_start, zygotes)
+    finally:
+        while not zygotes.empty():
+            z = zygotes.get()
+            if z:
+                z.close()
+
+
+def _modules(a: argparse.Namespace, mods: list[str], snap: Path, t_start: float, zygotes: queue.Queue) -> int:
     worst = 100.0
+    files = {m: str(Path(*m.split(".")).with_suffix(".py")) for m in mods}
+    all_tests = list(dict.fromkeys(t for m in mods for t in MODULES[m] if (snap / t).exists()))
+    cmap: dict = {}
+    durations: dict = {}
+    always: list[str] = []
+    if not a.list and not a.all_tests:
+        print(f"coverage per test: {' '.join(all_tests)}", flush=True)
+        cmap, durations, always = coverage_map(snap, all_tests, list(files.values()))
+        print(f"  {len(durations)} tests, {time.monotonic() - t_start:.0f} s", flush=True)
+        if always:
+            print(f"  failed under coverage only (passed without it), run for every mutant: {always}", flush=True)
     for m in mods:
-        rel = Path(*m.split(".")).with_suffix(".py")
-        tests = [t for t in MODULES[m] if (ROOT / t).exists()]
-        text = (ROOT / rel).read_text()
+        rel = files[m]
+        tests = [t for t in MODULES[m] if (snap / t).exists()]
+        text = (snap / rel).read_text()
         tree = ast.parse(text)
         eq = EQUIVALENT.get(m, {})
         src = text.splitlines()
-        names = [(src[ln - 1].strip() if 0 < ln <= len(src) else "", lab) for ln, lab in labels(sites(tree))]
+        found = sites(tree)
+        names = [(src[ln - 1].strip() if 0 < ln <= len(src) else "", lab) for ln, lab in labels(found)]
         n = len(names)
         unknown = set(eq) - set(names)
         if unknown:  # the module changed under the list: say so rather than skip the wrong mutants
             print(f"{m}: EQUIVALENT entries match no mutant (update the list): {sorted(unknown)}")
         skipped = [i for i in range(n) if names[i] in eq]
-        idx = [i for i in range(n) if names[i] not in eq]
+        idx = [i for i in range(n) if names[i] not in eq and (not a.line or labels(found)[i][0] in a.line)]
         if a.max and len(idx) > a.max:  # spread evenly over the file
             idx = [idx[j] for j in sorted({round(k * (len(idx) - 1) / (a.max - 1)) for k in range(a.max)})] \
                 if a.max > 1 else idx[:1]
         if a.list:
-            for i, (ln, lab) in zip(idx, (labels(sites(tree))[i] for i in idx)):
-                print(m, f"{ln}: {lab}")
+            for i in idx:
+                print(m, f"{found[i][1].lineno}: {labels(found)[i][1]}")  # type: ignore[attr-defined]
             continue
-        print(f"{m}: {len(idx)} of {n} mutants ({len(skipped)} equivalent skipped), tests: {' '.join(tests)}",
-              flush=True)
-        killed, survivors = 0, []
-        with cf.ThreadPoolExecutor(a.jobs) as ex:
-            for site, outcome, dur in ex.map(lambda i, m=m, tests=tests, text=text: run_mutant(m, i, tests, a.timeout, text), idx):
+        t_mod = time.monotonic()
+        own = tuple(f"{t}::" for t in tests)
+        plan: dict[int, list[str] | None] = {}
+        uncovered = []
+        for i in idx:
+            if a.all_tests:
+                plan[i] = None
+                continue
+            ctxs = set().union(*(cmap[rel].get(ln, set()) for ln in site_lines(tree, found[i][1])))
+            if "" in ctxs:
+                plan[i] = None                     # run at import: every test
+            else:
+                sel = sorted((c for c in ctxs | set(always) if c.startswith(own)),
+                             key=lambda c: (tests.index(c.partition("::")[0])))
+                if sel:
+                    plan[i] = sel
+                else:
+                    uncovered.append(i)
+        print(f"{m}: {len(idx)} of {n} mutants ({len(skipped)} equivalent skipped, {len(uncovered)} on lines no "
+              f"test runs), tests: {' '.join(tests)}", flush=True)
+        survivors = []
+        for i in uncovered:
+            _, site = apply(ast.parse(text), i)
+            print(f"    survived (no test runs the line): {rel}:{site.line} {site.op} {site.what}"
+                  f"  | {names[i][0][:90]}", flush=True)
+            survivors.append(i)
+        killed, errors = 0, 0
+
+        def one(i: int, m: str = m, tests: list[str] = tests, text: str = text, plan: dict = plan,
+                own: tuple = own, zygotes: queue.Queue = zygotes) -> tuple[Site, str, float]:
+            sel = plan[i]
+            base = sum(durations.get(t, 1.0) for t in sel) if sel is not None else \
+                sum(v for k, v in durations.items() if k.startswith(own)) or a.timeout
+            zyg = zygotes.get()
+            try:
+                return run_mutant(m, i, tests, sel, min(a.timeout, max(90.0, 8 * base)), text, snap, zyg)
+            finally:
+                zygotes.put(zyg)
+
+        with cf.ThreadPoolExecutor(max(1, a.jobs)) as ex:
+            for i, (site, outcome, dur) in zip(plan, ex.map(one, plan)):
                 if outcome.startswith("killed"):
                     killed += 1
+                    if a.verbose:
+                        n_sel = "all" if plan[i] is None else len(plan[i] or ())
+                        print(f"    {outcome} ({n_sel} tests, {dur:.1f} s): {rel}:{site.line} {site.op} {site.what}",
+                              flush=True)
                 else:
-                    survivors.append((site, outcome))
-                    print(f"    {outcome}: {rel}:{site.line} {site.op} {site.what}", flush=True)
-        score = 100.0 * killed / len(idx) if idx else 100.0
+                    errors += outcome.startswith("error")
+                    survivors.append(i)
+                    print(f"    {outcome}: {rel}:{site.line} {site.op} {site.what}  | {names[i][0][:90]}",
+                          flush=True)
+        total = len(idx)
+        score = 100.0 * killed / total if total else 100.0
         worst = min(worst, score)
-        print(f"  {m}: {killed}/{len(idx)} killed = {score:.0f} % ({len(skipped)} equivalent not run)", flush=True)
+        print(f"  {m}: {killed}/{total} killed = {score:.0f} % ({len(uncovered)} never run, {errors} errors, "
+              f"{len(skipped)} equivalent not run; {time.monotonic() - t_mod:.0f} s)", flush=True)
     if a.list:
         return 0
-    print(f"gate: worst module {worst:.0f} % (minimum {a.min:.0f} %)")
+    print(f"gate: worst module {worst:.0f} % (minimum {a.min:.0f} %); {time.monotonic() - t_start:.0f} s")
     return 0 if worst >= a.min else 1
 
 
