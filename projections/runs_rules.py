@@ -30,15 +30,12 @@ def ts(v: Any) -> float | None:
     """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither."""
     if isinstance(v, str):
         try:
-            d = datetime.fromisoformat(v)  # "…Z" too, since Python 3.11
+            d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
         except ValueError:
-            if not v.endswith("Z"):
-                return None
-            try:  # a date alone: "2026-11-29Z"
-                d = datetime.fromisoformat(v[:-1] + "+00:00")
-            except ValueError:
-                return None
-        return (d if d.tzinfo is not None else d.replace(tzinfo=timezone.utc)).timestamp()
+            return None
+        if d.tzinfo is None:
+            d = d.replace(tzinfo=timezone.utc)
+        return d.timestamp()
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too
         return float(v)  # epochs outside year 1970..5138 are not times
     return None
@@ -57,7 +54,7 @@ class Ctx(Protocol):
 
     def step_of(self, run: str, step: str) -> tuple[str, float | None, dict]: ...
 
-    def tainted(self, run: str, depth: int = 0) -> bool: ...
+    def tainted(self, run: str) -> bool: ...
 
     def intents(self) -> list[tuple[int, float, str]]: ...
 
@@ -153,17 +150,13 @@ def check_step_rules(rid: str, fields: dict, view: dict, changes: list[Change], 
     """Step rules for this tick's changes (:class:`Change` rows) of one run."""
     out = []
     rs = ctx.runs.get(rid)
-    held: dict[bool, str] = {}  # restricted(): the same for every gated step but launch_intent
     for name, pst, st, at, t, data, _, n, new, p in changes:
-        if st == "" or (name not in GATED and (p is None or not new)):
-            continue  # removed, or a step only no-redo reads (a step seen before, begun again)
+        if st == "":
+            continue
         branch = False
         cf_new = name == "launch_intent" and data.get("continue_from") != (p["data"] if p else {}).get("continue_from")
         if name in GATED and (new or cf_new):
-            li = name == "launch_intent"
-            why = held.get(li)
-            if why is None:
-                why = held[li] = restricted(rid, fields, view, ctx, name)
+            why = restricted(rid, fields, view, ctx, name)
             if why:
                 branch = True
                 out.append((Rule.AUDIT_BRANCH, name, f"{Rule.AUDIT_BRANCH.value}:{name}#{n}",

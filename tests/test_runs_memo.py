@@ -106,6 +106,7 @@ def test_a_step_time_of_a_date_alone_with_z_is_still_read():
     assert runs_rules.ts("2026-11-29Z") == datetime(2026, 11, 29, tzinfo=timezone.utc).timestamp()
     assert runs_rules.ts("2026-11-29T10:00:00.5Z") == T0 + 0.5
     assert runs_rules.ts("2026-11-29T10:00:00+01:00Z") is None
+    assert runs_rules.ts("2026-11-29T10:00:00x") is None  # only a final "Z" means UTC
 
 
 @pytest.mark.parametrize("names,want", [
@@ -128,5 +129,22 @@ def test_an_epoch_at_with_a_sub_millisecond_fraction_is_not_a_rerun_every_tick(t
         assert h.tick(snap(d), T0 + 10)
         assert h.tick(snap(d), T0 + 11) == []
         assert h.tick(snap(d), T0 + 12) == []
+    finally:
+        h.close()
+
+
+def test_launch_intents_own_continue_from_holds_it_when_apply_begins_in_the_same_tick(tmp_path):
+    # the audit-branch restriction is asked once per run for apply/upload_intent/ledger, but
+    # launch_intent's own data.continue_from is its own: a tainted one holds the launch only
+    h = Harness(tmp_path)
+    try:
+        a = doc("A", {"facts": S("done", 0), "audit": S("done", 1, verdict="fail")})
+        h.tick(snap(a), T0 + 2 * MIN)
+        b = doc("B", {"audit": S("done", 3, verdict="pass"), "apply": S("begin", 4),
+                      "validate": S("done", 5), "deploy": S("done", 6),
+                      "launch_intent": S("begin", 7, request_id="r1", continue_from="A")})
+        evs = h.tick(snap(a, b), T0 + 8 * MIN)
+        held = [(e.step, e.detail) for e in evs if type(e).__name__ == "RuleViolated" and e.rule == "audit-branch"]
+        assert held == [("launch_intent", "launch_intent began while it continues from tainted run A")]
     finally:
         h.close()
