@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time as _time
 from datetime import datetime, timezone
+from functools import lru_cache
 
 _iso_last: tuple[float, str] = (float("nan"), "")
 
@@ -26,5 +27,8 @@ def iso(ts: float | datetime) -> str:
     return out
 
 
+@lru_cache(maxsize=4096)
 def parse_iso(s: str) -> float:
+    """The epoch seconds of an ISO-8601 text (memoised by value: a pure function, called per event
+    by several folds, and the events of one append share their time)."""
     return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(timezone.utc).timestamp()

@@ -408,10 +408,10 @@ def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str
                 and now - obs.last_activity > CLOSED_KEEP_S:
             due.pop(aid, None)  # history, not news: ended before the prune horizon (it would be
             continue            # forgotten again and recorded again, once per prune)
-        if old is None or old["class"] != cls.value:
+        if old is None or old["class"] != cls:  # a str Enum: compares as its value
             again.add(aid)
             out.append(AgentClassified(
-                agent=aid, from_=old["class"] if old else None, to=cls.value,
+                agent=aid, from_=old["class"] if old else None, to=cls._value_,
                 state=obs.state if isinstance(obs.state, str) else None,
                 phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,

@@ -162,3 +162,24 @@ def test_the_rolling_resync_finds_a_change_inotify_never_reported(tmp_path):
     w.tick(t + 0.1, False, set())                         # a partial tick stats nothing new
     assert w.proj["fleet"]["agents"]["a13"]["class"] == "RECLAMA"
     elog.close()
+
+
+def test_a_missing_root_is_said_on_the_next_full_tick_with_the_rolling_resync(tmp_path):
+    """Regression (the hostile drill): with inotify healthy no tick stats everything any more, so
+    a ROOT renamed away was never reported; each full tick's sweep checks ROOT itself."""
+    root = tmp_path / "fleet"
+    _write(root, "a1", {"agent": "a1", "state": "busy", "dod_contract": "x"})
+    w, elog = _watcher(tmp_path, root, "root")
+    w.sweep = 0.1
+    w.tick(T0, True, None)
+    os.rename(root, tmp_path / "away")
+    w.tick(T0 + 0.5, False, set())          # a partial tick: nothing reported, nothing concluded
+    assert w.proj["fleet"]["sources"].get("fleet", {}).get("failed") in (None, False)
+    w.tick(T0 + 2, True, set())             # the next full tick
+    assert w.proj["fleet"]["sources"]["fleet"]["failed"] is True
+    assert [r.event.error_class for r in elog.read(0, types=["source.failed"])] == ["root-missing"]
+    assert w.proj["fleet"]["agents"]["a1"]["class"] != "CERRADO"   # a missing root closes no one
+    os.rename(tmp_path / "away", root)
+    w.tick(T0 + 4, True, set())
+    assert w.proj["fleet"]["sources"]["fleet"]["failed"] is False
+    elog.close()

@@ -256,7 +256,8 @@ class GlobSource:
         ``sweep`` (0 < part <= 1, with ``changed``): the next ``part`` of the files is stat'ed
         too (see ``_sweep``)."""
         if not full and changed is not None and self._items is not None:
-            part = self._partial(changed, self._sweep(sweep) if sweep > 0 else ())
+            swept = self._sweep(sweep) if sweep > 0 else ()
+            part = None if swept is None else self._partial(changed, swept)
             if part is not None:
                 return part
         try:
@@ -363,16 +364,23 @@ class GlobSource:
             self.delta = (base, self._items, tuple(ids))
         return self.result(self._items)
 
-    def _sweep(self, part: float) -> list[str]:
+    def _sweep(self, part: float) -> list[str] | None:
         """The rolling resync while inotify is healthy: the next ``part`` of the listed files (in
         listing order, from where the last sweep stopped), so that every file is stat'ed again
         once per ``1 / part`` sweeps — a change inotify never reported (an in-place write held
         open, a network file system) is found within ``watch.resync`` — without a tick that stats
         them all at once (50,000 files: ~0.3–0.9 s in which no write is taken). When a sweep
         comes round, ROOT is listed again, and every folder that came or went since is looked at
-        too. Simple layout only (any other pattern has no partial ticks)."""
+        too. None: ROOT is missing or another folder now (the caller polls in full, which says
+        so). Simple layout only (any other pattern has no partial ticks)."""
         if self._simple is None or self._items is None:
             return []
+        try:  # ROOT gone or replaced (another folder by that name): look everywhere, as a full poll
+            rst = os.stat(self._simple[0])
+        except OSError:
+            return None
+        if self._root_key is not None and (rst.st_dev, rst.st_ino) != self._root_key[:2]:
+            return None
         paths = self._paths
         start = self._cursor
         extra: list[str] = []
@@ -380,7 +388,7 @@ class GlobSource:
             self._root_key = None
             listed = self._listing()
             if listed is None:
-                return []
+                return None
             paths, start = listed, 0
             have = self.cache.keys()
             extra = sorted(set(paths).symmetric_difference(have))
