@@ -9,9 +9,9 @@ Invariants
 - ``version`` counts events per subject from 1; UNIQUE(subject, version). An append stating an
   expected version that differs raises :class:`VersionConflict`.
 - ``hash`` = sha256(previous hash || canonical bytes of this row) (events/chain.py).
-- Triggers refuse UPDATE, DELETE and any INSERT that is not the next seq with a new subject
-  version and id (so INSERT OR REPLACE / UPSERT cannot delete a row); ``guard_problems`` finds a
-  dropped or edited guard. Projection snapshots live in ``snapshots`` (derived), are written in
+- Triggers refuse UPDATE, DELETE, any INSERT that is not the next seq with a new subject version
+  and id (so INSERT OR REPLACE / UPSERT cannot delete a row) and any INSERT by a connection that is
+  not fleetwatch's (schema v4); ``guard_problems`` finds a dropped or edited guard. Projection snapshots live in ``snapshots`` (derived), are written in
   the same transaction as the events they cover, and carry the chain hash at their seq plus a
   digest of their bytes: ``snapshots()`` returns only those that check against the chain.
 - Every writer connection writes the head it committed to ``<log>.head`` (events/anchor.py) after
@@ -73,6 +73,7 @@ class EventLog:
         schema.check_path(self.path, create and not readonly, readonly=readonly, parents=parents)
         self.db: apsw.Connection  # open until close(); its rows are read through events/sqlrows.py
         self._lock: WriterLock | None = None
+        self._appending = [0]
         self.damaged: dict[int, str] = {}          # seq -> problem, of rows read() skipped
         self.snapshot_problems: dict[str, str] = {}  # name -> why, of snapshots() refused
         try:
@@ -96,6 +97,7 @@ class EventLog:
                 if lock:
                     self._lock = WriterLock(self.path).acquire()
                 self.db = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READWRITE)
+                self._appending = schema.appending_flag(self.db)  # events_no_replace trusts our own rows
                 self.db.setbusytimeout(BUSY_TIMEOUT_MS)
                 schema.migrate(self.db, self.path)
                 self.schema_version = schema.SCHEMA_VERSION
@@ -297,7 +299,11 @@ class EventLog:
                     evs.append(ev)
             blocks = set()
             if rows:
-                db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+                self._appending[0] = 1  # only these rows, built and chained above (events/schema.py, v4)
+                try:
+                    db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+                finally:
+                    self._appending[0] = 0
                 blocks = {(r[3], r[0] >> BLOCK_SHIFT) for r in rows} - self._blocks  # usually empty
                 if blocks:
                     db.executemany("INSERT OR IGNORE INTO event_types VALUES (?,?)", blocks)

@@ -343,10 +343,11 @@ def test_bad_paths(tmp_path):
 def test_migration_from_an_older_schema(db_path, monkeypatch):
     with EventLog(db_path) as lg:
         lg.append([ac()], NOW)
-    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 4)
-    monkeypatch.setitem(evschema.MIGRATIONS, 3, "ALTER TABLE snapshots ADD COLUMN note TEXT;")
+    v = evschema.SCHEMA_VERSION
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", v + 1)
+    monkeypatch.setitem(evschema.MIGRATIONS, v, "ALTER TABLE snapshots ADD COLUMN note TEXT;")
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 4
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == v + 1
         assert "note" in [r[1] for r in lg.db.execute("PRAGMA table_info(snapshots)")]
         assert lg.verify().ok and lg.head()[0] == 1
 
@@ -354,13 +355,14 @@ def test_migration_from_an_older_schema(db_path, monkeypatch):
 def test_failed_migration_changes_nothing(db_path, monkeypatch):
     with EventLog(db_path) as lg:
         lg.append([ac()], NOW)
-    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 4)
-    monkeypatch.setitem(evschema.MIGRATIONS, 3, "ALTER TABLE snapshots ADD COLUMN note TEXT; SELECT * FROM nope;")
+    v = evschema.SCHEMA_VERSION
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", v + 1)
+    monkeypatch.setitem(evschema.MIGRATIONS, v, "ALTER TABLE snapshots ADD COLUMN note TEXT; SELECT * FROM nope;")
     with pytest.raises(SchemaError, match="migration failed"):
         EventLog(db_path)
-    monkeypatch.setattr(evschema, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(evschema, "SCHEMA_VERSION", v)
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 3
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == v
         assert "note" not in [r[1] for r in lg.db.execute("PRAGMA table_info(snapshots)")]
         assert lg.verify().ok
 
@@ -387,7 +389,7 @@ def _v1_log(path: str) -> list[tuple]:
 def test_migration_v1_to_v3_keeps_rows_chain_ids_and_idempotency(db_path):
     rows = _v1_log(db_path)
     with EventLog(db_path) as lg:
-        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == 3
+        assert lg.db.execute("PRAGMA user_version").fetchall()[0][0] == evschema.SCHEMA_VERSION
         assert [tuple(r) for r in lg.db.execute("SELECT * FROM events ORDER BY seq")] == rows  # byte for byte
         assert lg.guard_problems() == []
         assert lg.snapshots() == {}                                  # unbound (v1): dropped, replayed
