@@ -76,54 +76,67 @@ def _agent(state: dict[str, Any], agent: str) -> dict[str, Any]:
     return a
 
 
-TYPES = frozenset(("agent.classified", "dod.verdict", "dod.contract_changed", "dod.flagged"))  # the event types fold reads (others: no-op)
+def _classified(state: dict[str, Any], ev: AgentClassified, rec: Any) -> None:
+    """The contract digest fixed at first sight; a claim is one DICE_TERMINADO period."""
+    a = _agent(state, ev.agent)
+    if a["contract_sha256"] is None and ev.contract_sha256:
+        a["contract_sha256"] = a["current_sha256"] = ev.contract_sha256
+        a["contract_len"] = ev.contract_len
+    if ev.to != a["class"]:
+        a["class"], a["class_since"] = ev.to, rec.time
+        if ev.to == CLAIM_CLASS:
+            a["claim_seq"], a["claim_since"], a["claim_flagged"] = rec.seq, rec.time, False
+    if ev.to != CLAIM_CLASS:
+        a["claim_seq"], a["claim_since"], a["claim_flagged"] = 0, None, False
+    if fleet.prune_due(rec.seq, state["agents"]):
+        fleet.prune_closed(state["agents"], rec.time, "class_since")
+
+
+def _verdict(state: dict[str, Any], ev: DodVerdict, rec: Any) -> None:
+    """A verifier's verdict; the agent's own file's is a claim (``claimed``); self-approval none."""
+    a = _agent(state, ev.agent)
+    if same_identity(ev.verifier, ev.agent):
+        return  # self-approval is never a verdict
+    v = {"verdict": ev.verdict, "verifier": ev.verifier, "evidence": ev.evidence,
+         "source": ev.source, "at": rec.time, "seq": rec.seq}
+    if ev.checks:  # the checker's per-check outcome (id, status), shown by status and the board
+        v["checks"] = [[str(c.get("id", "?"))[:40], str(c.get("status", "?"))[:12]] for c in ev.checks[:32]]
+    if ev.source == "goal.json":  # the agent's own file: a claim, never the verdict
+        a["claimed"] = v
+        a["goal_key"] = f"{ev.verdict}|{ev.verifier}"
+        a["self_key"] = None  # a later self-approval is a new one
+    else:
+        a["verdict"] = v
+
+
+def _contract_changed(state: dict[str, Any], ev: DodContractChanged, rec: Any) -> None:
+    a = _agent(state, ev.agent)
+    a["current_sha256"] = ev.new_sha256
+    a["contract_changes"] += 1
+    if a["contract_sha256"] is None:
+        a["contract_sha256"] = ev.old_sha256
+
+
+def _flagged(state: dict[str, Any], ev: DodFlagged, rec: Any) -> None:
+    a = _agent(state, ev.agent)
+    a["flags"] += 1
+    if ev.flag == Flag.SELF_APPROVED.value:
+        a["self_key"] = ev.detail or "met|"
+        a["self_seq"], a["self_at"] = rec.seq, rec.time
+    elif ev.flag == Flag.CLAIM_UNVERIFIED.value:
+        a["claim_flagged"] = True
+
+
+_HANDLERS: dict[str, Any] = {"agent.classified": _classified, "dod.verdict": _verdict,
+                             "dod.contract_changed": _contract_changed, "dod.flagged": _flagged}
+TYPES = frozenset(_HANDLERS)  # the event types fold reads (others: no-op)
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    if rec.type not in TYPES:
-        return state
-    ev = rec.event
-    if isinstance(ev, AgentClassified):
-        a = _agent(state, ev.agent)
-        if a["contract_sha256"] is None and ev.contract_sha256:
-            a["contract_sha256"] = a["current_sha256"] = ev.contract_sha256
-            a["contract_len"] = ev.contract_len
-        if ev.to != a["class"]:
-            a["class"], a["class_since"] = ev.to, rec.time
-            if ev.to == CLAIM_CLASS:
-                a["claim_seq"], a["claim_since"], a["claim_flagged"] = rec.seq, rec.time, False
-        if ev.to != CLAIM_CLASS:
-            a["claim_seq"], a["claim_since"], a["claim_flagged"] = 0, None, False
-        if fleet.prune_due(rec.seq, state["agents"]):
-            fleet.prune_closed(state["agents"], rec.time, "class_since")
-    elif isinstance(ev, DodVerdict):
-        a = _agent(state, ev.agent)
-        if same_identity(ev.verifier, ev.agent):
-            return state  # self-approval is never a verdict
-        v = {"verdict": ev.verdict, "verifier": ev.verifier, "evidence": ev.evidence,
-             "source": ev.source, "at": rec.time, "seq": rec.seq}
-        if ev.checks:  # the checker's per-check outcome (id, status), shown by status and the board
-            v["checks"] = [[str(c.get("id", "?"))[:40], str(c.get("status", "?"))[:12]] for c in ev.checks[:32]]
-        if ev.source == "goal.json":  # the agent's own file: a claim, never the verdict
-            a["claimed"] = v
-            a["goal_key"] = f"{ev.verdict}|{ev.verifier}"
-            a["self_key"] = None  # a later self-approval is a new one
-        else:
-            a["verdict"] = v
-    elif isinstance(ev, DodContractChanged):
-        a = _agent(state, ev.agent)
-        a["current_sha256"] = ev.new_sha256
-        a["contract_changes"] += 1
-        if a["contract_sha256"] is None:
-            a["contract_sha256"] = ev.old_sha256
-    elif isinstance(ev, DodFlagged):
-        a = _agent(state, ev.agent)
-        a["flags"] += 1
-        if ev.flag == Flag.SELF_APPROVED.value:
-            a["self_key"] = ev.detail or "met|"
-            a["self_seq"], a["self_at"] = rec.seq, rec.time
-        elif ev.flag == Flag.CLAIM_UNVERIFIED.value:
-            a["claim_flagged"] = True
+    """One event into the state: the handler of its type (a no-op for every other type)."""
+    handler = _HANDLERS.get(rec.type)
+    if handler is not None:
+        handler(state, rec.event, rec)
     return state
 
 

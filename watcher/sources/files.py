@@ -22,7 +22,6 @@
 """
 from __future__ import annotations
 
-import errno
 import glob
 from itertools import compress
 from operator import ne
@@ -30,14 +29,14 @@ import logging
 import operator
 import math
 import os
-import stat
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from projections.observations import SourceResult
 from watcher.config import Source, expand
-from watcher.config_limits import NotRegular, file_kind, open_regular, read_fd
+from watcher.config_limits import NotRegular
+from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _read_capped, _stat
 from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
@@ -48,50 +47,6 @@ _KEY = operator.attrgetter("st_ino", "st_size", "st_mtime_ns")
 _RACY_NS = 2_000_000_000
 _RELIST_NS = 30_000_000_000  # and it is listed anyway this often (a file system whose mtimes lag)
 DEFAULT_MAX_BYTES = 1 << 20  # per goal.json / steps.json unless the source sets max_bytes
-
-
-def _folder_id(path: str) -> str:
-    """The name of the folder holding ``path`` (os.path.basename(os.path.dirname(path)))."""
-    parts = path.rsplit(os.sep, 2)
-    return parts[-2] if len(parts) > 1 else ""
-
-
-def _stat(path: str) -> os.stat_result | OSError | None:
-    """The file's stat; the error if it exists but cannot be stat'ed; None if it is gone."""
-    try:
-        return os.stat(path)
-    except FileNotFoundError:  # gone, or a dangling symlink (a file that is there but leads nowhere)
-        return OSError(errno.ENOENT, "dangling symlink") if os.path.islink(path) else None
-    except OSError as e:
-        return e if os.path.lexists(path) else None
-
-
-def _read_capped(path: str, limit: int) -> tuple[bytes, int]:
-    """Up to ``limit`` bytes of ``path`` with plain os calls (no buffered file object per file),
-    and the size the open descriptor reports. Raises NotRegular (nothing read) for anything but
-    a regular file, OSError otherwise."""
-    fd, st = open_regular(path)
-    try:
-        return read_fd(fd, min(st.st_size + 65536, limit)), st.st_size
-    finally:
-        os.close(fd)
-
-
-def _not_regular(mode: int) -> str | None:
-    """Why a stat's file cannot be read ("a FIFO, not a regular file"); None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return f"{file_kind(mode)}, not a regular file"
-
-
-class _Entry:
-    __slots__ = ("key", "obs", "fails", "good")
-
-    def __init__(self) -> None:
-        self.key: tuple[int, int, int] | None = None
-        self.obs: Any = None        # what this file reports now (None: nothing yet)
-        self.good: Any = None       # last successfully parsed observation
-        self.fails = 0
 
 
 class GlobSource:

@@ -1,0 +1,55 @@
+"""One file's stat and capped read for the file sources (watcher/sources/files.py): what a path
+is (gone, a dangling symlink, unreadable, not a regular file), its bytes without blocking, and
+the per-file cache entry of the two-read rule."""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Any
+
+from watcher.config_limits import file_kind, open_regular, read_fd
+
+
+def _folder_id(path: str) -> str:
+    """The name of the folder holding ``path`` (os.path.basename(os.path.dirname(path)))."""
+    parts = path.rsplit(os.sep, 2)
+    return parts[-2] if len(parts) > 1 else ""
+
+
+def _stat(path: str) -> os.stat_result | OSError | None:
+    """The file's stat; the error if it exists but cannot be stat'ed; None if it is gone."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:  # gone, or a dangling symlink (a file that is there but leads nowhere)
+        return OSError(errno.ENOENT, "dangling symlink") if os.path.islink(path) else None
+    except OSError as e:
+        return e if os.path.lexists(path) else None
+
+
+def _read_capped(path: str, limit: int) -> tuple[bytes, int]:
+    """Up to ``limit`` bytes of ``path`` with plain os calls (no buffered file object per file),
+    and the size the open descriptor reports. Raises NotRegular (nothing read) for anything but
+    a regular file, OSError otherwise."""
+    fd, st = open_regular(path)
+    try:
+        return read_fd(fd, min(st.st_size + 65536, limit)), st.st_size
+    finally:
+        os.close(fd)
+
+
+def _not_regular(mode: int) -> str | None:
+    """Why a stat's file cannot be read ("a FIFO, not a regular file"); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return f"{file_kind(mode)}, not a regular file"
+
+
+class _Entry:
+    __slots__ = ("key", "obs", "fails", "good")
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int, int] | None = None
+        self.obs: Any = None        # what this file reports now (None: nothing yet)
+        self.good: Any = None       # last successfully parsed observation
+        self.fails = 0
