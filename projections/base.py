@@ -4,11 +4,15 @@ A projection is a module with ``NAME``, ``initial() -> state`` and ``fold(state,
 where ``rec`` is an ``events.log.Recorded``. A module may declare ``TYPES`` (a frozenset of event
 types): its fold is then only called for those (it must be a no-op for every other type). Folds are pure (no I/O, no clock: time comes from
 ``rec.time``) and may mutate and return the state they were given (the caller owns it).
+A module may declare ``TIME``, the function its fold reads ``rec.time`` with: its fold then also
+takes ``times`` (default ``TIME``), and a caller folding many events passes its own cache of it
+(``watcher.runtime.state.LastTime``); the module keeps no cache.
 State is JSON-encodable with msgspec (dicts, lists, scalars, Structs) so it can be snapshotted;
 ``STATE_TYPE`` (optional) is the type to decode a snapshot into (default: plain JSON).
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from types import ModuleType
 from typing import Any
 
@@ -26,10 +30,14 @@ def decode_state(mod: ModuleType, data: bytes) -> Any:
     return msgspec.json.decode(data, type=t) if t is not None else msgspec.json.decode(data)
 
 
-def registry() -> dict[str, ModuleType]:
-    """Every projection, by NAME, in fold order."""
-    from projections import dod, fanout, fleet, missions, notify, report, runs, swarms
+ORDER = ("fleet", "dod", "runs", "missions", "swarms", "fanout", "notify", "report")  # fold order; module = NAME
 
-    return {m.NAME: m for m in (fleet, dod, runs, missions, swarms, fanout, notify, report)}
+
+def registry(names: Collection[str] | None = None) -> dict[str, ModuleType]:
+    """Every projection, by NAME, in fold order; ``names``: only those (a reader that shows a few
+    imports no other fold: `status`, watcher/cli/status.py)."""
+    import importlib
+
+    return {n: importlib.import_module(f"projections.{n}") for n in ORDER if names is None or n in names}
 
 

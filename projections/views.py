@@ -40,7 +40,7 @@ def _r(x: float | None) -> float | None:
 def _mods() -> dict[str, Any]:
     from projections.base import registry
 
-    return registry()
+    return registry(("dod", "runs", "missions", "swarms"))  # the ones read here (fleet, notify: by shape)
 
 
 def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -> list[dict[str, Any]]:

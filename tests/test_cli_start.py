@@ -17,7 +17,7 @@ import pytest
 from events.log import EventLog
 from events.types import AgentClassified, DodVerdict, NoticeSent, SilenceAdded
 from projections.base import encode_state
-from watcher.cli.status import STATUS_READS, SUMMARY_READS, build_status, load_states, notify_health_view
+from watcher.cli.status import STATUS_READS, TABLE_READS, build_status, load_states, notify_health_view
 from watcher.config import Config
 from watcher.runtime.state import Projections, rebuild
 
@@ -82,6 +82,23 @@ def test_status_at_the_head_decodes_notify_narrowly_and_answers_the_same(tmp_pat
         p.catch_up(EventLog(db, create=False, readonly=True))
 
 
+def test_status_tables_and_summary_need_no_notify_snapshot(tmp_path):
+    """`status` on a pipe or a terminal and `summary` load TABLE_READS: the same text as from
+    every projection's whole state (the tables show no notify line)."""
+    from watcher.cli import render
+    from watcher.cli.status import summary_groups
+
+    db = str(tmp_path / "e.db")
+    history(db)
+    cfg, now = Config(), T0 + 3600
+    states, head = whole(db)
+    _, lean, lhead, _ = load_states(None, db, TABLE_READS)
+    assert "notify" not in lean and lhead == head
+    assert (render.status_plain(build_status(cfg, lean, head, now))
+            == render.status_plain(build_status(cfg, states, head, now)))
+    assert summary_groups(cfg, lean, now) == summary_groups(cfg, states, now)
+
+
 def test_status_past_the_snapshot_folds_the_whole_state(tmp_path):
     """Events after the snapshot: no view (a fold needs the whole notify state), caught up."""
     db = str(tmp_path / "e.db")
@@ -113,8 +130,8 @@ def test_status_on_a_notify_snapshot_of_another_layout_replays(tmp_path):
 def test_status_and_summary_load_only_what_they_show(tmp_path):
     db = str(tmp_path / "e.db")
     history(db)
-    _, states, head, note = load_states(None, db, SUMMARY_READS)
-    assert set(states) == set(SUMMARY_READS) and head == 6 and note is None
+    _, states, head, note = load_states(None, db, TABLE_READS)
+    assert set(states) == set(TABLE_READS) and head == 6 and note is None
     _, states, _, note = load_states(None, str(tmp_path / "none.db"), STATUS_READS)
     assert set(states) == set(STATUS_READS) and note
 

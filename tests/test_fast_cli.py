@@ -43,10 +43,11 @@ def both(args: list[str], env: dict | None = None) -> tuple[subprocess.Completed
 
 
 def ages(out: bytes) -> bytes:
-    """Ages ("28s", "3m") read the clock: two processes may straddle a second."""
+    """Ages ("28s", "3m") read the clock: two processes may straddle a second, and the plain
+    table's column widths follow them ("9s" then "10s" pads every row of `status` one more)."""
     out = re.sub(rb'(age_s":)-?[0-9.]+', rb"\1AGE", out)
     out = re.sub(rb'("generated_at":)"[^"]*"', rb"\1AGE", out)
-    return re.sub(rb"\b\d+[smhd]\b", b"AGE", out)
+    return re.sub(rb"(?<=\S)  +", b"  ", re.sub(rb"\b\d+[smhd]\b", b"AGE", out))
 
 
 CASES = [

@@ -33,11 +33,12 @@ class Refusal(str, enum.Enum):
 
 
 # ---- reading ---------------------------------------------------------------------------------
-# What each reader shows (projections.views): only these snapshots are read and decoded. `status`
-# reads the notify state only for its health line (views.notify_health), so it decodes a narrow
+# What each reader shows (projections.views): only these snapshots are read and decoded. The
+# tables (`status` on a pipe or a terminal) and `summary` show no notify line; `status --json`
+# reads the notify state only for its health fields (views.notify_health), so it decodes a narrow
 # view of it (notify's snapshot is the biggest: 1.4 MB of 2.6 at 1M events, bench_rebuild.py).
-STATUS_READS = ("fleet", "dod", "runs", "missions", "swarms", "notify")
-SUMMARY_READS = ("fleet", "dod", "runs", "missions", "swarms")
+TABLE_READS = ("fleet", "dod", "runs", "missions", "swarms")
+STATUS_READS = (*TABLE_READS, "notify")
 NOTIFY_HEALTH_KEYS = ("last", "retry", "silences")
 
 
@@ -68,7 +69,7 @@ def load_states(config: str | None, db: str | None, names: tuple[str, ...] | Non
 
     cfg, path = context(config, db)
     if not os.path.exists(path):
-        p = Projections(None if names is None else {n: m for n, m in registry().items() if n in names})
+        p = Projections(registry(names))
         return cfg, p.states, 0, f"no event log yet at {path} (start `fleetwatch run`)"
     elog = EventLog(path, durability=cfg.store.durability, create=False, readonly=True)
     try:
@@ -135,7 +136,8 @@ def gc_paused(fn: Callable[..., None]) -> Callable[..., None]:
 def status(config: str | None = None, db: str | None = None, json: bool = False) -> None:
     """`fleetwatch status` (options as the command's)."""
     now = time.time()
-    cfg, states, head, note = load_states(config, db, STATUS_READS, {"notify": notify_health_view()})
+    cfg, states, head, note = (load_states(config, db, STATUS_READS, {"notify": notify_health_view()}) if json
+                               else load_states(config, db, TABLE_READS))
     if note:
         print(f"fleetwatch: {note}", file=sys.stderr)
     doc = build_status(cfg, states, head, now)
@@ -151,7 +153,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
 def summary(config: str | None = None, db: str | None = None, json: bool = False) -> None:
     """`fleetwatch summary` (options as the command's)."""
     now = time.time()
-    cfg, states, head, note = load_states(config, db, SUMMARY_READS)
+    cfg, states, head, note = load_states(config, db, TABLE_READS)
     if note:
         print(f"fleetwatch: {note}", file=sys.stderr)
     groups = summary_groups(cfg, states, now)
