@@ -317,9 +317,10 @@ def _step_changes(view: dict, prev_steps: dict, failures: int) -> list[Change]:
     """One :class:`Change` per step whose status, at or data differ from its folded record, in the
     fixed order; every step of a new run (its first transitions)."""
     gap = next((i for i, s in enumerate(ORDER) if s not in view or view[s][0] != "done"), len(ORDER))
-    names = view.keys() | prev_steps.keys() if prev_steps else view.keys()
+    if not prev_steps:
+        return [_first(name, view[name], gap, view) for name in step_names(view)]
     out = []
-    for name in step_names(names):
+    for name in step_names(view.keys() | prev_steps.keys()):
         c = _change(name, view.get(name), prev_steps.get(name), gap, view, failures)
         if c is not None:
             out.append(c)
@@ -345,13 +346,29 @@ def _change(name: str, v: tuple | None, p: dict | None, gap: int, view: dict, fa
     reasons = list(sp)
     if st == pst:
         reasons.append(Reason.RERUN.value if new else Reason.DATA.value)
-    if st in STATUSES and name in POS and POS[name] > gap and st != "fail":
-        first = ORDER[gap]
-        reasons.append(f"{Reason.OUT_OF_ORDER.value}: {first} {view[first][0] or 'not done' if first in view else 'missing'}")
+    odd = _out_of_order(name, st, gap, view)
+    if odd:
+        reasons.append(odd)
     if new and st == "begin" and pst == "fail" and failures == 0:
         reasons.append(Reason.UNCOUNTED_RETRY.value)
     n = (p["n"] if p else 0) + (1 if new else 0)
     return Change(name, pst, st, at, t, data, "; ".join(reasons), n, new, p)
+
+
+def _first(name: str, v: tuple, gap: int, view: dict) -> Change:
+    """A step's first transition (:func:`_change` from no record: a new attempt unless empty)."""
+    st, at, t, data, sp = v
+    odd = _out_of_order(name, st, gap, view)
+    reason = "; ".join((*sp, odd) if odd else sp) if sp or odd else ""
+    return Change(name, None, st, at, t, data, reason, 1 if st else 0, st != "", None)
+
+
+def _out_of_order(name: str, st: str, gap: int, view: dict) -> str:
+    """Why a step past the first one not done is out of order ("" when it is not; a fail never is)."""
+    if st in STATUSES and name in POS and POS[name] > gap and st != "fail":
+        first = ORDER[gap]
+        return f"{Reason.OUT_OF_ORDER.value}: {first} {view[first][0] or 'not done' if first in view else 'missing'}"
+    return ""
 
 
 def _violations(rid: str, fields: dict, view: dict, changes: list[Change], rs: dict | None, ctx: _Ctx,
