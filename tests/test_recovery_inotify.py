@@ -114,7 +114,7 @@ def test_inotify_instance_limit_reached_means_polling_said_once(base):
         n, errno_ = holder.stdout.readline().split()
         assert int(errno_) == 24, "the uid's inotify instances could not be exhausted (EMFILE expected)"
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": base, "XDG_STATE_HOME": base,
-               "XDG_CONFIG_HOME": base}
+               "XDG_CONFIG_HOME": base, **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
         err = run_and_see_a_change(base, UID, env)
     finally:
         holder.stdin.close()
@@ -127,7 +127,8 @@ def test_watchdog_missing_means_polling_said_once(base):
     os.makedirs(shadow)
     with open(os.path.join(shadow, "__init__.py"), "w") as f:
         f.write("raise ImportError('watchdog is not installed here')\n")
-    env = {**os.environ, "PYTHONPATH": os.path.join(base, "shadow"), "HOME": base, "XDG_STATE_HOME": base,
+    path = [os.path.join(base, "shadow"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "HOME": base, "XDG_STATE_HOME": base,
            "XDG_CONFIG_HOME": base}
     err = run_and_see_a_change(base, None, env)             # the change is still seen, by polling
     assert err.count(WARNING) == 1 and "polling every interval" in err, err
