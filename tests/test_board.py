@@ -294,7 +294,7 @@ def test_real_terminal_board_follows_a_goal_json_change(tmp_path, tmux_server):
         first = next(ln for ln in screen.splitlines() if "a0" in ln)   # urgency order: a02 first
         assert first.split()[0] == "a02", screen
         subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "board", "q"], env=env)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60                            # liveness only: generous under load
         while time.monotonic() < deadline and "fleetwatch" in _capture(sock, env):
             time.sleep(0.2)
         assert "fleetwatch 30" not in _capture(sock, env)          # q quit the board
