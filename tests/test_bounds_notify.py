@@ -143,3 +143,20 @@ def test_expiry_queue_is_rebuilt_past_max_expiry():
     seq = w.add(RuleViolated(run="last", rule="no-redo"), T0 + 3)
     assert w.state["exp_day"] == [[T0 + 3 + notify.ONESHOT_KEEP_S, f"run:last|RULE_VIOLATED#{seq}"]]
     assert w.state["agents"]["keep"]["cond"] in w.state["conds"]
+
+
+def test_silences_are_kept_a_day_past_their_end_then_swept():
+    from events.log import iso
+    from events.types import SilenceAdded
+    w = World()
+    w.add(SilenceAdded(silence="old", subject_match="agent:x", until=iso(T0 + 60)), T0)
+    w.add(SilenceAdded(silence="new", subject_match="agent:x", until=iso(T0 + 2 * 86400)), T0)
+    t = T0 + 60 + notify.ONESHOT_KEEP_S                     # exactly a day past its end: kept
+    w.cls("a", "RECLAMA", t - 400, state="waiting")
+    w.cls("a", "TRABAJANDO", t - 400)                       # cleared: its expiry brings a prune at t
+    w.cls("b", "RECLAMA", t, state="waiting")
+    assert set(w.state["silences"]) == {"old", "new"}
+    w.cls("a", "RECLAMA", t + 1, state="waiting")
+    w.cls("a", "TRABAJANDO", t + 1)
+    w.cls("b", "TRABAJANDO", t + 1 + notify.CLEARED_KEEP_S + notify.SWEEP_S + 1)   # the next prune and sweep
+    assert set(w.state["silences"]) == {"new"}
