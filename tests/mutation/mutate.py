@@ -65,10 +65,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         **{(_FLAP_MEMO_LINE, w): _MEMO for w in (
             "branch body->pass", "cmp Is->IsNot #0", "num 0->1", "cmp Eq->NotEq #0", "cmp Eq->NotEq #0 (2)",
             "cmp Eq->NotEq #0 (3)", "num 1->2", "num 1->2 (2)", "num 2->3", "num 2->3 (2)", "num 3->4")},
-        ("m = _memo[id(flat)] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]", "num 1->2"): _MEMO,
-        ("m = _memo[id(flat)] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]", "num 2->3"): _MEMO,
-        ("if len(_memo) > 8192:", "cmp Gt->GtE #0"): "memo size bound off by one: a cache, never a result",
-        ("if len(_memo) > 8192:", "num 8192->8193"): "memo size bound off by one: a cache, never a result",
+        ("m = self.by_subject[subject] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]", "num 1->2"): _MEMO,
+        ("m = self.by_subject[subject] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]", "num 2->3"): _MEMO,
+        ("if len(self.by_subject) >= self.MAX:", "cmp GtE->Gt #0"): "memo size bound off by one: a cache, never a result",
+        ("MAX = 8192", "num 8192->8193"): "memo size bound off by one: a cache, never a result",
         ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "cmp GtE->Gt #0"):
             "at the window's edge the recomputed percent counts the same transitions as the stored one",
         ("if e[3] < low and (last_low is None or e[1] > last_low):", "cmp Gt->GtE #0"):
@@ -122,6 +122,13 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "hi is the last instant of the class (exclusive bound one ulp on): skipping at it changes nothing",
         ("if lo <= now < hi:", "cmp LtE->Lt #0"):
             "at now == lo the agent is classified again inside its window: same class, no event",
+        ("if lo <= now < hi:", "cmp Lt->LtE #1"):
+            "hi is the last instant of the class: skipping at it too, classify would give the same class",
+        ("while t - la >= stall_after:", "cmp GtE->Gt #0"):
+            "hi one ulp on (the first instant of the next class), still exclusive: only instants of the class skipped",
+        ("n_state: int = -1", "num 1->2"): "a fresh memo's agent count: -1 and -2 both never equal len(agents)",
+        ("if not same_ids and due:", "bool and->or"):
+            "with the same ids every agent of due is in cur: the filter would keep them all",
         **{("index = dict(zip(keys, range(len(keys)))) if len(todo) > 4 and len(keys) > 64 else None", w): _INDEX
            for w in ("bool and->or", "cmp Gt->GtE #0", "cmp Gt->GtE #0 (2)", "num 4->5", "num 64->65")},
     },
@@ -440,12 +447,17 @@ def _main(a: argparse.Namespace, mods: list[str], snap: Path, t_start: float) ->
     for _ in range(max(1, a.jobs)):
         zygotes.put(None if a.no_zygote or a.list else Zygote())
     try:
-        return _modules(a, mods, snap, t_start, zygotes)
+        rc = _modules(a, mods, snap, t_start, zygotes)
     finally:
         while not zygotes.empty():
             z = zygotes.get()
             if z:
                 z.close()
+    if not a.list:  # CPU time of every test run: the wall time on an idle machine is about this / jobs
+        t = os.times()
+        print(f"cpu: {t.children_user + t.children_system:.0f} s in test runs, {time.monotonic() - t_start:.0f} s "
+              f"wall", flush=True)
+    return rc
 
 
 def _modules(a: argparse.Namespace, mods: list[str], snap: Path, t_start: float, zygotes: queue.Queue) -> int:
