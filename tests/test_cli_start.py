@@ -187,3 +187,17 @@ def test_no_module_of_ours_uses_typing_extensions():
                 if f.endswith(".py"):
                     with open(os.path.join(d, f), encoding="utf-8") as fh:
                         assert "typing_extensions" not in fh.read() or f == "fast.py", os.path.join(d, f)
+
+
+@pytest.mark.parametrize("args", [["status"], ["tail", "-n", "1"], ["tail", "-h"]])
+def test_fast_path_leaves_the_gc_on_for_what_runs_after_it(tmp_path, args):
+    """The GC is off only while the fast path imports and while status/summary answer: a command
+    that runs long (`tail -f`) or hands over to typer has it as usual."""
+    db = str(tmp_path / "e.db")
+    history(db)
+    code = ("import gc, sys; from watcher.cli import fast\n"
+            "rc = fast.main(sys.argv[1:])\n"
+            "print(gc.isenabled(), rc, file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       env=dict(os.environ, FLEETWATCH_DB=db))
+    assert r.stderr.strip().splitlines()[-1] == ("True None" if "-h" in args else "True 0"), r.stderr

@@ -10,7 +10,9 @@ off: ``[store]`` and other bracketed words survive); ``-h`` is ``--help``; ``--v
 """
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # not at run time: the fast start path (watcher/cli/fast.py) imports typing later
+    from typing import Any
 
 
 def version() -> str:
