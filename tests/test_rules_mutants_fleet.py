@@ -3,6 +3,8 @@ tests/mutation/mutate.py), one test each, named after the rule (CONTRACT.md, doc
 status.md). Real log, virtual clock."""
 from __future__ import annotations
 
+import pytest
+
 from events.log import EventLog
 from events.types import AgentClassified, AgentUpdated
 from projections import fleet
@@ -10,8 +12,10 @@ from projections.fleet import Cls, classify, diff, initial
 from projections.observations import Snapshot, SourceResult
 from watcher.runtime.state import Projections
 
+from tests.test_bounds_fleet import Fold
 from tests.test_fleet import NOW as FNOW, STALL, obs as fobs
 from tests.test_fleet_updates import NOW, obs, snap, tick
+from tests.test_watcher import T0
 
 
 def test_status_target_is_the_last_ticks_target_across_class_changes(tmp_path):
@@ -77,3 +81,13 @@ def test_a_new_stall_after_applies_at_the_next_tick(tmp_path):
 
 def fleet_step(p, s, now, stall_after, memo):
     return fleet.step(p.states["fleet"], s, now, stall_after=stall_after, memo=memo)
+
+
+@pytest.mark.parametrize("age,kept", [(7 * 86400, True), (7 * 86400 + 1, False)])
+def test_a_closed_agent_is_forgotten_seven_days_after_it_closed(age, kept):
+    """A CERRADO agent is kept 7 days, to the second, then forgotten (the state stays bounded while
+    agents come and go): the numbers are written here, not read from the module's constant."""
+    f = Fold()
+    f.cls("gone", "CERRADO", T0)
+    f.until(fleet.PRUNE_EVERY, T0 + age)            # the prune scan at seq 512, at that age
+    assert f.has("gone") == (kept, kept)

@@ -79,6 +79,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "hist[0][2] (a seq) is never within the window: always recomputed, same value",
     },
     "projections.notify_plan": {
+        ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 0->1"):
+            "every condition's sev is one of SEVERITIES (notify.py's _new calls: AGENT_SEV or a literal)",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 1->2"):
             "the default rank of an unknown min_severity: the config accepts only info|warning|urgent",
         ('return (DedupeReason.UPDATE_WAIT if now < due else DedupeReason.UPDATE_DUE), due, 1', "cmp Lt->LtE #0"):
