@@ -7,6 +7,7 @@ A view of a run maps each step name to ``(status, at, at epoch, rule-relevant da
 from __future__ import annotations
 
 from collections.abc import KeysView
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -51,12 +52,23 @@ def _data(d: Any) -> dict:
     return {k: d[k] for k in DATA_KEYS if k in d} if isinstance(d, dict) and d else {}
 
 
+def _utc(raw: str) -> float | None:
+    """``ts`` of a "…Z" text without its rewrite to "+00:00" (Python 3.11 reads the Z itself);
+    anything else, or a text only the rewrite reads (a date alone), through ``ts``."""
+    if raw[-1:] == "Z":
+        try:
+            return datetime.fromisoformat(raw).timestamp()
+        except ValueError:
+            pass
+    return ts(raw)
+
+
 def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str] | tuple[()]]:
     """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
     if type(entry) is dict and name in POS:  # the common, well-formed case
         st, raw = entry.get("status"), entry.get("at")
         if st in STATUSES and type(raw) is str:
-            t = ts(raw)
+            t = _utc(raw)
             if t is not None:
                 d = entry.get("data")
                 return st, raw, t, ({k: d[k] for k in DATA_KEYS if k in d} if d and type(d) is dict else {}), ()

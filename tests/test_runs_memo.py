@@ -148,3 +148,11 @@ def test_launch_intents_own_continue_from_holds_it_when_apply_begins_in_the_same
         assert held == [("launch_intent", "launch_intent began while it continues from tainted run A")]
     finally:
         h.close()
+
+
+@pytest.mark.parametrize("at", ["2026-11-29T10:00:00Z", "2026-11-29T10:00:00.123Z", "2026-11-29Z", "2026-11-29T10Z",
+                                "20261129T100000Z", "2026-11-29T10:00:00+01:00Z", "Z", "2026-11-29T10:00:00",
+                                "2026-11-29T11:00:00+01:00"])
+def test_a_step_at_reads_as_the_rules_read_it(at):
+    # the view's fast reading of "…Z" texts gives ts's answer, the texts only ts reads included
+    assert runs_parse.parse_step("facts", {"status": "done", "at": at})[2] == runs_rules.ts(at)
