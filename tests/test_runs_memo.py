@@ -156,3 +156,32 @@ def test_launch_intents_own_continue_from_holds_it_when_apply_begins_in_the_same
 def test_a_step_at_reads_as_the_rules_read_it(at):
     # the view's fast reading of "…Z" texts gives ts's answer, the texts only ts reads included
     assert runs_parse.parse_step("facts", {"status": "done", "at": at})[2] == runs_rules.ts(at)
+
+
+def test_the_watcher_carries_the_runs_memo_from_tick_to_tick(tmp_path):
+    # the memo is the Watcher's (Watcher.memos["runs"]), handed to runs.detect_memo and taken back
+    import json
+
+    from events.log import EventLog
+    from watcher.config import parse
+    from watcher.runtime.loop import Watcher
+
+    t1, t2 = fixture_docs()
+    for d in (t1, t2):
+        (tmp_path / "runs" / d["run"]).mkdir(parents=True)
+        (tmp_path / "runs" / d["run"] / "steps.json").write_text(json.dumps(d))
+    db = tmp_path / "events.db"
+    cfg = parse(f'[store]\npath = "{db}"\n[[sources]]\nname = "steps"\nkind = "steps"\n'
+                f'glob = "{tmp_path}/runs/*/steps.json"\n')
+    elog = EventLog(str(db))
+    w = Watcher(cfg, elog)
+    try:
+        now = T0 + 90 * MIN
+        assert w.tick(now) > 0
+        assert w.tick(now + 1) == 0
+        memo = w.memos["runs"]
+        assert isinstance(memo, runs.Memo) and set(memo.quiet) == {t1["run"], t2["run"]}
+        assert w.tick(now + 2) == 0 and w.memos["runs"] is memo
+    finally:
+        w.close()
+        elog.close()
