@@ -475,7 +475,10 @@ def tag_of(event: _E) -> str:
 
 
 _encoder = msgspec.json.Encoder()
-_decoders = {tag: msgspec.json.Decoder(cls) for tag, cls in EVENT_TYPES.items()}
+# {type: decoder}, each built on its type's first decode (decode_data; the read loops of log.py
+# and chain.py look here first): building one evaluates its Struct's annotations, ~4 ms for all
+# at import, which a reader decoding few or no events (`status` at the head, `tail -n 20`) skips.
+_decoders: dict[str, msgspec.json.Decoder[Any]] = {}
 _any = msgspec.json.Decoder()
 
 
@@ -487,7 +490,10 @@ def encode_data(event: _E) -> bytes:
 def decode_data(type_: str, data: bytes | str) -> _E | Unknown:
     dec = _decoders.get(type_)
     if dec is None:
-        return Unknown(type=type_, raw=_any.decode(data))
+        cls = EVENT_TYPES.get(type_)
+        if cls is None:
+            return Unknown(type=type_, raw=_any.decode(data))
+        dec = _decoders[type_] = msgspec.json.Decoder(cls)
     return dec.decode(data)
 
 
