@@ -22,15 +22,6 @@ Schema versions
   snapshot's seq) and ``digest`` (``events.chain.snapshot_digest``): a snapshot is trusted only when
   both check against the chain. Snapshots written before v3 are unbound: the migration drops them
   (a cache: one replay at the next start).
-- v4: ``events_no_replace`` asks first whether the inserting connection is a fleetwatch append
-  (:data:`APPENDING_FN`, an SQL function only fleetwatch's writer connections define, true only
-  while ``EventLog.append`` inserts the rows it built and chained): its rows skip the per-row
-  look-ups (the next seq, a stored (subject, version), a given id), which cost as much as the rest
-  of the insert (issue 19; PRIMARY KEY and UNIQUE still abort any collision of a plain INSERT).
-  Any other connection of fleetwatch gets the v3 checks; a connection that is not fleetwatch's
-  cannot insert at all ("no such function: fleetwatch_appending"), so no foreign writer, careless
-  or clever, gets a row in without dropping or editing the trigger, which :func:`guard_problems`
-  finds.
 
 Guards
 - :data:`GUARDS` is the exact SQL of every trigger and index that keeps ``events`` append-only;
@@ -49,9 +40,7 @@ from events.errors import SchemaError, StoreError
 from events.private import private_dir
 
 APPLICATION_ID = 0x46574C47  # "FWLG"
-SCHEMA_VERSION = 4
-# the SQL function events_no_replace (v4) asks: 1 while EventLog.append inserts its own rows
-APPENDING_FN = "fleetwatch_appending"
+SCHEMA_VERSION = 3
 
 # an id not of the generated form <16 hex><seq as 16 hex>: the rows events_given_id covers
 GIVEN_ID = "substr(id, 17) <> printf('%016x', seq)"
@@ -109,10 +98,6 @@ _NO_REPLACE = ("CREATE TRIGGER events_no_replace BEFORE INSERT ON events\n"
                "     AND EXISTS (SELECT 1 FROM events WHERE id = NEW.id AND " + GIVEN_ID + "))\n"
                "BEGIN SELECT RAISE(ABORT, 'fleetwatch: the event log is append-only; "
                "only the next seq with a new subject version and id may be inserted'); END")
-# v4: the same checks, skipped for the rows of a fleetwatch append (see the module docstring)
-_NO_REPLACE_V4 = ("CREATE TRIGGER events_no_replace BEFORE INSERT ON events\n"
-                  f"WHEN {APPENDING_FN}() IS NOT 1 AND ("
-                  + _NO_REPLACE.split("\nWHEN ", 1)[1].replace("\nBEGIN", ")\nBEGIN", 1))
 _GIVEN_INDEX = f"CREATE UNIQUE INDEX events_given_id ON events(id) WHERE {GIVEN_ID}"
 BLOCK_SHIFT = 12  # event_types blocks: 4096 seqs
 _EVENT_TYPES = ("CREATE TABLE event_types (type TEXT NOT NULL, block INTEGER NOT NULL, PRIMARY KEY (type, block)) "
@@ -120,7 +105,7 @@ _EVENT_TYPES = ("CREATE TABLE event_types (type TEXT NOT NULL, block INTEGER NOT
 # name -> (kind, exact sql); the UNIQUE(subject, version) autoindex has no SQL of its own
 GUARDS: dict[str, tuple[str, str]] = {
     "events_no_update": ("trigger", _NO_UPDATE), "events_no_delete": ("trigger", _NO_DELETE),
-    "events_no_replace": ("trigger", _NO_REPLACE_V4), "events_given_id": ("index", _GIVEN_INDEX)}
+    "events_no_replace": ("trigger", _NO_REPLACE), "events_given_id": ("index", _GIVEN_INDEX)}
 _AUTOINDEX = "sqlite_autoindex_events_1"  # UNIQUE (subject, version)
 
 _V2_TO_V3 = f"""
@@ -148,8 +133,7 @@ DROP TABLE events_v1;
 
 # Migrations from version N to N+1, applied in one transaction. Index = from-version.
 # A new file is created at v1 and migrated (one code path for every file).
-_V3_TO_V4 = f"DROP TRIGGER IF EXISTS events_no_replace;\n{_NO_REPLACE_V4};\n"
-MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _V1_TO_V2, 2: _V2_TO_V3, 3: _V3_TO_V4}
+MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _V1_TO_V2, 2: _V2_TO_V3}
 
 
 def guard_problems(db: apsw.Connection) -> list[str]:
@@ -274,18 +258,6 @@ def set_aside_orphans(path: str) -> list[str]:
     return out
 
 
-def appending_flag(db: apsw.Connection) -> list[int]:
-    """Define :data:`APPENDING_FN` on the writer connection ``db``; returns the flag it answers:
-    ``EventLog.append`` sets ``flag[0] = 1`` only around the INSERT of the rows it built."""
-    flag = [0]
-
-    def appending(*_: object) -> int:
-        return flag[0]
-
-    db.create_scalar_function(APPENDING_FN, appending, 0, deterministic=True, flags=apsw.SQLITE_INNOCUOUS)
-    return flag
-
-
 def open_readonly(path: str) -> apsw.Connection:
     """A read-only connection. In a folder where SQLite cannot create the ``-shm`` (a read-only
     copy) and with no ``-wal`` beside the file (so nothing is uncheckpointed and no writer can
@@ -350,5 +322,5 @@ def migrate(db: apsw.Connection, path: str) -> None:
         raise
 
 
-__all__ = ["APPENDING_FN", "APPLICATION_ID", "GIVEN_ID", "GUARDS", "MIGRATIONS", "SCHEMA_VERSION", "check_path", "classify",
+__all__ = ["APPLICATION_ID", "GIVEN_ID", "GUARDS", "MIGRATIONS", "SCHEMA_VERSION", "check_path", "classify",
            "guard_problems", "migrate", "open_readonly", "restore_guards", "set_aside_orphans"]
