@@ -98,6 +98,15 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "cmp Lt->LtE #0"):
             "a push at the very millisecond its item was held cannot happen: held means not pushed that tick",
         ("return DedupeReason.ALREADY_SENT, None, 1", "num 1->2"): "the attempt of a notice that is not sent",
+        ("future = [w for w in wakes + gwakes if w > now]", "cmp Gt->GtE #0"):
+            "now carries +1 ms (EPS): a wake time equal to it only at a sub-millisecond instant",
+        ("if not policy.nudge_enabled:", "branch body->pass"):  # both lines: nudges() and nudge_decision()
+            "two guards, nudges() and nudge_decision() (called by nudges() only): either one alone stops every nudge",
+        ("if now < flush:", "cmp Lt->LtE #0"):
+            "now carries +1 ms (EPS): now == the group's flush time only at a sub-millisecond instant",
+        ('"rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,', "num 0->1"):
+            "FLAPPING is synthetic, one-shot and never sent before (sent_rev -1): its rev only names the key "
+            "(cid@1), and the fold marks the episode by cid either way",
         ('decisions += [Decision(it.cid, "group", GroupReason.SEND if ready[it.cid][0] <= now', "cmp LtE->Lt #0"):
             "SEND vs RIDE_ALONG: the item goes in the same batch either way, only the debug reason differs",
         ('"sent_at": None, "sent_rev": -1, "silenced": None}', "num 1->2"): "sent_rev -2 is as unsent as -1 (< 0)",
@@ -337,11 +346,18 @@ def coverage_map(snap: Path, tests: list[str], files: list[str]) -> tuple[dict, 
     mutant. The context "" (lines run at import or collection, or by a subprocess that lost its
     test's context) means every test. Exits when a test fails on the unmutated code without coverage
     too: every mutant would look killed."""
+    d = Path(tempfile.mkdtemp(prefix="fw-mutcov-"))
+    try:
+        return _coverage_map(snap, tests, files, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _coverage_map(snap: Path, tests: list[str], files: list[str], d: Path) -> tuple[dict, dict, list[str]]:
     import json
 
     from coverage import CoverageData
     from coverage.data import combine_parallel_data
-    d = Path(tempfile.mkdtemp(prefix="fw-mutcov-"))
     rc = d / "rc"
     rc.write_text("[run]\nparallel = true\nsigterm = true\ncontext = ${FW_MUT_CTX}\n"
                   f"data_file = {d / 'cov'}\ninclude =\n" + "".join(f"    {snap / f}\n" for f in files))
@@ -365,7 +381,6 @@ def coverage_map(snap: Path, tests: list[str], files: list[str]) -> tuple[dict, 
         for ln, ctxs in data.contexts_by_lineno(str(snap / f)).items():
             by_line[ln] = {c.rpartition("|")[2] if "|" in c else c for c in ctxs}
         cmap[f] = by_line
-    shutil.rmtree(d, ignore_errors=True)
     return cmap, res["durations"], failed
 
 
