@@ -535,7 +535,7 @@ def _modules(a: argparse.Namespace, mods: list[str], snap: Path, t_start: float,
         survivors = []
         for i in uncovered:
             _, site = apply(ast.parse(text), i)
-            print(f"    survived (no test runs the line): {rel}:{site.line} {site.op} {site.what}"
+            print(f"    survived (no test runs the line): {rel}:{site.line} {names[i][1]}"
                   f"  | {names[i][0][:90]}", flush=True)
             survivors.append(i)
         killed, errors = 0, 0
@@ -557,12 +557,12 @@ def _modules(a: argparse.Namespace, mods: list[str], snap: Path, t_start: float,
                     killed += 1
                     if a.verbose:
                         n_sel = "all" if plan[i] is None else len(plan[i] or ())
-                        print(f"    {outcome} ({n_sel} tests, {dur:.1f} s): {rel}:{site.line} {site.op} {site.what}",
+                        print(f"    {outcome} ({n_sel} tests, {dur:.1f} s): {rel}:{site.line} {names[i][1]}",
                               flush=True)
                 else:
                     errors += outcome.startswith("error")
                     survivors.append(i)
-                    print(f"    {outcome}: {rel}:{site.line} {site.op} {site.what}  | {names[i][0][:90]}",
+                    print(f"    {outcome}: {rel}:{site.line} {names[i][1]}  | {names[i][0][:90]}",
                           flush=True)
         total = len(idx)
         score = 100.0 * killed / total if total else 100.0
