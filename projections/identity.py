@@ -40,8 +40,11 @@ def identity(s: object) -> str:
     """The comparison key of an id ("" for a blank or non-string id)."""
     if not isinstance(s, str):
         return ""
-    t = unicodedata.normalize("NFKC", s).translate(_TABLE).casefold().translate(_TABLE)
-    t = _visible(t)
+    if s.isascii() and s.isprintable() and " " not in s:
+        t = s.lower()   # the common id, same key: NFKC, the skeleton and _visible change no such text
+    else:
+        t = unicodedata.normalize("NFKC", s).translate(_TABLE).casefold().translate(_TABLE)
+        t = _visible(t)
     while t.startswith(PREFIX):
         t = t[len(PREFIX):]
     return t

@@ -28,7 +28,8 @@ State (JSON, string keys, bounded):
   queue head. ``sweep_at``: next sweep of the small tables (silences, retry, recent).
 
 Cost: fold reads only ``TYPES`` and does O(1) work per event whatever the history (no scan of
-``conds``; the flap percent is computed at plan time; one parse per distinct ``rec.time``).
+``conds``; the flap percent is computed at plan time; ``rec.time`` read through ``times``, which a
+caller folding many events passes as its cache of ``TIME``: one parse per distinct time).
 Invariants: time only from ``rec.time``; a ``notice.sent`` marks its conditions sent (so a
 restart never re-sends and ``repeat_interval`` holds across restarts); resolved and old
 entries are pruned deterministically (by event time), so snapshots stay small over weeks.
@@ -37,6 +38,7 @@ clears the previous one.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypedDict, cast
 
 from events.timefmt import parse_iso
@@ -101,26 +103,16 @@ def _split_key(key: str) -> tuple[str, int | None]:
         return key, None
 
 
-_tcache: tuple[str, float] = ("", 0.0)
+TIME = parse_iso   # how fold reads ``rec.time`` (a caller may pass a cache of it as ``times``)
 
 
-def _time(s: str) -> float:
-    """``parse_iso`` of the last distinct time string, cached (a batch shares one time)."""
-    global _tcache
-    c = _tcache
-    if c[0] == s:
-        return c[1]
-    v = parse_iso(s)
-    _tcache = (s, v)
-    return v
-
-
-def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    """Fold one Recorded event; a no-op for types outside ``TYPES``."""
+def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
+    """Fold one Recorded event; a no-op for types outside ``TYPES``. ``times``: ``TIME`` or the
+    caller's cache of it (``watcher.runtime.state.LastTime``: the events of one append share a time)."""
     h = _HANDLERS.get(rec.type)
     if h is None:
         return state
-    t = _time(rec.time)
+    t = times(rec.time)
     h(state, rec.event, rec.seq, t)
     if t > state["prune_at"]:
         prune(state, t)

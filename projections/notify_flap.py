@@ -4,9 +4,9 @@ The fold only appends ``class, time, seq`` to a flat per-subject list (``classes
 HIST_KEEP = 41 entries, O(1) per event). The percent at each of the last 21 entries needs that
 entry's 20 predecessors, which the 41 kept entries always hold, so :func:`entries` rebuilds the
 exact per-entry percents on demand and :func:`flap_state` runs the hysteresis over them at
-plan time. Both are memoized per list object (held by the memo, so its id is not reused) and its
-(length, first seq, last seq): the fold only appends increasing seqs and trims the front, so
-those identify the content; a plan recomputes only the subjects that changed.
+plan time. A caller that plans every tick keeps a :class:`FlapMemo` and passes it in (the
+notifier does): then a plan recomputes only the subjects whose list changed. Without one, every
+call computes from the list (the same result: the memo is only a cache).
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ HIST_N = 21                 # classes in the percent (20 transition slots)
 HIST_KEEP = 2 * HIST_N - 1  # entries kept per subject: each of the last 21 has its 20 predecessors
 FLAP_WINDOW = 3600.0        # only class changes this recent count toward the flap percent
 _W = HIST_N - 2
-_memo: dict[int, list] = {}   # id(flat) -> [flat, len, first seq, last seq, entries, {(high, low): summary}]
 
 
 def flap_percent(hist: list, at: float) -> float:
@@ -33,20 +32,44 @@ def flap_percent(hist: list, at: float) -> float:
     return 100.0 * total / (HIST_N - 1)
 
 
-def _memo_entry(flat: list) -> list:
-    m = _memo.get(id(flat))
-    if m is not None and m[0] is flat and m[1] == len(flat) and m[2] == flat[2] and m[3] == flat[-1]:
+class FlapMemo:
+    """The per-subject results of :func:`entries` and the hysteresis summaries, kept by the caller
+    from one plan to the next (``watcher.runtime.notifier.Notifier`` owns one). An entry is used
+    only for the very list it was computed from (held here, so it is that object) while its
+    length, first seq and last seq are unchanged: the fold only appends increasing seqs and trims
+    the front, so those identify the content. Bounded: cleared beyond MAX subjects.
+    Saves: the percents of every subject on every plan (the notifier plans each tick)."""
+
+    MAX = 8192
+    __slots__ = ("by_subject",)
+
+    def __init__(self) -> None:
+        # subject -> [flat, len, first seq, last seq, entries, {(high, low): summary}]
+        self.by_subject: dict[str, list] = {}
+
+    def entry(self, subject: str, flat: list) -> list:
+        m = self.by_subject.get(subject)
+        if m is not None and m[0] is flat and m[1] == len(flat) and m[2] == flat[2] and m[3] == flat[-1]:
+            return m
+        if len(self.by_subject) >= self.MAX:
+            self.by_subject.clear()
+        m = self.by_subject[subject] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]
         return m
-    if len(_memo) > 8192:
-        _memo.clear()
-    m = _memo[id(flat)] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]
-    return m
 
 
-def entries(flat: list) -> list[list[Any]]:
-    """The last 21 ``[class, time, seq, percent]`` of a flat ``classes`` list (memoized; do not
-    mutate the result)."""
-    return _memo_entry(flat)[4]
+def _cached(flat: list, subject: str, memo: FlapMemo | None) -> tuple[list, dict]:
+    """(:func:`entries`, hysteresis summaries by (high, low)) of ``flat``: the memo's when it has
+    them, else computed now."""
+    if memo is None:
+        return _entries(flat), {}
+    m = memo.entry(subject, flat)
+    return m[4], m[5]
+
+
+def entries(flat: list, subject: str = "", memo: FlapMemo | None = None) -> list[list[Any]]:
+    """The last 21 ``[class, time, seq, percent]`` of a flat ``classes`` list (with a ``memo``:
+    do not mutate the result)."""
+    return _cached(flat, subject, memo)[0]
 
 
 def _entries(flat: list) -> list[list[Any]]:
@@ -91,21 +114,22 @@ def _summary(hist: list, high: float, low: float) -> tuple[float, list | None, f
     return max(e[3] for e in hist), start, last_low
 
 
-def flap_state(flat: list, sent: list | None, now: float, policy: Any) -> tuple[list | None, list, bool]:
+def flap_state(flat: list, sent: list | None, now: float, policy: Any, subject: str = "",
+               memo: FlapMemo | None = None) -> tuple[list | None, list, bool]:
     """(entry that started the current flapping episode or None, :func:`entries`, notified?).
 
     Hysteresis over the percent at each class change: flapping starts when it reaches
     ``flap_high`` and ends when it falls below ``flap_low`` (also checked at ``now``, so a
     subject that went quiet settles by time alone). ``sent`` = ``[cid, time]`` of the last
-    flapping notice: it covers this episode unless the subject settled after it was sent."""
+    flapping notice: it covers this episode unless the subject settled after it was sent.
+    ``memo`` (with the ``subject`` the list belongs to): the caller's :class:`FlapMemo`."""
     if len(flat) < 24 or flat[-2] < now - FLAP_WINDOW:
         return None, [], False  # fewer than 8 classes, or nothing recent
-    m = _memo_entry(flat)
-    hist = m[4]
+    hist, summaries = _cached(flat, subject, memo)
     key = (policy.flap_high, policy.flap_low)
-    summ = m[5].get(key)
+    summ = summaries.get(key)
     if summ is None:
-        summ = m[5][key] = _summary(hist, *key)
+        summ = summaries[key] = _summary(hist, *key)
     top, start, last_low = summ
     if top < policy.flap_high or start is None:
         return None, hist, False

@@ -24,7 +24,7 @@ import msgspec
 from events.timefmt import iso
 from events.types import NoticeHeld, NoticeSilenced
 from projections.notify_escalate import AckReason, ack_stage, escalations, resolved, snooze_due
-from projections.notify_flap import flap_state
+from projections.notify_flap import FlapMemo, flap_state
 from projections.notify_msg import (  # noqa: F401  (re-exported: the planner's public names)
     APPRISE_TYPE, BUCKETS, LABELS, MAX_LINES, Decision, Item, Message, dest, message, notice_id)
 from projections.notify_policy import SEV_RANK, Policy, matching_silence, swarm_text
@@ -195,14 +195,15 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
 
 
 # ---- the pipeline --------------------------------------------------------------------------
-def flap_conds(state: dict, now: float, policy: Policy) -> tuple[set[str], dict[str, dict]]:
+def flap_conds(state: dict, now: float, policy: Policy, memo: FlapMemo | None = None
+               ) -> tuple[set[str], dict[str, dict]]:
     """Subjects flapping at ``now`` and a synthetic FLAPPING condition for each one not yet
-    notified in this episode."""
+    notified in this episode (``memo``: the caller's, see :class:`FlapMemo`)."""
     flapping: set[str] = set()
     out: dict[str, dict] = {}
     sent = state["flap_sent"]
     for subj, flat in state["classes"].items():
-        start, hist, notified = flap_state(flat, sent.get(subj), now, policy)
+        start, hist, notified = flap_state(flat, sent.get(subj), now, policy, subj, memo)
         if start is None:
             continue
         flapping.add(subj)
@@ -218,20 +219,22 @@ def flap_conds(state: dict, now: float, policy: Policy) -> tuple[set[str], dict[
 
 
 def plan(state: dict[str, Any], now: float, policy: Policy,
-         inflight: frozenset[str] | set[str] = frozenset(), quiet_end: float | None = None) -> Plan:
+         inflight: frozenset[str] | set[str] = frozenset(), quiet_end: float | None = None,
+         flap_memo: FlapMemo | None = None) -> Plan:
     """The whole decision for ``now``: messages to send, events to record, when to call again.
 
     ``inflight``: condition ids of notices handed to the deliverer and not yet folded back.
     ``quiet_end``: when the current quiet hours end (None: not in quiet hours), from
     ``projections.notify_quiet.quiet_until`` at the edge. ``now`` must not step back between
-    calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock)."""
+    calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock).
+    ``flap_memo``: a :class:`FlapMemo` the caller keeps between calls (the same plan, less work)."""
     now += EPS
     decisions: list[Decision] = []
     record: list[Any] = []
     wakes: list[float] = []
     items: list[Item] = []
     held: list[Item] = []
-    flapping, flaps = flap_conds(state, now, policy)
+    flapping, flaps = flap_conds(state, now, policy, flap_memo)
     conds = list(state["conds"].items()) + list(flaps.items())
     silences = state["silences"]
     for cid, c in conds:

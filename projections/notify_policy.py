@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from functools import lru_cache
 
 import msgspec
 
@@ -49,14 +48,15 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 
 def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
     """``text`` without URLs or any of ``secrets`` (apprise URLs carry tokens)."""
-    out = _URL_RE.sub("<url>", text or "")
+    out = text or ""
+    if "://" in out:   # every URL the pattern matches has one (the regex is the costly part)
+        out = _URL_RE.sub("<url>", out)
     for s in secrets:
         if s and s in out:
             out = out.replace(s, "<redacted>")
     return out
 
 
-@lru_cache(maxsize=4096)
 def short(text: str | None, n: int = TEXT_MAX) -> str:
     t = redact(" ".join(str(text or "").split()))
     return t if len(t) <= n else t[: n - 1] + "…"

@@ -27,9 +27,9 @@ Figures and percentiles for output are in ``projections.report_view``.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from collections.abc import Callable
-from functools import lru_cache, partial
+from datetime import date, datetime
+from functools import partial
 from typing import Any
 
 from events.timefmt import parse_iso
@@ -60,24 +60,25 @@ def initial(bounded: bool = True) -> dict[str, Any]:
             "restarts": 0, "src_down": {}, "src_failures": {}, "last_before": None, "stopped_at": None}
 
 
-@lru_cache(maxsize=1024)
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
 def day_name(day: int) -> str:
     """``YYYY-MM-DD`` of UTC day number ``day`` (days since the epoch)."""
-    return datetime.fromtimestamp(day * _DAY_S, timezone.utc).strftime("%Y-%m-%d")
-
-
-@lru_cache(maxsize=4096)
-def _minute(prefix: str) -> float:
-    return parse_iso(prefix + ":00Z")
+    d = date.fromordinal(day + _EPOCH_DAY)
+    return d.isoformat() if d.year >= 1000 else d.strftime("%Y-%m-%d")   # (strftime pads no year < 1000)
 
 
 def event_time(time: str) -> float:
     """Epoch seconds of a log time (``YYYY-MM-DDTHH:MM:SS.mmmZ``, as ``events.timefmt.iso``
-    writes it): one datetime parse per distinct minute, not per event (the report's hot path);
-    any other shape goes through ``parse_iso``."""
+    writes it): the minute's epoch (whole seconds, exact) plus the seconds; any other shape goes
+    through ``parse_iso``. A caller folding many events passes a cache of it (``fold``'s ``times``)."""
     if len(time) == 24 and time[23] == "Z":
-        return _minute(time[:16]) + float(time[17:23])
+        return datetime.fromisoformat(time[:16] + ":00+00:00").timestamp() + float(time[17:23])
     return parse_iso(time)
+
+
+TIME = event_time   # how fold reads ``rec.time`` (a caller may pass a cache of it as ``times``)
 
 
 def day_key(t: float) -> str:
@@ -285,15 +286,17 @@ _HANDLERS: dict[str, Callable[[dict, Any, float], None]] = {
 assert frozenset(_HANDLERS) == TYPES
 
 
-def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    typ = rec.type
-    if typ not in TYPES:
+def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
+    """Fold one Recorded event; a no-op for types outside ``TYPES``. ``times``: ``TIME`` or the
+    caller's cache of it (``watcher.runtime.state.LastTime``: the events of one append share a time)."""
+    h = _HANDLERS.get(rec.type)
+    if h is None:
         return state
-    t = event_time(rec.time)
+    t = times(rec.time)
     st = state
     if st["first"] is None:
         st["first"] = t
     st["last_before"] = st["last"]
     st["last"] = t
-    _HANDLERS[typ](st, rec.event, t)
+    h(st, rec.event, t)
     return st

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections.notify_flap import entries, flap_percent, flap_state
+from projections.notify_flap import FlapMemo, entries, flap_percent, flap_state
 from projections.notify_policy import Policy
 
 T = 1_800_000_000.0
@@ -211,9 +211,37 @@ def test_a_list_grown_in_place_is_computed_again():
     assert entries(f)[-1][3] == 56.58           # 10 changes: 7.5 + 0.5*145/19 = 11.31579
 
 
-def test_the_percent_memo_stays_bounded():
+def test_the_callers_memo_recomputes_a_list_grown_in_place():
+    memo = FlapMemo()
+    f = flat(ALT[:10])
+    assert entries(f, "agent:a", memo)[-1][3] == 51.51
+    f += ["A", T + 10, 11]                      # same object, longer
+    assert entries(f, "agent:a", memo)[-1][3] == 56.58
+    del f[:3]                                   # trimmed at the front, then the same length again
+    f += ["B", T + 11, 12]
+    assert entries(f, "agent:a", memo) == entries(list(f))
+    g = list(f)                                 # an equal copy (a state decoded from a snapshot)
+    g[-3] = "A"
+    assert entries(g, "agent:a", memo) == entries(g) != entries(f)
+
+
+def test_the_callers_memo_answers_like_no_memo():
+    memo = FlapMemo()
+    f = flat(ALT + "A" * 14)
+    for now in (f[-2] + 1, f[-2] + 600, f[-2] + 4000):
+        for pol in (P, Policy(flap_high=30.0, flap_low=10.0)):
+            assert flap_state(f, None, now, pol, "agent:a", memo) == flap_state(f, None, now, pol)
+
+
+def test_the_callers_memo_stays_bounded():
+    memo = FlapMemo()
+    lists = [flat("AB" * 4) for _ in range(FlapMemo.MAX + 100)]
+    for i, f in enumerate(lists):
+        entries(f, f"agent:a{i}", memo)
+    assert len(memo.by_subject) <= FlapMemo.MAX
+
+
+def test_no_module_level_memo():
+    """Issue 23: the pure core keeps no cache of its own; the caller owns the memo."""
     from projections import notify_flap
-    lists = [flat("AB" * 4) for _ in range(9000)]
-    for f in lists:
-        entries(f)
-    assert len(notify_flap._memo) <= 8193
+    assert not [k for k, v in vars(notify_flap).items() if isinstance(v, (dict, list, set)) and not k.startswith("__")]

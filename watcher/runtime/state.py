@@ -1,8 +1,14 @@
 """Projection state from the log: stored snapshots plus the tail (never a full replay at start-up),
-and ``rebuild`` (a full replay from seq 1, optionally checked against the snapshots)."""
+and ``rebuild`` (a full replay from seq 1, optionally checked against the snapshots).
+
+Speed at this edge, not in the folds (bench_rebuild's rebuild row): a fold is called only for the
+event types its module declares (``TYPES``); many events are folded one projection at a time
+(:meth:`Projections.fold_many`); a module that reads ``rec.time`` through ``TIME`` gets this
+Projections' own :class:`LastTime` cache of it (the module keeps none: issue 23)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -10,6 +16,34 @@ import msgspec
 
 from events.log import EventLog
 from projections.base import decode_state, encode_state, registry
+
+
+FOLD_BATCH = 2000   # events folded per projection at a time by catch_up and rebuild (one read chunk)
+
+
+class LastTime:
+    """``parse(s)`` remembered for the last distinct ``s``. The events of one append share their
+    ``time``, so a replay parses each time once per append instead of once per event and
+    projection. Owned by the caller (one per projection in each :class:`Projections`)."""
+
+    __slots__ = ("parse", "s", "t")
+
+    def __init__(self, parse: Callable[[str], float]):
+        self.parse = parse
+        self.s: str | None = None
+        self.t = 0.0
+
+    def __call__(self, s: str) -> float:
+        if s != self.s:
+            self.t = self.parse(s)
+            self.s = s
+        return self.t
+
+
+def _bound(m: ModuleType) -> Callable[[Any, Any], Any]:
+    """``m.fold``, given a :class:`LastTime` of its ``TIME`` when it declares one."""
+    t = getattr(m, "TIME", None)
+    return m.fold if t is None else partial(m.fold, times=LastTime(t))
 
 
 class Projections:
@@ -20,6 +54,8 @@ class Projections:
         self.states: dict[str, Any] = {n: m.initial() for n, m in self.mods.items()}
         self.seq = 0
         self.viewed: frozenset[str] = frozenset()  # projections decoded into a reader's view (see load)
+        # (name, fold, the types it reads or None for all) in registry order
+        self._folds = [(n, _bound(m), getattr(m, "TYPES", None)) for n, m in self.mods.items()]
         self._by_type: dict[str, list[tuple[str, Any]]] = {}
 
     def __getitem__(self, name: str) -> Any:
@@ -29,9 +65,7 @@ class Projections:
         """The folds that read ``type_``, in registry order (cached per type)."""
         fs = self._by_type.get(type_)
         if fs is None:
-            fs = [(n, m.fold) for n, m in self.mods.items()
-                  if getattr(m, "TYPES", None) is None or type_ in m.TYPES]
-            self._by_type[type_] = fs
+            fs = self._by_type[type_] = [(n, f) for n, f, types in self._folds if types is None or type_ in types]
         return fs
 
     def fold(self, rec) -> None:
@@ -39,6 +73,25 @@ class Projections:
         for n, f in self._folders(rec.type):
             st[n] = f(st[n], rec)
         self.seq = rec.seq
+
+    def fold_many(self, recs: list) -> None:
+        """:meth:`fold` of each of ``recs`` in order, one projection at a time: a fold reads and
+        writes only its own state, so every state ends as event by event; one fold's code and
+        data stay hot through the batch (about 1.5x the replay rate of event by event)."""
+        if not recs:
+            return
+        st = self.states
+        for n, f, types in self._folds:
+            s = st[n]
+            if types is None:
+                for rec in recs:
+                    s = f(s, rec)
+            else:
+                for rec in recs:
+                    if rec.type in types:
+                        s = f(s, rec)
+            st[n] = s
+        self.seq = recs[-1].seq
 
     def encoded(self) -> dict[str, bytes]:
         return {n: encode_state(s) for n, s in self.states.items()}
@@ -48,9 +101,9 @@ class Projections:
         if self.viewed:
             raise RuntimeError(f"cannot fold into a reader's view of {sorted(self.viewed)}")
         n = 0
-        for rec in log.read(self.seq):
-            self.fold(rec)
-            n += 1
+        for batch in _batches(log.read(self.seq)):
+            self.fold_many(batch)
+            n += len(batch)
         return n
 
     @classmethod
@@ -63,8 +116,7 @@ class Projections:
         snapshot the reader's way (only the keys it reads) when the snapshot is at the log's
         head. Such a state is an answer as of that head, never folded into: ``catch_up``
         refuses it (``viewed``)."""
-        reg = registry()
-        mods = reg if names is None else {n: m for n, m in reg.items() if n in names}
+        mods = registry(names)  # only the named folds are imported (projections.base.registry)
         p = cls(mods)
         snaps = log.snapshots(None if names is None else mods)
         seqs = {snaps[n][0] for n in mods if n in snaps}
@@ -108,8 +160,8 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
 
     if check:
         diff = compare()
-    for rec in log.read(0):
-        p.fold(rec)
+    for batch in _batches(log.read(0), set(at) if check else ()):
+        p.fold_many(batch)
         if check and diff is None and p.seq in at:
             diff = compare()
     if check and diff is None:
@@ -119,6 +171,18 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
     if store and diff is None:
         log.put_snapshots(p.seq, p.encoded())
     return p, diff
+
+
+def _batches(recs: Iterable[Any], stops: Collection[int] = ()) -> Iterator[list]:
+    """``recs`` in lists of up to FOLD_BATCH; a list also ends at each seq in ``stops``."""
+    batch: list = []
+    for rec in recs:
+        batch.append(rec)
+        if len(batch) >= FOLD_BATCH or rec.seq in stops:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _first_diff(a: bytes, b: bytes) -> str:
