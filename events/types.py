@@ -475,10 +475,7 @@ def tag_of(event: _E) -> str:
 
 
 _encoder = msgspec.json.Encoder()
-# {type: decoder}, each built on its type's first decode (decode_data; the read loops of log.py
-# and chain.py look here first): building one evaluates its Struct's annotations, ~4 ms for all
-# at import, which a reader decoding few or no events (`status` at the head, `tail -n 20`) skips.
-_decoders: dict[str, msgspec.json.Decoder[Any]] = {}
+_decoders: dict[str, msgspec.json.Decoder[Any]] = {}  # per type on its first decode (all at import: ~4 ms a start)
 _any = msgspec.json.Decoder()
 
 
@@ -490,10 +487,9 @@ def encode_data(event: _E) -> bytes:
 def decode_data(type_: str, data: bytes | str) -> _E | Unknown:
     dec = _decoders.get(type_)
     if dec is None:
-        cls = EVENT_TYPES.get(type_)
-        if cls is None:
+        if type_ not in EVENT_TYPES:
             return Unknown(type=type_, raw=_any.decode(data))
-        dec = _decoders[type_] = msgspec.json.Decoder(cls)
+        dec = _decoders[type_] = msgspec.json.Decoder(EVENT_TYPES[type_])
     return dec.decode(data)
 
 
