@@ -1,10 +1,20 @@
 """The mutation gate (``make mutation``): does the suite notice when the pure core is wrong?
 
 For each module of ``MODULES`` every mutation site is found with ``ast`` (the operators below),
-and each mutant is applied, one at a time, to a private copy of the checkout (never to the working
-tree, so editing while it runs is safe); the module's own tests (``MODULES[m]``) run against it.
-A mutant is *killed* when a test fails (or the run times out), *survives* when they all pass.
-The score per module is killed / run; ``--min`` (default 90) is the gate: exit 1 below it.
+and each mutant is applied, one at a time, to a private copy of one snapshot of the checkout (the
+working tree, or ``--rev`` a commit; never the tree itself, so editing while it runs is safe).
+
+Which tests: line coverage per test is measured once on the unmutated snapshot (coverage.py, a
+context per test, `fleetwatch run` subprocesses included; fw_mutation_plugin.py), and each mutant
+runs only the module's tests (``MODULES[m]``) that ran its line, stopping at the first failure.
+A line run at import or collection runs every test of the module; a line no test runs is not run
+at all and counts as a survivor. The unmutated tests must pass first (else every mutant would
+look killed). Runs go through zygote.py (pytest and Hypothesis imported once per job).
+
+A mutant is *killed* when a test fails or its run times out (8 times its tests' own time, at least
+90 s), *survives* when they all pass; any other ending (a usage error, pytest's own crash) is
+printed and counts as survived. The score per module is killed / (mutants not listed in
+EQUIVALENT); ``--min`` (default 90) is the gate: exit 1 below it.
 
 Operators (each occurrence is one mutant):
 - ``cmp``: ``<``↔``<=``, ``>``↔``>=``, ``==``↔``!=``, ``in``↔``not in``, ``is``↔``is not``
@@ -16,9 +26,12 @@ Operators (each occurrence is one mutant):
 - ``ret``: ``return <expr>`` of a bool-returning comparison → ``return not (<expr>)``
 
 Usage: ``python tests/mutation/mutate.py [--module projections.fleet ...] [--max N] [--jobs J]
-[--min 90] [--list]``. ``--max`` samples N mutants per module (deterministically spread over the
-file) for a quicker run; the README's development section has the last full scores.
-Survivors are printed with their line so a test can be written that pins the rule they break.
+[--rev HEAD] [--line N ...] [--min 90] [-v] [--list]``. ``--max`` samples N mutants per module
+(spread over the file); ``--line`` re-checks the mutants of some lines; ``-v`` prints which test
+killed each mutant. Survivors are printed with their line and label, so a test can be written that
+pins the rule they break (tests/test_rules_mutants_<module>.py) or, when nothing observable
+changes, an entry added to EQUIVALENT with its reason. The README's development section has the
+last full scores.
 """
 from __future__ import annotations
 
