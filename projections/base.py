@@ -6,7 +6,7 @@ types): its fold is then only called for those (it must be a no-op for every oth
 ``rec.time``) and may mutate and return the state they were given (the caller owns it).
 A module may declare ``TIME``, the function its fold reads ``rec.time`` with: its fold then also
 takes ``times`` (default ``TIME``), and a caller folding many events passes its own cache of it
-(``watcher.runtime.state.LastTime``); the module keeps no cache.
+(``watcher.runtime.state.TimeCache``); the module keeps no cache.
 State is JSON-encodable with msgspec (dicts, lists, scalars, Structs) so it can be snapshotted;
 ``STATE_TYPE`` (optional) is the type to decode a snapshot into (default: plain JSON).
 """

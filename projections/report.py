@@ -85,17 +85,19 @@ def day_key(t: float) -> str:
     return day_name(int(t // _DAY_S))
 
 
-def _day(st: dict, key: str) -> dict:
-    d = st["days"].get(key)
-    if d is None:
-        d = st["days"][key] = dict.fromkeys(DAY_FIELDS, 0)
-        if st["keep_days"] is not None and len(st["days"]) > st["keep_days"]:   # drop the oldest day
-            del st["days"][min(st["days"])]
+def _new_day(st: dict, key: str) -> dict:
+    d = st["days"][key] = dict.fromkeys(DAY_FIELDS, 0)
+    if st["keep_days"] is not None and len(st["days"]) > st["keep_days"]:   # drop the oldest day
+        del st["days"][min(st["days"])]
     return d
 
 
 def count(st: dict, t: float, field: str, n: float = 1) -> None:
-    _day(st, day_key(t))[field] += n
+    key = day_key(t)
+    d = st["days"].get(key)
+    if d is None:
+        d = _new_day(st, key)
+    d[field] += n
 
 
 def _spread(st: dict, start: float, end: float, field: str) -> None:
@@ -125,23 +127,27 @@ def _agent_stats(st: dict, agent: str) -> dict:
 
 # ---- folds per event type ------------------------------------------------------------------------
 def _classified(st: dict, ev: Any, t: float) -> None:
+    agent, to = ev.agent, ev.to
     agents = st["agents"]
-    a = agents.get(ev.agent)
+    a = agents.get(agent)
     if a is not None:
-        close_class(st, ev.agent, a, t, ev.to)
-    if ev.to == "CERRADO":
-        agents.pop(ev.agent, None)
+        close_class(st, agent, a, t, to)
+    if to == "CERRADO":
+        agents.pop(agent, None)
         if st["keep_days"] is not None:   # the watcher's bounded copy forgets closed agents' figures
-            st["per_agent"].pop(ev.agent, None)
+            st["per_agent"].pop(agent, None)
         return
-    a = agents[ev.agent] = {"cls": ev.to, "since": t, "claim": a["claim"] if a else None, "nudges": 0}
-    if ev.to == "DICE_TERMINADO":
+    if a is None:
+        a = agents[agent] = {"cls": to, "since": t, "claim": None, "nudges": 0}
+    else:   # the next stay (its claim, if still open, carries over)
+        a["cls"], a["since"], a["nudges"] = to, t, 0
+    if to == "DICE_TERMINADO":
         a["claim"] = t
         count(st, t, "claims")
-        _agent_stats(st, ev.agent)["claims"] += 1
-    elif ev.to == "RECLAMA":
+        _agent_stats(st, agent)["claims"] += 1
+    elif to == "RECLAMA":
         count(st, t, "reclama")
-    elif ev.to == "ESTANCADO":
+    elif to == "ESTANCADO":
         count(st, t, "stalls")
 
 
@@ -288,7 +294,7 @@ assert frozenset(_HANDLERS) == TYPES
 
 def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
     """Fold one Recorded event; a no-op for types outside ``TYPES``. ``times``: ``TIME`` or the
-    caller's cache of it (``watcher.runtime.state.LastTime``: the events of one append share a time)."""
+    caller's cache of it (``watcher.runtime.state.TimeCache``: the events of one append share a time)."""
     h = _HANDLERS.get(rec.type)
     if h is None:
         return state

@@ -17,7 +17,7 @@ from events.types import (AgentClassified, AgentNudged, CircuitChanged, DodFlagg
 from projections import base
 from projections.base import encode_state, registry
 from watcher.runtime import state as state_mod
-from watcher.runtime.state import LastTime, Projections, rebuild
+from watcher.runtime.state import Projections, TimeCache, rebuild
 
 T0 = 1_800_000_000.0
 CLASSES = ("TRABAJANDO", "RECLAMA", "DICE_TERMINADO", "ESTANCADO", "CERRADO", "MAL_LANZADO")
@@ -141,11 +141,14 @@ def test_rebuild_check_compares_at_a_snapshot_seq_inside_a_batch(tmp_path, monke
     elog.close()
 
 
-def test_last_time_parses_each_distinct_time_once():
+def test_time_cache_parses_each_distinct_time_once_and_stays_bounded():
     calls = []
-    lt = LastTime(lambda s: calls.append(s) or float(len(calls)))
-    assert [lt(s) for s in ("a", "a", "b", "b", "a")] == [1.0, 1.0, 2.0, 2.0, 3.0]
-    assert calls == ["a", "b", "a"]
+    tc = TimeCache(lambda s: calls.append(s) or float(len(calls)))
+    assert [tc[s] for s in ("a", "a", "b", "b", "a")] == [1.0, 1.0, 2.0, 2.0, 1.0]
+    assert calls == ["a", "b"]
+    for i in range(TimeCache.MAX + 10):
+        tc[str(i)]
+    assert len(tc) <= TimeCache.MAX
 
 
 def _containers(m) -> dict:

@@ -4,7 +4,7 @@ and ``rebuild`` (a full replay from seq 1, optionally checked against the snapsh
 Speed at this edge, not in the folds (bench_rebuild's rebuild row): a fold is called only for the
 event types its module declares (``TYPES``); many events are folded one projection at a time
 (:meth:`Projections.fold_many`); a module that reads ``rec.time`` through ``TIME`` gets this
-Projections' own :class:`LastTime` cache of it (the module keeps none: issue 23)."""
+Projections' own :class:`TimeCache` of it (the module keeps none: issue 23)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -21,29 +21,29 @@ from projections.base import decode_state, encode_state, registry
 FOLD_BATCH = 2000   # events folded per projection at a time by catch_up and rebuild (one read chunk)
 
 
-class LastTime:
-    """``parse(s)`` remembered for the last distinct ``s``. The events of one append share their
-    ``time``, so a replay parses each time once per append instead of once per event and
-    projection. Owned by the caller (one per projection in each :class:`Projections`)."""
+class TimeCache(dict):
+    """``parse(s)`` by ``s``: the events of one append share their ``time``, so a replay parses
+    each time once instead of once per event and projection. Its ``__getitem__`` is what a fold
+    gets as ``times`` (a dict hit, no Python call). Owned by the caller (one per projection in
+    each :class:`Projections`); bounded: cleared beyond MAX times."""
 
-    __slots__ = ("parse", "s", "t")
+    MAX = 4096
 
     def __init__(self, parse: Callable[[str], float]):
+        super().__init__()
         self.parse = parse
-        self.s: str | None = None
-        self.t = 0.0
 
-    def __call__(self, s: str) -> float:
-        if s != self.s:
-            self.t = self.parse(s)
-            self.s = s
-        return self.t
+    def __missing__(self, s: str) -> float:
+        if len(self) >= self.MAX:
+            self.clear()
+        t = self[s] = self.parse(s)
+        return t
 
 
-def _bound(m: ModuleType) -> Callable[[Any, Any], Any]:
-    """``m.fold``, given a :class:`LastTime` of its ``TIME`` when it declares one."""
+def _times(m: ModuleType) -> Callable[[str], float] | None:
+    """A new :class:`TimeCache` of ``m.TIME`` as the ``times`` its fold takes (None: no TIME)."""
     t = getattr(m, "TIME", None)
-    return m.fold if t is None else partial(m.fold, times=LastTime(t))
+    return None if t is None else TimeCache(t).__getitem__
 
 
 class Projections:
@@ -54,8 +54,8 @@ class Projections:
         self.states: dict[str, Any] = {n: m.initial() for n, m in self.mods.items()}
         self.seq = 0
         self.viewed: frozenset[str] = frozenset()  # projections decoded into a reader's view (see load)
-        # (name, fold, the types it reads or None for all) in registry order
-        self._folds = [(n, _bound(m), getattr(m, "TYPES", None)) for n, m in self.mods.items()]
+        # (name, fold, the types it reads or None for all, its times or None) in registry order
+        self._folds = [(n, m.fold, getattr(m, "TYPES", None), _times(m)) for n, m in self.mods.items()]
         self._by_type: dict[str, list[tuple[str, Any]]] = {}
 
     def __getitem__(self, name: str) -> Any:
@@ -65,7 +65,8 @@ class Projections:
         """The folds that read ``type_``, in registry order (cached per type)."""
         fs = self._by_type.get(type_)
         if fs is None:
-            fs = self._by_type[type_] = [(n, f) for n, f, types in self._folds if types is None or type_ in types]
+            fs = self._by_type[type_] = [(n, f if times is None else partial(f, times=times))
+                                         for n, f, types, times in self._folds if types is None or type_ in types]
         return fs
 
     def fold(self, rec) -> None:
@@ -81,15 +82,15 @@ class Projections:
         if not recs:
             return
         st = self.states
-        for n, f, types in self._folds:
+        for n, f, types, times in self._folds:
             s = st[n]
-            if types is None:
-                for rec in recs:
+            mine = recs if types is None else [rec for rec in recs if rec.type in types]
+            if times is None:
+                for rec in mine:
                     s = f(s, rec)
             else:
-                for rec in recs:
-                    if rec.type in types:
-                        s = f(s, rec)
+                for rec in mine:
+                    s = f(s, rec, times)
             st[n] = s
         self.seq = recs[-1].seq
 
