@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.test_runs import h  # noqa: F401  (a fixture)
+from tests.test_runs import MIN, T0, doc, h, snap  # noqa: F401  (h is a fixture)
 from tests.test_runs_rules import S, violations
 
 
@@ -31,3 +31,29 @@ def test_retry_backoff_reads_naive_times_as_utc_and_offsets_as_written(h, madrid
     after = {"facts": S("done", 30), "audit": S("begin", 40 + delta)}
     got = violations(h, before, after, "retry-backoff", failures=1, last_failure_at=last_failure_at)
     assert len(got) == n
+
+
+def _rule_details(hh, rule: str, *ticks) -> list[list[str]]:
+    """Per tick (R1's steps), the details of ``rule`` violations of R1 reported."""
+    got = []
+    for i, steps in enumerate(ticks):
+        evs = hh.tick(snap(doc("R1", steps)), T0 + (100 + i) * MIN)
+        got.append([e.detail for e in evs if type(e).__name__ == "RuleViolated" and e.rule == rule and e.run == "R1"])
+    return got
+
+
+@pytest.mark.parametrize("rule", ["launch-request-stable", "audit-branch"])
+def test_a_step_that_leaves_steps_json_breaks_no_rule(h, rule):  # noqa: F811
+    """launch-request-stable and audit-branch are about a step that begins or a request id that
+    changes: a launch_intent that is no longer in steps.json (status gone) does neither."""
+    launch = {"audit": S("done", 1, verdict="pass"), "launch_intent": S("begin", 5, request_id="r", continue_from="R0")}
+    gone = {"audit": S("done", 1, verdict="fail")}
+    assert _rule_details(h, rule, launch, gone, gone) == [[], [], []]
+
+
+def test_audit_branch_is_a_gated_step_that_begins_not_one_whose_data_changes(h):  # noqa: F811
+    """audit-branch: apply *begins* while the audit says fail. Apply began under a passing audit;
+    a later tick where the audit failed and apply's data changed (same status) is no violation."""
+    first = {"audit": S("done", 1, verdict="pass"), "apply": S("begin", 2)}
+    later = {"audit": S("done", 1, verdict="fail"), "apply": S("begin", 2, continue_from="R0")}
+    assert _rule_details(h, "audit-branch", first, later, later) == [[], [], []]
