@@ -31,7 +31,8 @@ from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, St
 from projections.runs_parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
                                     parse_steps, step_names)
 from projections.runs_quota import check_cross_run
-from projections.runs_rules import MAX_FAILURES, Change, Rule, check_retry, check_step_rules, intents_index, ts
+from projections.runs_rules import (MAX_FAILURES, Change, Rule, check_retry, check_step_rules, intents_index,
+                                    rid_key, ts)
 
 NAME = "runs"
 DEFAULT_DEADLINE = 45 * 60.0
@@ -82,7 +83,7 @@ def _step_changed(r: dict, ev: Any, rec: Any) -> None:
     if ev.step == "launch_intent" and r.get("launch_rid") is None:
         rid = ev.data.get("request_id")
         if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip():
-            r["launch_rid"] = str(rid)[:64]  # the run's first launch request id (launch-request-stable)
+            r["launch_rid"] = rid_key(rid)  # the run's first launch request id (launch-request-stable)
 
 
 def _run_changed(r: dict, ev: Any, rec: Any) -> None:

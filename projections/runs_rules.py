@@ -13,6 +13,7 @@ a step that is already ``done`` counts, since it must have begun.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from datetime import datetime, timezone
 import re
@@ -165,7 +166,7 @@ def check_step_rules(rid: str, fields: dict, view: dict, changes: list[Change], 
             d = _request_changed(data, p, rs)
             if d:
                 out.append((Rule.LAUNCH_REQUEST_STABLE, name,
-                            f"{Rule.LAUNCH_REQUEST_STABLE.value}:{name}#{n}:{str(data['request_id'])[:64]}", d))
+                            f"{Rule.LAUNCH_REQUEST_STABLE.value}:{name}#{n}:{rid_key(data['request_id'])}", d))
         if new:
             if name == "upload_intent" and p is not None and p["status"] in ("begin", "done", "fail") and \
                     "yes" in (reconciled(p["data"]), reconciled(data)):
@@ -219,6 +220,15 @@ def _open_intent(rid: str, t: float | None, data: dict, p: dict | None, rs: dict
     return ""
 
 
+def rid_key(v: Any) -> str:
+    """A request id as the runs state keeps it: itself up to 64 characters, else its first 48
+    and a digest of the whole (bounded, and two long ids that share a beginning stay apart)."""
+    s = str(v)
+    if len(s) <= 64:
+        return s
+    return f"{s[:48]}~{hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:15]}"
+
+
 def _request_changed(data: dict, p: dict | None, rs: dict | None) -> str:
     """launch_intent carries another request_id than the run's first one ("" when stable)."""
     new = data.get("request_id")
@@ -227,8 +237,8 @@ def _request_changed(data: dict, p: dict | None, rs: dict | None) -> str:
     old = (rs or {}).get("launch_rid")
     if not _present(old) and p is not None:
         old = p["data"].get("request_id")
-    if _present(old) and str(old) != str(new):
-        return f"launch_intent retried with request_id {str(new)[:64]!r}, first {str(old)[:64]!r} (a retry keeps its id)"
+    if _present(old) and rid_key(old) != rid_key(new):
+        return f"launch_intent retried with request_id {rid_key(new)!r}, first {rid_key(old)!r} (a retry keeps its id)"
     return ""
 
 

@@ -59,12 +59,18 @@ def test_audit_branch_is_a_gated_step_that_begins_not_one_whose_data_changes(h):
     assert _rule_details(h, "audit-branch", first, later, later) == [[], [], []]
 
 
-@pytest.mark.xfail(strict=True, reason="runs_rules keys a launch-request-stable violation by the request id cut to 64 "
-                                       "characters: a second change between ids that share their first 64 is taken "
-                                       "for the one already reported (short ids are reported at each change)")
 def test_launch_request_stable_tells_apart_long_request_ids_sharing_64_characters(h):  # noqa: F811
     prefix = "projects/fleet/locations/europe-west1/operations/launch-" + "0" * 8
     assert len(prefix) == 64
     ticks = [{"audit": S("done", 1, verdict="pass"), "launch_intent": S("begin", 5, request_id=prefix + x)}
              for x in "ABC"]
     assert [len(d) for d in _rule_details(h, "launch-request-stable", *ticks)] == [0, 1, 1]
+
+
+def test_a_long_request_id_kept_the_same_is_no_retry(h):  # noqa: F811
+    """Regression: the run's first request id was kept cut to 64 characters and compared with the
+    whole new one, so any stable id longer than 64 was a 'retried with another request_id'."""
+    rid = "projects/fleet/locations/europe-west1/operations/launch-" + "0" * 30
+    ticks = [{"audit": S("done", 1, verdict="pass"), "launch_intent": S(st, 5 + i, request_id=rid)}
+             for i, st in enumerate(("begin", "done", "done"))]
+    assert [len(d) for d in _rule_details(h, "launch-request-stable", *ticks)] == [0, 0, 0]
