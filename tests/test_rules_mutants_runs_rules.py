@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tests.test_runs import MIN, T0, doc, h, snap  # noqa: F401  (h is a fixture)
-from tests.test_runs_rules import S, violations
+from tests.test_runs import MIN, T0, at, doc, h, snap  # noqa: F401  (h is a fixture)
+from tests.test_runs_rules import EVID, HEX, S, violations
 
 
 @pytest.fixture
@@ -74,3 +74,49 @@ def test_a_long_request_id_kept_the_same_is_no_retry(h):  # noqa: F811
     ticks = [{"audit": S("done", 1, verdict="pass"), "launch_intent": S(st, 5 + i, request_id=rid)}
              for i, st in enumerate(("begin", "done", "done"))]
     assert [len(d) for d in _rule_details(h, "launch-request-stable", *ticks)] == [0, 0, 0]
+
+
+FAILED_AT_40 = {"facts": S("done", 30), "audit": S("fail", 40)}
+
+
+@pytest.mark.parametrize("after,rule,kw,detail", [
+    ({"upload_intent": S("begin", 50, candidate="c-1")}, "upload-intent-evidence", {},
+     "upload_intent lacks a 64-hex data.sha256"),
+    ({"upload_intent": S("begin", 50, sha256=HEX)}, "upload-intent-evidence", {}, "upload_intent lacks data.candidate"),
+    ({"upload_intent": S("begin", 50)}, "upload-intent-evidence", {},
+     "upload_intent lacks a 64-hex data.sha256 and data.candidate"),
+    ({"audit": S("begin", 1), "upload_intent": S("begin", 50, **EVID)}, "upload-needs-audit", {},
+     "upload_intent began while audit is begin (done with verdict pass required)"),
+    ({"audit": S("done", 1, verdict="x" * 40), "upload_intent": S("begin", 50, **EVID)}, "upload-needs-audit", {},
+     f"upload_intent began after audit verdict {'x' * 32} (pass required)"),          # the verdict cut at 32
+    ({"audit": S("done", 1), "upload_intent": S("begin", 50, **EVID)}, "upload-needs-audit", {},
+     "upload_intent began after audit verdict missing (pass required)"),
+    ({"facts": S("done", 30), "audit": S("begin", 45)}, "retry-backoff", dict(failures=1, last_failure_at=at(40)),
+     "attempt 2 started by 2026-11-29T10:45:00.000Z (audit), 5.0 min after failure 1; 10 min required"),
+])
+def test_a_violations_detail_says_what_broke_the_rule(h, after, rule, kw, detail):  # noqa: F811
+    """`rule.violated` carries `detail`: what is missing, which audit state, which attempt and how
+    long after which failure — the words a user reads in the push."""
+    before = FAILED_AT_40 if rule == "retry-backoff" else None
+    assert [e.detail for e in violations(h, before, after, rule, **kw)] == [detail]
+
+
+def test_retry_backoff_needs_a_failure_even_with_a_failure_time(h):  # noqa: F811
+    """retry-backoff counts from failure n >= 1: failures 0 with a last_failure_at is no backoff."""
+    after = {"facts": S("done", 30), "audit": S("begin", 41)}
+    assert violations(h, FAILED_AT_40, after, "retry-backoff", failures=0, last_failure_at=at(40)) == []
+
+
+def test_retry_backoff_a_step_at_the_failure_time_is_no_attempt(h):  # noqa: F811
+    """The attempt after failure n is a step that starts after it: one recorded at the failure's
+    very time is not (here facts, done at 10:40 with the failure)."""
+    after = {"facts": S("done", 40), "audit": S("fail", 40)}
+    assert violations(h, FAILED_AT_40, after, "retry-backoff", failures=1, last_failure_at=at(40)) == []
+
+
+@pytest.mark.parametrize("deploy_at,n", [(19, 0), (20, 0), (21, 1)])
+def test_deploy_gate_launch_begins_at_or_after_deploy_done(h, deploy_at, n):  # noqa: F811
+    """deploy-gate by the steps' `at`: launch_intent beginning at 10:20 needs deploy done by 10:20
+    (at the same instant is allowed; a minute later is a violation)."""
+    after = {"validate": S("done", 10), "deploy": S("done", deploy_at), "launch_intent": S("begin", 20, request_id="r")}
+    assert len(violations(h, None, after, "deploy-gate")) == n
