@@ -78,7 +78,7 @@ class Projections:
     def fold_many(self, recs: list) -> None:
         """:meth:`fold` of each of ``recs`` in order, one projection at a time: a fold reads and
         writes only its own state, so every state ends as event by event; one fold's code and
-        data stay hot through the batch (about 1.5x the replay rate of event by event)."""
+        data stay hot through the batch (1.2-1.6x the rate of event by event, 2026-12-01, a loaded machine)."""
         if not recs:
             return
         st = self.states
