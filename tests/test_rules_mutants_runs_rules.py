@@ -120,3 +120,12 @@ def test_deploy_gate_launch_begins_at_or_after_deploy_done(h, deploy_at, n):  # 
     (at the same instant is allowed; a minute later is a violation)."""
     after = {"validate": S("done", 10), "deploy": S("done", deploy_at), "launch_intent": S("begin", 20, request_id="r")}
     assert len(violations(h, None, after, "deploy-gate")) == n
+
+
+def test_retry_backoff_without_a_failure_time_checks_no_wait_and_the_tick_goes_on(h):  # noqa: F811
+    """failures 1 with no last_failure_at: no wait can be measured, so no retry-backoff — and the
+    attempt (a begin without `at`) is still recorded as a step change."""
+    h.tick(snap(doc("R1", FAILED_AT_40, failures=1)), T0 + 100 * MIN)
+    evs = h.tick(snap(doc("R1", {"facts": S("done", 30), "audit": S("begin", None)}, failures=1)), T0 + 101 * MIN)
+    assert [(e.step, e.to) for e in evs if type(e).__name__ == "StepChanged"] == [("audit", "begin")]
+    assert [e for e in evs if type(e).__name__ == "RuleViolated"] == []
