@@ -283,9 +283,11 @@ def open_readonly(path: str) -> apsw.Connection:
 def classify(conn: apsw.Connection, path: str) -> int:
     """The schema version of the file behind ``conn`` (0 = empty, to be created); raises
     SchemaError for another application's database or a newer fleetwatch schema."""
-    app = sqlrows.one_int(conn, "PRAGMA application_id")
-    ver = sqlrows.one_int(conn, "PRAGMA user_version")
-    tables = sqlrows.one_int(conn, "SELECT count(*) FROM sqlite_master")
+    # one statement, one snapshot: read apart, a file another process was creating could show its
+    # tables but not yet its application_id ("another application's database", a race)
+    [(app, ver, tables)] = sqlrows.int_triples(
+        conn, "SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM "
+              "pragma_user_version), (SELECT count(*) FROM sqlite_master)")
     if app == 0 and tables == 0:
         return 0
     if app != APPLICATION_ID:

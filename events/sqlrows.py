@@ -64,6 +64,11 @@ def str_column(db: apsw.Connection, sql: str, args: Bindings | None = None) -> l
     return [r[0] for r in cast("list[tuple[str]]", db.execute(sql, args).fetchall())]
 
 
+def int_triples(db: apsw.Connection, sql: str, args: Bindings | None = None) -> list[tuple[int, int, int]]:
+    """Rows of three integer columns."""
+    return cast("list[tuple[int, int, int]]", db.execute(sql, args).fetchall())
+
+
 def one_int(db: apsw.Connection, sql: str, args: Bindings | None = None) -> int:
     """The integer of a query that always returns one row (a PRAGMA, ``count(*)``, ``coalesce(max(…), 0)``)."""
     return cast(int, db.execute(sql, args).fetchall()[0][0])
@@ -91,5 +96,5 @@ def exists(db: apsw.Connection, sql: str, args: Bindings | None = None) -> bool:
     return bool(db.execute(sql, args).fetchall())
 
 
-__all__ = ["EventRow", "MasterRow", "SnapshotRow", "event_rows", "exists", "hash_at", "head", "int_column",
+__all__ = ["EventRow", "MasterRow", "SnapshotRow", "event_rows", "exists", "hash_at", "head", "int_column", "int_triples",
            "max_int", "master_rows", "one_int", "snapshot_rows", "str_column", "str_int_rows"]
