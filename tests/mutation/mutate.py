@@ -294,9 +294,12 @@ def _env(work: Path, **extra: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "FW_MUTANT": "1", **extra}
 
 
+DESELECT: list[str] = []  # --deselect: tests left out of every run (say which, and why, where you report)
+
+
 def _argv(tests: list[str], first: bool) -> list[str]:
     return [*(["-x"] if first else []), "-q", "-p", "no:cacheprovider", "-p", "fw_mutation_plugin",
-            "-m", "not drill", *tests]
+            "-m", "not drill", *(a for d in DESELECT for a in ("--deselect", d)), *tests]
 
 
 def _pytest(work: Path, tests: list[str], env: dict[str, str], timeout: float, first: bool = True
@@ -465,8 +468,13 @@ def main(argv: list[str] | None = None) -> int:
                                   "while others have uncommitted work")
     ap.add_argument("--verbose", "-v", action="store_true", help="print every mutant's outcome (killed by which test)")
     ap.add_argument("--no-zygote", action="store_true", help="a fresh `python -m pytest` per mutant")
+    ap.add_argument("--deselect", action="append", default=[],
+                    help="a test nodeid to leave out (one that fails on the unmutated code, reported as such)")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     a = ap.parse_args(argv)
+    DESELECT[:] = a.deselect
+    if a.deselect:
+        print(f"left out of every run: {' '.join(a.deselect)}", flush=True)
     mods = a.module or list(MODULES)
     t_start = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the snapshot when killed
