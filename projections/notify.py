@@ -404,7 +404,10 @@ def prune(st: dict[str, Any], t: float) -> None:
     """Drop what can never be pushed again (:func:`prunable`), found from the fronts of the
     expiry queues: O(expired), not O(conds). Over MAX_CONDS, drop down to 3/4 of the cap (a
     burst prunes rarely) the oldest cleared ones, then the oldest one-shots and pushed swarm
-    summaries, and only then the oldest active ones. Also runs the :func:`sweep` when due."""
+    summaries. An active condition (an agent still in RECLAMA, a source still failed) is never
+    dropped, pushed or not: it is a level the human has not dealt with, and its number is bounded
+    by the fleet (one per subject and class), not by MAX_CONDS. Also runs the :func:`sweep` when
+    due."""
     conds = st["conds"]
     for name in ("exp_cleared", "exp_day"):
         q = st[name]
@@ -424,13 +427,11 @@ def prune(st: dict[str, Any], t: float) -> None:
             i, n = 0, len(q)
             while i < n and len(conds) > keep:
                 c = conds.get(q[i][1])
-                if c is not None and (c["cleared"] is not None or c["oneshot"] or c["sent_rev"] >= c["rev"]):
+                if c is not None and (c["cleared"] is not None or c["oneshot"]
+                                      or (c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"])):
                     _drop(st, q[i][1])
                 i += 1
             del q[:i]
-        if len(conds) > keep:
-            for cid in sorted(conds, key=lambda k: conds[k]["seq"])[: len(conds) - keep]:
-                _drop(st, cid)
     _prune_at(st)
     if t >= st["sweep_at"]:
         sweep(st, t)
