@@ -53,3 +53,24 @@ class _Entry:
         self.obs: Any = None        # what this file reports now (None: nothing yet)
         self.good: Any = None       # last successfully parsed observation
         self.fails = 0
+
+
+def read_new(path: str, limit: int) -> tuple[os.stat_result, bytes, str | None] | None:
+    """A regular file opened at once (its descriptor's fstat is its stat) and read up to ``limit``
+    + 1 bytes: (stat, bytes, why it is no good or None); None when it is not a readable regular
+    file (the caller stats it and takes the careful path)."""
+    try:
+        fd, st = open_regular(path)
+    except OSError:  # NotRegular too
+        return None
+    try:
+        if st.st_size > limit:
+            return st, b"", f"too large ({st.st_size} bytes > {limit})"
+        raw = read_fd(fd, min(st.st_size + 65536, limit + 1))
+    except OSError as e:
+        return st, b"", f"unreadable: {e.strerror or type(e).__name__}"
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        return st, b"", f"too large (> {limit} bytes)"
+    return st, raw, None
