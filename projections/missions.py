@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
+from projections.rows import unseen
 from projections.missions_rules import MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check
 
 NAME = "missions"
@@ -156,12 +157,9 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: in
                                  same_sig_count=new["same_sig_count"], source=r.source, risk=new["risk"]))
             changes.append((mid, wid, old, new))
         view.setdefault(mid, {})[wid] = st
-    for mid in sorted(state["missions"]):
-        for wid in sorted(state["missions"][mid]["wps"]):
-            w = state["missions"][mid]["wps"][wid]
-            if (mid, wid) not in seen and w["source"] in live:
-                out.append(WpChanged(mission=mid, wp=wid, from_=w["state"], to=None, source=w["source"]))
-                view[mid].pop(wid, None)
+    for mid, wid, w in unseen(state["missions"], "wps", seen, live):
+        out.append(WpChanged(mission=mid, wp=wid, from_=w["state"], to=None, source=w["source"]))
+        view[mid].pop(wid, None)
     # -- completions (on the view after this tick's changes)
     for mid in sorted(view):
         wps = view[mid]

@@ -107,8 +107,9 @@ TIME = parse_iso   # how fold reads ``rec.time`` (a caller may pass a cache of i
 
 
 def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
-    """Fold one Recorded event; a no-op for types outside ``TYPES``. ``times``: ``TIME`` or the
-    caller's cache of it (``watcher.runtime.state.TimeCache``: the events of one append share a time)."""
+    """One event into the notify state: its type's handler, then the prune of what can no longer
+    be pushed once the earliest expiry came due (a no-op for types outside ``TYPES``). ``times``
+    reads ``rec.time``: ``TIME``, or the caller's cache of it (watcher.runtime.state.TimeCache)."""
     h = _HANDLERS.get(rec.type)
     if h is None:
         return state

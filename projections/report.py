@@ -293,8 +293,8 @@ assert frozenset(_HANDLERS) == TYPES
 
 
 def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
-    """Fold one Recorded event; a no-op for types outside ``TYPES``. ``times``: ``TIME`` or the
-    caller's cache of it (``watcher.runtime.state.TimeCache``: the events of one append share a time)."""
+    """One event into the report's figures: the span it covers (first and last event time), then
+    its type's handler; types outside ``TYPES`` leave the state as it is. ``times`` as in notify."""
     h = _HANDLERS.get(rec.type)
     if h is None:
         return state

@@ -20,6 +20,7 @@ import enum
 from typing import Any, Literal, TypedDict
 
 from events.types import SwarmCapped, SwarmChanged
+from projections.rows import unseen
 
 NAME = "swarms"
 
@@ -137,12 +138,9 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = C
         if old is None:
             ever[g] = ever.get(g, 0) + 1
         view.setdefault(g, {})[c] = st
-    for g in sorted(state["groups"]):
-        for c in sorted(state["groups"][g]["children"]):
-            ch = state["groups"][g]["children"][c]
-            if (g, c) not in seen and ch["source"] in live:
-                out.append(SwarmChanged(group=g, child=c, from_=ch["status"], to=None, source=ch["source"]))
-                view[g].pop(c, None)
+    for g, c, ch in unseen(state["groups"], "children", seen, live):
+        out.append(SwarmChanged(group=g, child=c, from_=ch["status"], to=None, source=ch["source"]))
+        view[g].pop(c, None)
     limits = {CapFlag.CONCURRENCY.value: max_concurrent, CapFlag.CHILDREN.value: max_children,
               CapFlag.TOTAL.value: max_total}
     for g in sorted(view):

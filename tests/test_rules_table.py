@@ -515,7 +515,8 @@ def test_hostile_step_fields_never_crash_and_stay_bounded(world):
     evs = world.tick(R(*docs), T0 + 60)
     stable = fired(evs, "launch-request-stable")
     assert len(stable) == 1 and len(stable[0].key) < 120 and len(stable[0].detail) < 250
-    assert world.proj["runs"]["runs"]["H2"]["launch_rid"] == "r" * 64
+    kept = world.proj["runs"]["runs"]["H2"]["launch_rid"]   # bounded: its beginning and a digest of the whole
+    assert len(kept) <= 64 and kept.startswith("r" * 48) and kept != ("s" * 10_000)[:64]
 
 
 def test_hostile_wp_and_swarm_rows_never_crash(world):
