@@ -41,12 +41,14 @@ FILE_PROVENANCE = "claimed by the agent's file"
 
 
 class Status(str, enum.Enum):
-    PENDING = "pending"
-    CLAIMED = "claimed"
-    MET = "met"
-    FAILED = "failed"
-    UNEVALUABLE = "unevaluable"
-    SELF_APPROVED = "self-approved"
+    """An agent's DoD status (``status``, ``summary``, the board), most recent first by seq."""
+
+    PENDING = "pending"              # no claim, no verdict
+    CLAIMED = "claimed"              # DICE_TERMINADO, or its own file says met: no verdict yet
+    MET = "met"                      # an independent verifier's verdict
+    FAILED = "failed"                # an independent verifier's verdict
+    UNEVALUABLE = "unevaluable"      # a verifier could not judge it: needs a human, never closes
+    SELF_APPROVED = "self-approved"  # the agent approved itself: never a verdict
 
 
 class Flag(str, enum.Enum):

@@ -36,13 +36,13 @@ MAX_SAME_SIG = 2
 class WpRule(str, enum.Enum):
     """Rule names are part of the contract: never rename."""
 
-    CIRCUIT_OPEN_MUTATION = "circuit-open-mutation"
-    DONE_REDONE = "done-redone"
-    DEPS_NOT_DONE = "deps-not-done"
-    CRITICAL_NEEDS_APPROVAL = "critical-needs-approval"
-    ATTEMPTS_DECREASED = "attempts-decreased"
-    CHILDREN_ACTIVE_CAP = "children-active-cap"
-    COMPLETED_REOPENED = "completed-reopened"
+    CIRCUIT_OPEN_MUTATION = "circuit-open-mutation"      # a WP went RUNNING while its mission's circuit is OPEN
+    DONE_REDONE = "done-redone"                          # a DONE WP went to another state again
+    DEPS_NOT_DONE = "deps-not-done"                      # a WP RUNNING before its deps are DONE
+    CRITICAL_NEEDS_APPROVAL = "critical-needs-approval"  # a critical-risk WP ran without approval
+    ATTEMPTS_DECREASED = "attempts-decreased"            # a WP's attempts counter went down
+    CHILDREN_ACTIVE_CAP = "children-active-cap"          # more WPs active in a mission than the cap
+    COMPLETED_REOPENED = "completed-reopened"            # a WP of a completed mission is no longer DONE
 
 
 class WpFlag(str, enum.Enum):
