@@ -23,6 +23,7 @@ from events.log import EventLog, Recorded, iso  # noqa: E402
 from events.types import AgentClassified, NoticeSent, RuleViolated, SwarmChanged, tag_of  # noqa: E402
 from projections import fleet, notify  # noqa: E402
 from projections.notify import Policy  # noqa: E402
+from projections.notify_plan import plan  # noqa: E402
 from watcher.config import parse  # noqa: E402
 from watcher.runtime.notifier import Deliverer, Notifier  # noqa: E402
 from watcher.runtime.state import Projections  # noqa: E402
@@ -59,7 +60,7 @@ def decision_cost(n: int = 10_000, rounds: int = 3) -> dict:
             st = notify.fold(st, r)
             if i % 100 == 99:  # a tick: plan, and fold back what the deliverer records
                 now = T0 + i * 0.05
-                for m in notify.plan(st, now, pol).send:
+                for m in plan(st, now, pol).send:
                     seq += 1
                     ev = NoticeSent(notice=m.notice, covers=m.covers, title=m.title, severity=m.severity,
                                     keys=m.keys)
