@@ -13,9 +13,9 @@ Invariants
   version and id (so INSERT OR REPLACE / UPSERT cannot delete a row); ``guard_problems`` finds a
   dropped or edited guard. ``append`` runs its own plain INSERT of ≥ TRUSTED_BATCH rows it built
   and chained with this connection's triggers off (PRIMARY KEY and UNIQUE still abort a collision;
-  every other statement and connection meets them): their look-ups cost ~2 µs a row (issue 19). Projection snapshots live in ``snapshots`` (derived), are written in
-  the same transaction as the events they cover, and carry the chain hash at their seq plus a
-  digest of their bytes: ``snapshots()`` returns only those that check against the chain.
+  every other statement and connection meets them): their look-ups cost ~2 µs a row (issue 19).
+- Projection snapshots (``snapshots``, derived) are written in the events' transaction with the
+  chain hash at their seq and a digest: ``snapshots()`` returns only those that check.
 - Every writer connection writes the head it committed to ``<log>.head`` (events/anchor.py) after
   each commit, so ``verify`` catches a cut tail without being told the head. The watcher
   (``lock=True``) holds the file's ``flock`` (events/lock.py) and checks at every commit that the
@@ -23,11 +23,9 @@ Invariants
 - Readers (``readonly=True``) open the file read-only: a read-only copy can be read and verified.
   A damaged row (``data`` not a blob, or not decodable) is never a crash: ``read`` skips it and
   notes it in ``damaged`` (or yields it with ``event`` = :class:`Damaged` when asked).
-- Readers never hold a read transaction between calls (WAL checkpoints must not stall).
-- WAL: SQLite's automatic checkpoint runs every WAL_AUTOCHECKPOINT pages (a passive checkpoint
-  by the committing connection; 4× SQLite's default, as every commit dirties the table and the
-  (subject, version) index); ``checkpoint()`` runs one on demand. The WAL file is cut back to
-  JOURNAL_SIZE_LIMIT after a checkpoint, so it stays bounded while no reader pins it.
+- Readers hold no read transaction between calls. WAL: checkpoints every WAL_AUTOCHECKPOINT pages
+  (the watcher's run off its ticks: runtime/checkpoint.py) or ``checkpoint()``; cut back to
+  JOURNAL_SIZE_LIMIT after one (bounded while no reader pins it).
 """
 from __future__ import annotations
 
@@ -191,6 +189,9 @@ class EventLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def set_autocheckpoint(self, pages: int) -> None:  # WAL pages that make a commit checkpoint itself
+        self.db.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
 
     def checkpoint(self, mode: str = "PASSIVE") -> None:
         """A passive WAL checkpoint now (never waits for readers; what a reader pins stays for

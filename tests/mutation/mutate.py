@@ -57,7 +57,7 @@ MODULES: dict[str, list[str]] = {
     "projections.fleet": ["tests/test_core_rules.py", "tests/test_fleet.py", "tests/test_fleet_updates.py",
                           "tests/test_watcher.py", "tests/test_first_tick.py", "tests/test_rules_table.py",
                           "tests/test_bounds_fleet.py", "tests/test_bounds_property.py", "tests/test_busy_silence.py",
-                          "tests/test_rules_mutants_fleet.py"],
+                          "tests/test_rules_mutants_fleet.py", "tests/test_change_hint.py"],
     "projections.notify_plan": ["tests/test_core_rules_notify.py", "tests/test_notify_plan.py",
                                 "tests/test_phone_loop.py", "tests/test_notify_e2e.py", "tests/test_bounds_notify.py",
                                 "tests/test_rules_mutants_notify_plan.py"],

@@ -88,6 +88,12 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     from watcher.hub.forwarder import start as start_forwarder
 
     fwd = start_forwarder(cfg, db)  # [forward]: its own thread; never blocks the tick
+    ckpt = None
+    if not once:  # WAL checkpoints in their own thread, not inside a tick's commit (runtime/checkpoint.py)
+        from watcher.runtime.checkpoint import BACKSTOP_PAGES, Checkpointer
+
+        elog.set_autocheckpoint(BACKSTOP_PAGES)
+        ckpt = Checkpointer(elog.path).start()
     sd = SystemdNotifier.from_env()
     reload_req = threading.Event()
     w = Watcher(cfg, elog)
@@ -201,6 +207,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             fwd.stop(2.0 if once else 5.0)  # forwards what is left (watcher.stopped too)
         waker.close()
         w.close()
+        if ckpt is not None:
+            ckpt.close()
         elog.close()  # and the writer lock
     log.info("stopped")
     return 0
