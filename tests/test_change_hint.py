@@ -183,3 +183,26 @@ def test_a_missing_root_is_said_on_the_next_full_tick_with_the_rolling_resync(tm
     w.tick(T0 + 4, True, set())
     assert w.proj["fleet"]["sources"]["fleet"]["failed"] is False
     elog.close()
+
+
+def test_files_gone_with_their_root_close_no_one(tmp_path):
+    """Regression (the hostile drill under two CPU burners): ROOT renamed away between two
+    looks; a partial tick that looked at paths inside it took its files for deleted, and two such
+    ticks closed every agent. Files that vanished with their ROOT are a missing root."""
+    root = tmp_path / "fleet"
+    paths = [_write(root, f"g{i}", {"agent": f"g{i}", "state": "busy", "dod_contract": "x"}) for i in range(3)]
+    w, elog = _watcher(tmp_path, root, "gone")
+    w.sweep = 0.5
+    t = T0
+    w.tick(t, True, None)
+    os.rename(root, tmp_path / "away")
+    for k in range(1, 5):
+        t += 0.3
+        w.tick(t, k > 2, set(paths))              # inotify names the files: two partial ticks, two full
+    assert all(a["class"] != "CERRADO" for a in w.proj["fleet"]["agents"].values())
+    assert [r.event.error_class for r in elog.read(0, types=["source.failed"])] == ["root-missing"]
+    os.rename(tmp_path / "away", root)
+    w.tick(t + 2, True, set())
+    assert w.proj["fleet"]["sources"]["fleet"]["failed"] is False
+    assert all(a["class"] != "CERRADO" for a in w.proj["fleet"]["agents"].values())
+    elog.close()

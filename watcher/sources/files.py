@@ -299,7 +299,10 @@ class GlobSource:
             keys = list(map(_KEY, map(os.stat, paths)))
         except OSError:  # something missing or unreadable: the careful way, path by path
             self._keys = None
-            return self._rebuild(self._stat_all(paths))
+            stats = self._stat_all(paths)
+            if len(stats) < len(paths) and not os.path.isdir(self._simple[0]):  # type: ignore[index]
+                return self._missing_root()  # ROOT went away after its listing: not an empty fleet
+            return self._rebuild(stats)
         members = relisted or len(cache) != len(paths)
         old = self._keys
         if members or old is None:  # folders came or went, or after a partial tick: the cache's keys
@@ -405,8 +408,10 @@ class GlobSource:
         cache, obs_of, suspects = self.cache, self._obs_of, self._suspects
         members = False
         ids: list[tuple[Any, Any]] = []
-        for path in sorted(cands):  # the result is changed in place: O(paths), not O(files)
-            st = _stat(path)
+        stats = [(path, _stat(path)) for path in sorted(cands)]
+        if any(st is None and path in cache for path, st in stats) and not os.path.isdir(root):
+            return None  # files gone because ROOT is: a full poll says root-missing, the cache stays
+        for path, st in stats:  # the result is changed in place: O(paths), not O(files)
             old = cache.get(path)
             ent = None if st is None else self._update(path, st, old)
             was = obs_of.get(path)
