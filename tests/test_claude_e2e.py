@@ -70,7 +70,11 @@ class Session:
         assert (r.returncode, r.stderr) == (0, b""), (event, r.stderr)
 
     def seen(self) -> dict:
-        """The agents once the watcher has looked at every change made so far."""
+        """The agents once the watcher has looked at every change made so far. The hook swaps
+        goal.json in (renameat2 RENAME_EXCHANGE), and watchdog may hold a rename's first half up to
+        0.5 s to pair it, so a sentinel written at once can be reported first (a CI flake): the
+        sentinel is written once that window has passed."""
+        time.sleep(0.6)
         self.step_no += 1
         self.sentinel(self.step_no)
         end = time.monotonic() + 60
