@@ -36,7 +36,7 @@ from typing import Any
 from projections.observations import SourceResult
 from watcher.config import Source, expand
 from watcher.config_limits import NotRegular
-from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _read_capped, _stat, read_new
+from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _stat, read_new
 from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
@@ -106,14 +106,12 @@ class GlobSource:
         if st.st_size > self.max_bytes:
             return self.error_obs(folder_id, path, f"too large ({st.st_size} bytes > {self.max_bytes})")
         try:
-            raw, size = _read_capped(path, self.max_bytes + 1)  # no 1 MB buffer per file
+            _, raw, bad = read_new(path, self.max_bytes)  # no 1 MB buffer per file
         except NotRegular as e:  # replaced by a FIFO (or other) between the stat and the open
             return self.error_obs(folder_id, path, e.strerror)
         except OSError as e:
             return self.error_obs(folder_id, path, f"unreadable: {e.strerror or type(e).__name__}")
-        if size > self.max_bytes or len(raw) > self.max_bytes:
-            return self.error_obs(folder_id, path, f"too large (> {self.max_bytes} bytes)")
-        return self.parse(raw, path, folder_id, mtime)
+        return self.error_obs(folder_id, path, bad) if bad else self.parse(raw, path, folder_id, mtime)
 
     def error_obs(self, folder_id: str, path: str, reason: str) -> Any:
         raise NotImplementedError
@@ -259,8 +257,11 @@ class GlobSource:
         file (gone, a dangling symlink, a FIFO, a folder, unreadable) takes ``_update``'s path."""
         cache: dict[str, _Entry] = {}
         for path in paths:
-            got = read_new(path, self.max_bytes)
-            if got is None:  # the careful way, with its own stat
+            try:
+                got = read_new(path, self.max_bytes)
+            except OSError:  # NotRegular too: the careful way, with its own stat
+                got = None
+            if got is None:
                 st = _stat(path)
                 ent = None if st is None else self._update(path, st, None)
                 if ent is not None:

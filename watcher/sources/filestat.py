@@ -27,17 +27,6 @@ def _stat(path: str) -> os.stat_result | OSError | None:
         return e if os.path.lexists(path) else None
 
 
-def _read_capped(path: str, limit: int) -> tuple[bytes, int]:
-    """Up to ``limit`` bytes of ``path`` with plain os calls (no buffered file object per file),
-    and the size the open descriptor reports. Raises NotRegular (nothing read) for anything but
-    a regular file, OSError otherwise."""
-    fd, st = open_regular(path)
-    try:
-        return read_fd(fd, min(st.st_size + 65536, limit)), st.st_size
-    finally:
-        os.close(fd)
-
-
 def _not_regular(mode: int) -> str | None:
     """Why a stat's file cannot be read ("a FIFO, not a regular file"); None for a regular file."""
     if stat.S_ISREG(mode):
@@ -55,14 +44,12 @@ class _Entry:
         self.fails = 0
 
 
-def read_new(path: str, limit: int) -> tuple[os.stat_result, bytes, str | None] | None:
-    """A regular file opened at once (its descriptor's fstat is its stat) and read up to ``limit``
-    + 1 bytes: (stat, bytes, why it is no good or None); None when it is not a readable regular
-    file (the caller stats it and takes the careful path)."""
-    try:
-        fd, st = open_regular(path)
-    except OSError:  # NotRegular too
-        return None
+def read_new(path: str, limit: int) -> tuple[os.stat_result, bytes, str | None]:
+    """A regular file opened at once, without blocking (its descriptor's fstat is its stat), and
+    read up to ``limit`` + 1 bytes with plain os calls: (stat, bytes, why it is no good or None).
+    Raises NotRegular (nothing read) for anything but a regular file, OSError if it cannot be
+    opened."""
+    fd, st = open_regular(path)
     try:
         if st.st_size > limit:
             return st, b"", f"too large ({st.st_size} bytes > {limit})"
