@@ -9,11 +9,15 @@ from datetime import datetime, timezone
 from functools import lru_cache
 
 _iso_last: tuple[float, str] = (float("nan"), "")
+_iso_minutes: dict[int, str] = {}  # epoch minute -> its "YYYY-MM-DDTHH:MM:" text (bounded: MINUTES)
+MINUTES = 4096
 
 
 def iso(ts: float | datetime) -> str:
     """UTC ISO-8601 with milliseconds and ``Z`` (the last answer is cached: appends of one tick
-    share their ``now``)."""
+    share their ``now``; so is the text of each minute seen lately, whose seconds and milliseconds
+    are then formatted alone: a first tick formats every agent's last activity, and ``strftime``
+    took most of that)."""
     global _iso_last
     if isinstance(ts, datetime):
         ts = ts.timestamp()
@@ -22,7 +26,14 @@ def iso(ts: float | datetime) -> str:
         return last[1]
     ms = int(round(ts * 1000))
     s, ms = divmod(ms, 1000)
-    out = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(s)) + f".{ms:03d}Z"
+    m, sec = divmod(s, 60)  # POSIX time has no leap seconds: every minute is 60 s
+    head = _iso_minutes.get(m)
+    if head is None:
+        head = _time.strftime("%Y-%m-%dT%H:%M:", _time.gmtime(m * 60))
+        if len(_iso_minutes) >= MINUTES:
+            _iso_minutes.clear()
+        _iso_minutes[m] = head
+    out = f"{head}{sec:02d}.{ms:03d}Z"
     _iso_last = (ts, out)
     return out
 

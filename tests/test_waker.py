@@ -119,3 +119,34 @@ def test_resync_finds_a_change_inotify_does_not_report(tmp_path):
             os.close(fh)
         p.send_signal(signal.SIGTERM)
         p.wait(30)
+
+
+def test_a_due_snapshot_is_written_in_the_debounce_after_a_wake(tmp_path):
+    """The snapshot a tick made due is written while the loop debounces the next file event
+    (time it sleeps anyway), not after a tick whose writes then wait for it; a wake by timeout
+    runs nothing, and the next tick writes what is still due."""
+    fleet_dir = tmp_path / "fleet"
+    for i in range(20):
+        goal(fleet_dir, f"a{i}", state="busy", last_activity=T0)
+    db = str(tmp_path / "e.db")
+    cfg = parse(f'[store]\npath = "{db}"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    elog = EventLog(db)
+    w = Watcher(cfg, elog)
+    waker = Waker([str(fleet_dir)], 0.05)
+    try:
+        w.snap_mono -= 3600   # due by time as soon as anything was folded
+        assert w.tick(T0) >= 20 and w.snap_wanted and elog.snapshots() == {}
+        ran: list[bool] = []
+        assert waker.wait(0.01, during=lambda: ran.append(w.snapshot_if_due())) is False
+        assert ran == [] and elog.snapshots() == {}          # a timeout: no debounce, nothing run
+        goal(fleet_dir, "a3", state="waiting", last_activity=T0)
+        assert waker.wait(30, during=lambda: ran.append(w.snapshot_if_due())) is True
+        assert ran == [True] and not w.snap_wanted
+        assert {s for s, _ in elog.snapshots().values()} == {elog.head()[0]}
+        assert w.snapshot_if_due() is False                  # nothing due twice
+        assert w.tick(T0 + 1, full=False, changed=waker.take()) == 1
+    finally:
+        waker.close()
+        w.close()
+        elog.close()

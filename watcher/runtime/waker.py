@@ -1,0 +1,146 @@
+"""inotify wake-ups for the watch loop (``fleetwatch run``): :class:`Waker`."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+log = logging.getLogger("fleetwatch.watcher")
+
+
+class Waker:
+    """inotify wake-ups through watchdog, debounced, without feedback at any fleet size.
+
+    - An event filter passed to watchdog (so to the kernel's watch mask): close-after-write,
+      create, move and delete only. Without it watchdog asks for IN_OPEN and IN_CLOSE_NOWRITE
+      too, so the watcher's own reads (and watchdog's directory walks) fill the kernel queue
+      (``max_queued_events``, 16,384), which overflows, which makes watchdog walk again: ~100 %
+      CPU at 10,000 agents, idle.
+    - A queue overflow (events were lost) means "look everywhere once": the next ``take()``
+      returns None and the loop is woken; a burst of overflows within one debounce is one
+      resync. watchdog re-adds its recursive watches itself and reports the overflow only in
+      its log, so a handler on its logger is the signal.
+    - While inotify is healthy (``take()`` gives a set), the loop stats every file only every
+      ``watch.resync`` (the safety net); the ticks in between look at the reported paths.
+
+    It also collects the paths it was told about (both ends of a move) for partial ticks:
+    ``take()`` hands them over and starts a new set; None means "look everywhere" (no inotify,
+    an overflow, or more than ``MAX_PATHS`` paths since the last take)."""
+
+    MAX_PATHS = 4096
+    OVERFLOW_LOGGER = "watchdog.observers.inotify_c"
+
+    def __init__(self, roots: list[str], debounce: float):
+        self.event = threading.Event()
+        self.debounce = debounce
+        self.observer = None
+        self.overflows = 0
+        self._lock = threading.Lock()
+        self._paths: set[str] | None = set()
+        self._overflow: logging.Handler | None = None
+        roots = sorted({r for r in roots if os.path.isdir(r)})
+        if not roots:
+            return
+        try:
+            from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent,
+                                         FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileSystemEventHandler)
+            from watchdog.observers import Observer
+        except ImportError:  # no watchdog: polling every interval, said once
+            log.warning("inotify unavailable (watchdog not installed); polling every interval")
+            return
+        wanted = [FileClosedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent,
+                  DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
+        ev = self.event
+        note = self.note
+
+        class H(FileSystemEventHandler):
+            def on_any_event(self, e):  # noqa: N802
+                note(e.src_path, getattr(e, "dest_path", "") or None)
+                ev.set()
+
+        self._watch_overflows()
+        try:
+            obs = Observer()
+            for r in roots:
+                obs.schedule(H(), r, recursive=True, event_filter=wanted)
+            obs.daemon = True
+            obs.start()
+            self.observer = obs
+        except Exception as e:  # inotify limits: fall back to polling, say so once
+            log.warning("inotify unavailable (%s); polling every interval", type(e).__name__)
+            self.observer = None
+            self._unwatch_overflows()
+
+    def _watch_overflows(self) -> None:
+        waker = self
+
+        class Overflow(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if str(record.msg).startswith("Inotify queue overflowed"):
+                    waker.overflowed()
+
+        wlog = logging.getLogger(self.OVERFLOW_LOGGER)
+        if not wlog.isEnabledFor(logging.WARNING):
+            wlog.setLevel(logging.WARNING)
+        self._overflow = Overflow(logging.WARNING)
+        wlog.addHandler(self._overflow)
+
+    def _unwatch_overflows(self) -> None:
+        if self._overflow is not None:
+            logging.getLogger(self.OVERFLOW_LOGGER).removeHandler(self._overflow)
+            self._overflow = None
+
+    def overflowed(self) -> None:
+        """The kernel dropped events: the next tick looks everywhere (once)."""
+        with self._lock:
+            if self._paths is not None:
+                self.overflows += 1
+                log.warning("inotify queue overflowed: one full resync")
+            self._paths = None
+        self.event.set()
+
+    @property
+    def healthy(self) -> bool:
+        """inotify runs and has not lost events since the last take."""
+        return self.observer is not None and self._paths is not None
+
+    def note(self, *paths: Any) -> None:
+        """Remember paths for the next partial tick (bytes paths are decoded as the OS does)."""
+        with self._lock:
+            if self._paths is None:
+                return
+            for p in paths:
+                if p:
+                    self._paths.add(os.fsdecode(p))
+            if len(self._paths) > self.MAX_PATHS:
+                self._paths = None
+
+    def take(self) -> set[str] | None:
+        """The paths noted since the last take (None: too many, an overflow, or no inotify:
+        look everywhere)."""
+        with self._lock:
+            paths, self._paths = self._paths, set()
+        return paths if self.observer is not None else None
+
+    def wait(self, timeout: float, during: Any = None) -> bool:
+        """Sleep up to ``timeout`` s; True if a file event woke us (after the debounce).
+        ``during()`` (optional) runs at the start of the debounce, which waits only what is
+        left of it afterwards."""
+        if timeout > 0 and self.event.wait(timeout):
+            t = time.monotonic()
+            if during is not None:
+                during()
+            left = self.debounce - (time.monotonic() - t)
+            if left > 0:
+                time.sleep(left)
+            self.event.clear()
+            return True
+        return False
+
+    def close(self) -> None:
+        self._unwatch_overflows()
+        if self.observer is not None:
+            self.observer.stop()
+            self.observer.join(timeout=2)
