@@ -65,41 +65,77 @@ def _s(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+class _Goal(msgspec.Struct):
+    """The goal.json keys an observation reads, each any JSON value (UNSET: the key is absent).
+    Decoding straight into it (in C) leaves the other keys (the long ``dod`` text above all)
+    unbuilt: half the Python work of a first poll was building and probing each document's
+    dict. Anything it cannot take (not an object) goes the generic way (``parse_goal``)."""
+
+    agent: Any = msgspec.UNSET
+    name: Any = msgspec.UNSET
+    state: Any = msgspec.UNSET
+    phase: Any = None
+    task: Any = None
+    dod_contract: Any = None
+    dod_status: Any = None
+    dod_verifier: Any = None
+    cwd: Any = None
+    last_activity: Any = None
+    ended: Any = None
+    target: Any = None
+    tools_open: Any = None
+
+
+_goal_dec = msgspec.json.Decoder(_Goal)
+_UNSET = msgspec.UNSET
+
+
 def agent_from_obj(obj: Any, *, source: str, fallback_id: str | None, path: str | None = None,
                    mtime: float | None = None) -> AgentObs:
     """goal.json (or one `fleetview list --json` item) -> AgentObs. The ``dod`` text is dropped."""
     if not isinstance(obj, dict):
         return AgentObs(agent=fallback_id or "?", source=source, path=path, error="not a JSON object")
-    aid = obj.get("agent", obj.get("name"))
+    return _from_goal(msgspec.convert(obj, _Goal), source=source, fallback_id=fallback_id, path=path, mtime=mtime)
+
+
+def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | None,
+               mtime: float | None) -> AgentObs:
+    aid = g.agent if g.agent is not _UNSET else (None if g.name is _UNSET else g.name)
     if not isinstance(aid, str) or not aid.strip():
         aid = fallback_id
     if not aid:
         return AgentObs(agent="?", source=source, path=path, error="no agent id")
     aid = aid.strip()[:200]
-    contract = parse_contract(obj.get("dod_contract"))   # free text or structured checks (validated)
-    sha, clen = contract.digest, contract.length
-    cwd = obj.get("cwd") if isinstance(obj.get("cwd"), str) else None
-    la = parse_time(obj.get("last_activity"))
+    contract = parse_contract(g.dod_contract)   # free text or structured checks (validated)
+    la = parse_time(g.last_activity)
     if la is None:
         la = mtime
-    state = obj.get("state")
+    state = None if g.state is _UNSET else g.state
     error = None
-    if "state" in obj and not isinstance(state, str):
+    if state is not None and not isinstance(state, str) or g.state is None:
         error = f"state has the wrong type ({type(state).__name__})"
     elif contract.error:
         error = contract.error
+    phase, task, tools = g.phase, g.task, g.tools_open
     return AgentObs(
         agent=aid, source=source, path=path, error=error,
-        state=_s(state), phase=normalise_phase(_s(obj.get("phase"))),
-        contract_sha256=sha, contract_len=clen, checks=list(contract.checks) if contract.checks else None, cwd=cwd,
-        dod_status=_s(obj.get("dod_status")), dod_verifier=_s(obj.get("dod_verifier")),
-        last_activity=la, ended=obj.get("ended") is True, target=_s(obj.get("target")),
-        tool_open=isinstance(obj.get("tools_open"), list) and bool(obj.get("tools_open")),
-        task=(_s(obj.get("task")) or None) and obj["task"][:200],
+        state=state if isinstance(state, str) else None,
+        phase=normalise_phase(phase if isinstance(phase, str) else None),
+        contract_sha256=contract.digest, contract_len=contract.length,
+        checks=list(contract.checks) if contract.checks else None,
+        cwd=g.cwd if isinstance(g.cwd, str) else None,
+        dod_status=_s(g.dod_status), dod_verifier=_s(g.dod_verifier),
+        last_activity=la, ended=g.ended is True, target=_s(g.target),
+        tool_open=isinstance(tools, list) and bool(tools),
+        task=task[:200] if isinstance(task, str) and task else None,
     )
 
 
 def parse_goal(raw: bytes, *, source: str, path: str, folder_id: str, mtime: float) -> AgentObs:
+    try:  # the usual document: an object, decoded into _Goal in one C call
+        return _from_goal(_goal_dec.decode(raw), source=source, fallback_id=folder_id, path=path, mtime=mtime)
+    except (msgspec.DecodeError, RecursionError):  # not an object, not JSON, a BOM, too deep: the careful way
+        pass
     try:
         obj = decode_json(raw)
     except ParseError as e:
