@@ -43,21 +43,36 @@ def _mods() -> dict[str, Any]:
     return registry(("dod", "runs", "missions", "swarms"))  # the ones read here (fleet, notify: by shape)
 
 
+DOD_KEYS = ("verdict", "verifier", "verdict_at", "claim_age_s", "contract_changed", "contract_changes", "checks")
+
+
 def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per known agent, most urgent first."""
+    """One row per known agent, most urgent first. (Per agent and start-up bound: `status` builds
+    one per agent before its first byte; the ages of the times agents share are computed once.)"""
     fleet = states.get("fleet") or {"agents": {}}
+    ages: dict[str, float | None] = {}
+
+    def age_s(t: Any) -> float | None:
+        if type(t) is not str:
+            return _r(since_s(t, now))
+        if t not in ages:
+            ages[t] = _r(since_s(t, now))
+        return ages[t]
+
     rows = []
+    none: dict[str, Any] = {}
     for aid, a in fleet["agents"].items():
-        d = dod_agents.get(aid, {})
+        d = dod_agents.get(aid, none)
+        get = a.get
         rows.append({
-            "agent": aid, "class": a["class"], "since": a["since"], "age_s": _r(since_s(a["since"], now)),
-            "state": a.get("state"), "phase": a.get("phase"), "task": a.get("task"), "target": a.get("target"),
-            "last_activity": a.get("last_activity"), "activity_age_s": _r(since_s(a.get("last_activity"), now)),
-            "reason": a.get("reason", ""), "source": a.get("source", ""),
+            "agent": aid, "class": a["class"], "since": a["since"], "age_s": age_s(a["since"]),
+            "state": get("state"), "phase": get("phase"), "task": get("task"), "target": get("target"),
+            "last_activity": get("last_activity"), "activity_age_s": age_s(get("last_activity")),
+            "reason": get("reason", ""), "source": get("source", ""),
             "dod_status": d.get("status", "pending"),
-            "dod": {k: d.get(k) for k in ("verdict", "verifier", "verdict_at", "claim_age_s",
-                                          "contract_changed", "contract_changes", "checks")} if d else None})
-    rows.sort(key=lambda x: (classes.rank(x["class"]), x["agent"]))
+            "dod": dict(zip(DOD_KEYS, map(d.get, DOD_KEYS))) if d else None})
+    rank, last = classes.RANK, len(classes.TABLE)
+    rows.sort(key=lambda x: (rank.get(x["class"], last), x["agent"]))
     return rows
 
 

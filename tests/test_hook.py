@@ -1,6 +1,7 @@
 """fleetwatch hook: mapping table, goal.json rewrite, agent lookup, concurrency, install."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 from watcher.cli import app
 from watcher.cli.hook import HOOK_EVENTS, is_ours, merge
 from watcher.hook.adapter import Decision, HookError, Reason, apply, decide, iso_utc, run_hook, update_goal
+from watcher.hook.mapping import tool_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -80,6 +82,28 @@ def test_fast_path_imports_no_heavy_modules(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().strip() == "[]"
     assert json.loads((tmp_path / "a9" / "goal.json").read_text())["state"] == "idle"
+
+
+def test_hook_with_a_tool_use_id_loads_no_hashlib(tmp_path):
+    """hashlib (OpenSSL) is only for tool events without ``tool_use_id`` (their fingerprint):
+    the common hook does not pay its import (issue 19: the hook's start)."""
+    code = (
+        "import sys\n"
+        f"sys.argv = ['fleetwatch', 'hook', '--agent', 'a9', '--goals-dir', {str(tmp_path)!r}]\n"
+        "from watcher.entry import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        "print(sorted(m for m in ('hashlib', '_hashlib') if m in sys.modules))\n"
+    )
+    pre = payload("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}, tool_use_id="toolu_9")
+    r = subprocess.run([sys.executable, "-c", code], input=json.dumps(pre).encode(),
+                       capture_output=True, cwd=ROOT, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().strip() == "[]"
+    assert json.loads((tmp_path / "a9" / "goal.json").read_text())["state"] == "busy"
+    no_id = dict(pre)
+    del no_id["tool_use_id"]
+    digest = hashlib.sha256(json.dumps({"command": "ls"}, sort_keys=True).encode()).hexdigest()[:12]
+    assert tool_fingerprint(no_id) == f"Bash#{digest}"
 
 
 # ---------------------------------------------------------------- pure apply

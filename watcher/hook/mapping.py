@@ -19,7 +19,6 @@ Invariants:
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 import time
 
@@ -103,7 +102,11 @@ def actor_of(payload: dict) -> str:
 
 def tool_fingerprint(payload: dict) -> str:
     """The tool call an event is about: tool name + digest of its input (stable across the
-    PreToolUse / PermissionRequest / PostToolUse of one call, which may lack ``tool_use_id``)."""
+    PreToolUse / PermissionRequest / PostToolUse of one call, which may lack ``tool_use_id``).
+    hashlib is imported here, not at the top: it loads OpenSSL (~3-4 ms of the hook's start), and
+    the tool events Claude Code sends carry ``tool_use_id``, so most hooks never get here."""
+    import hashlib
+
     name = _str(payload, "tool_name") or "?"
     try:
         raw = json.dumps(payload.get("tool_input"), sort_keys=True, ensure_ascii=True, default=str)
