@@ -194,3 +194,58 @@ def test_the_framework_documents_time(tmp_path):
             import inspect
             assert inspect.signature(m.fold).parameters["times"].default is t, name
     assert "TIME" in (base.__doc__ or "")
+
+
+def bench_mix(path: str, n: int = 12_000, seed: int = 7) -> EventLog:
+    """bench_rebuild.py's mix (agent classes of 500 agents, verdicts, work packages, circuits, swarm
+    children, steps, source edges), appends of 1,000 events one second apart: over 2,000 notify
+    conditions (the cap's prune), no time-based prune."""
+    rnd = random.Random(seed)
+    elog = EventLog(path, durability="normal")
+    now, done = T0, 0
+    while done < n:
+        evs = []
+        for _ in range(1000):
+            k = rnd.random()
+            a = f"a{rnd.randrange(500)}"
+            if k < 0.45:
+                evs.append(AgentClassified(agent=a, to=rnd.choice(CLASSES[:4] + ("TRABAJANDO",)), state="busy",
+                                           phase="haciendo", reason="busy", source="fleet",
+                                           contract_sha256=f"{a:0>64}", contract_len=40))
+            elif k < 0.50:
+                evs.append(DodVerdict(agent=a, verdict=rnd.choice(("met", "failed")), verifier="v1",
+                                      evidence="pytest -q: green"))
+            elif k < 0.70:
+                m = rnd.randrange(50)
+                evs.append(WpChanged(mission=f"m{m}", wp=f"m{m}-wp{rnd.randrange(20)}",
+                                     to=rnd.choice(("READY", "RUNNING", "DONE", "FAILED", "APPROVAL_REQUIRED")),
+                                     deps=[f"m{m}-wp0"], attempts=rnd.randrange(3), source="missions"))
+            elif k < 0.72:
+                evs.append(CircuitChanged(scope=f"m{rnd.randrange(50)}", to=rnd.choice(("OPEN", "CLOSED"))))
+            elif k < 0.92:
+                evs.append(SwarmChanged(group=f"g{rnd.randrange(40)}", child=f"c{rnd.randrange(30)}",
+                                        to=rnd.choice(("queued", "running", "done", "failed")), label="read a file"))
+            elif k < 0.99:
+                evs.append(StepChanged(run=f"r{rnd.randrange(30)}", step=rnd.choice(("facts", "audit", "apply")),
+                                       to=rnd.choice(("begin", "done"))))
+            else:
+                evs.append(rnd.choice((SourceFailed, SourceRecovered))(source="fleet", error="timeout"))
+        now += 1.0
+        elog.append(evs, now)
+        done += len(evs)
+    return elog
+
+
+def test_replay_of_a_bench_sized_mix_equals_the_fold_of_every_event(tmp_path):
+    """The rebuild row's log in small (the notify cap's prune runs): rebuild's batches (islice,
+    the GC paused, compress by type) end in the bytes of each module's own fold of every event."""
+    import gc
+
+    elog = bench_mix(str(tmp_path / "e.db"))
+    want = plain_replay(elog)
+    was = gc.isenabled()
+    p, diff = rebuild(elog, store=False)
+    assert gc.isenabled() == was                  # the pause is undone
+    assert diff is None and p.encoded() == want
+    assert len(p["notify"]["conds"]) > 1000       # the cap's prune ran, not only appends
+    elog.close()

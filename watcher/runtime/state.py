@@ -7,8 +7,10 @@ event types its module declares (``TYPES``); many events are folded one projecti
 Projections' own :class:`TimeCache` of it (the module keeps none: issue 23)."""
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
+from itertools import compress, islice
 from types import ModuleType
 from typing import Any
 
@@ -82,9 +84,10 @@ class Projections:
         if not recs:
             return
         st = self.states
+        tys = [rec.type for rec in recs]
         for n, f, types, times in self._folds:
             s = st[n]
-            mine = recs if types is None else [rec for rec in recs if rec.type in types]
+            mine = recs if types is None else list(compress(recs, map(types.__contains__, tys)))
             if times is None:
                 for rec in mine:
                     s = f(s, rec)
@@ -102,9 +105,10 @@ class Projections:
         if self.viewed:
             raise RuntimeError(f"cannot fold into a reader's view of {sorted(self.viewed)}")
         n = 0
-        for batch in _batches(log.read(self.seq)):
-            self.fold_many(batch)
-            n += len(batch)
+        with _gc_paused():
+            for batch in _batches(log.read(self.seq)):
+                self.fold_many(batch)
+                n += len(batch)
         return n
 
     @classmethod
@@ -161,10 +165,11 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
 
     if check:
         diff = compare()
-    for batch in _batches(log.read(0), set(at) if check else ()):
-        p.fold_many(batch)
-        if check and diff is None and p.seq in at:
-            diff = compare()
+    with _gc_paused():
+        for batch in _batches(log.read(0), set(at) if check else ()):
+            p.fold_many(batch)
+            if check and diff is None and p.seq in at:
+                diff = compare()
     if check and diff is None:
         for n, (s, _) in snaps.items():
             if n in p.mods and s > p.seq:
@@ -174,8 +179,29 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
     return p, diff
 
 
+class _gc_paused:
+    """The cyclic GC off while a replay folds (restored after, as it was). A replay keeps a batch
+    of records alive while states grow, so each young collection rescans thousands of objects
+    that are never garbage: records and states are trees (dicts, lists, Structs), never cycles,
+    and reference counting frees them all the same (a rebuild of bench_rebuild's 100k log: 21.2 ->
+    16.7 µs/event of CPU with the GC off, 2026-12-01, a loaded machine)."""
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was:
+            gc.enable()
+
+
 def _batches(recs: Iterable[Any], stops: Collection[int] = ()) -> Iterator[list]:
     """``recs`` in lists of up to FOLD_BATCH; a list also ends at each seq in ``stops``."""
+    if not stops:   # the common replay: the lists cut by islice (a C loop, not a Python step per record)
+        it = iter(recs)
+        while batch := list(islice(it, FOLD_BATCH)):
+            yield batch
+        return
     batch: list = []
     for rec in recs:
         batch.append(rec)
