@@ -126,7 +126,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     subj = "agent:" + a
     agents = st["agents"]
     ag = agents.get(a)
-    if ag is not None:  # its cond is the subject's only uncleared one (see the invariant)
+    if ag is not None and ag["cond"] is not None:  # the subject's only uncleared one (see the invariant)
         _clear(st, ag["cond"], t, to)
     if to == "CERRADO":
         agents.pop(a, None)

@@ -59,8 +59,11 @@ def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
 
 def short(text: str | None, n: int = TEXT_MAX) -> str:
     """``text`` on one line (whitespace runs as one space), without URLs, at most ``n`` long."""
-    if type(text) is str and len(text) <= n and " " not in text and "://" not in text and text.isprintable():
-        return text   # the common reason ("busy", "timeout"): nothing to join, redact or cut
+    # the common line ("busy", "verdict met by v1"): nothing to join, redact or cut (isprintable()
+    # is False for every whitespace but " ", so with no "  " and no " " at an end, split/join gives it back)
+    if (type(text) is str and len(text) <= n and "://" not in text and text.isprintable() and "  " not in text
+            and text[:1] != " " and text[-1:] != " "):
+        return text
     t = redact(" ".join(str(text or "").split()))
     return t if len(t) <= n else t[: n - 1] + "…"
 
