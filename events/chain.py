@@ -24,17 +24,43 @@ import msgspec
 from events import sqlrows
 from events.errors import ChainBroken
 from events.timefmt import iso, parse_iso  # noqa: F401  (re-exported)
-from events.types import _decoders, decode_data
+from events.types import _decoders, _encoder, decode_data
 
 GENESIS = b"\x00" * 32
 ROW_COLUMNS = "seq, id, time, type, subject, version, data, hash"
 
 _canon = msgspec.json.Encoder()
+_TAGS: dict[type, str] = {}  # event class -> its type tag (the Struct config is built anew at each look-up)
+
+
 def row_hash(prev: bytes, seq: int, id_: str, time_: str, type_: str, subject: str, version: int,
              data: bytes) -> bytes:
     """The chain hash of one row (see the module docstring)."""
     head = _canon.encode((seq, id_, time_, type_, subject, version))
     return hashlib.sha256(prev + head + b"\n" + data).digest()
+
+
+def chain_rows(prev: bytes, heads: list[tuple[int, str, str, str, str, int]],
+               events: list[Any]) -> list[tuple[int, str, str, str, str, int, bytes, bytes]]:
+    """The rows to insert: each header (seq, id, time, type, subject, version) with its event's
+    ``data`` (events/types.py ``encode_data``) and chain hash, chained from ``prev``. The headers and
+    the events are each encoded in one call (``encode_lines``, split at its newlines: compact JSON
+    has none of its own): the same bytes as one ``encode`` a row, ~0.1 µs a row less."""
+    n = len(heads)
+    if n > 1:
+        canon = _canon.encode_lines(heads).split(b"\n")
+        data = _encoder.encode_lines(events).split(b"\n")
+    else:
+        canon = [_canon.encode(h) for h in heads]
+        data = [_encoder.encode(e) for e in events]
+    if len(canon) != len(data) or len(canon) < n:  # never for JSON (n lines and an empty tail): a guard
+        canon, data = [_canon.encode(h) for h in heads], [_encoder.encode(e) for e in events]
+    sha = hashlib.sha256
+    rows = []
+    for h, c, d in zip(heads, canon, data):  # == row_hash(prev, *h, d), inlined
+        prev = sha(prev + c + b"\n" + d).digest()
+        rows.append((*h, d, prev))
+    return rows
 
 
 class VerifyResult(msgspec.Struct, frozen=True):
@@ -207,5 +233,5 @@ def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chun
     return VerifyResult(True, head_seq, head_hex, count, table="", anchor=label, snapshots=n_snap)
 
 
-__all__ = ["GENESIS", "ROW_COLUMNS", "VerifyResult", "iso", "parse_iso", "read_verified", "row_hash",
+__all__ = ["GENESIS", "ROW_COLUMNS", "VerifyResult", "chain_rows", "iso", "parse_iso", "read_verified", "row_hash",
            "snapshot_digest", "snapshot_problem", "verify"]

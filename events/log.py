@@ -29,7 +29,6 @@ Invariants
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,7 +38,7 @@ from typing import Any, cast
 import apsw
 
 from events import anchor, query, schema, sqlrows
-from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, _canon, iso, parse_iso, read_verified, row_hash
+from events.chain import GENESIS, ROW_COLUMNS, _TAGS, VerifyResult, chain_rows, iso, parse_iso, read_verified, row_hash
 from events.chain import snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
 from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict
@@ -258,12 +257,11 @@ class EventLog:
                 self._complete = True
             known = self._known_ids(items)
             out: list[int] = []
-            rows: list[tuple[int, str, str, str, str, int, bytes, bytes]] = []
+            heads: list[tuple[int, str, str, str, str, int]] = []  # (seq, id, time, type, subject, version)
             evs: list[Any] = []
             local: dict[str, int] = {}
             versions = self._versions
-            pre = self._id_prefix
-            canon, sha, enc = _canon.encode, hashlib.sha256, _encoder.encode  # == encode_data, one call less a row
+            pre, tags = self._id_prefix, _TAGS
             for p in items:
                 if type(p) is Pending:
                     ev, pid, expected = p.event, p.id, p.expected_version
@@ -288,17 +286,17 @@ class EventLog:
                 version = cur + 1
                 local[subject] = version
                 seq += 1
-                id_ = f"{pre}{seq:016x}" if pid is None else pid
-                type_ = ev.__struct_config__.tag
-                data = enc(ev)
-                # == row_hash(prev, seq, id_, when, type_, subject, version, data), inlined
-                prev = sha(prev + canon((seq, id_, when, type_, subject, version)) + b"\n" + data).digest()
-                rows.append((seq, id_, when, type_, subject, version, data, prev))
+                cls = type(ev)
+                type_ = tags.get(cls)
+                if type_ is None:
+                    type_ = tags[cls] = cls.__struct_config__.tag
+                heads.append((seq, f"{pre}{seq:016x}" if pid is None else pid, when, type_, subject, version))
+                evs.append(ev)
                 out.append(seq)
                 if pid is not None:
                     known[pid] = seq
-                if snapshot is not None:
-                    evs.append(ev)
+            rows = chain_rows(prev, heads, evs)
+            prev = rows[-1][7] if rows else prev
             blocks = set()
             if rows:
                 trusted = len(rows) >= TRUSTED_BATCH  # our own rows skip the guards' look-ups (docstring)
@@ -307,7 +305,9 @@ class EventLog:
                     db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
                 finally:
                     trusted and db.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
-                blocks = {(r[3], r[0] >> BLOCK_SHIFT) for r in rows} - self._blocks  # usually empty
+                b0 = rows[0][0] >> BLOCK_SHIFT  # usually the batch's only block: its pairs from its set of types
+                blocks = ({(t, b0) for t in {h[3] for h in heads}} if b0 == seq >> BLOCK_SHIFT
+                          else {(h[3], h[0] >> BLOCK_SHIFT) for h in heads}) - self._blocks  # usually empty
                 if blocks:
                     db.executemany("INSERT OR IGNORE INTO event_types VALUES (?,?)", blocks)
             if snapshot is not None:
@@ -382,11 +382,10 @@ class EventLog:
         ``verify=True`` also checks contiguity and the hash chain of every row from ``since``
         on (filtered-out rows included) and raises :class:`ChainBroken` at the first bad seq,
         before yielding it: a replay that trusts nothing it has not checked."""
-        if verify:
-            yield from read_verified(self.db, self.path, since, types, subject, limit, chunk, decode, Recorded)
-            return
-        yield from self._read(since, types, subject, limit, chunk, decode, damaged == "yield",
-                              f"SELECT {ROW_COLUMNS} FROM events NOT INDEXED WHERE seq > ?")
+        if verify:  # the generator itself, not one more around it: a replay yields every row through here
+            return read_verified(self.db, self.path, since, types, subject, limit, chunk, decode, Recorded)
+        return self._read(since, types, subject, limit, chunk, decode, damaged == "yield",
+                          f"SELECT {ROW_COLUMNS} FROM events NOT INDEXED WHERE seq > ?")
 
     def _read(self, since: int, types: Sequence[str] | None, subject: str | None, limit: int | None,
               chunk: int, decode: bool, yield_damaged: bool, select: str) -> Iterator[Recorded]:
