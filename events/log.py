@@ -76,7 +76,8 @@ class EventLog:
         self.damaged: dict[int, str] = {}          # seq -> problem, of rows read() skipped
         self.snapshot_problems: dict[str, str] = {}  # name -> why, of snapshots() refused
         try:
-            if existed:  # refuse foreign / newer files through a read-only connection: nothing touched
+            if existed and not readonly:  # refuse foreign / newer files through a read-only connection:
+                # nothing touched (a reader's own connection is read-only: it classifies the file below)
                 probe = schema.open_readonly(self.path)
                 try:
                     probe.setbusytimeout(BUSY_TIMEOUT_MS)

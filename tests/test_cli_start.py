@@ -228,3 +228,29 @@ def test_msgspec_imported_with_stand_ins_answers_as_with_the_real_modules():
     r = subprocess.run([sys.executable, "-c", STAND_INS], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True True 'one\\ntwo'"
+
+
+def test_a_readers_one_connection_still_refuses_foreign_and_newer_files(tmp_path):
+    """A read-only EventLog classifies the file through its own read-only connection (no probe
+    connection first: one open less for every reading command): another application's database
+    and a newer schema are still refused, the file's bytes untouched (nothing is left beside the
+    foreign one; a WAL file's read-only connection leaves its -wal/-shm, as it did before)."""
+    import apsw
+
+    from events.schema import SCHEMA_VERSION, SchemaError
+
+    foreign = tmp_path / "foreign.db"
+    c = apsw.Connection(str(foreign))
+    c.execute("CREATE TABLE t(x)")
+    c.close()
+    newer = tmp_path / "newer.db"
+    history(str(newer))
+    c = apsw.Connection(str(newer))
+    c.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    c.close()
+    before = {p: p.read_bytes() for p in (foreign, newer)}
+    for path, why in ((foreign, "another application"), (newer, "newer than this fleetwatch")):
+        with pytest.raises(SchemaError, match=why):
+            EventLog(str(path), create=False, readonly=True)
+    assert {p: p.read_bytes() for p in (foreign, newer)} == before
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("foreign.db") and n != "foreign.db"]
