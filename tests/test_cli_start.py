@@ -168,6 +168,8 @@ def test_fast_path_imports_only_what_its_answer_needs(tmp_path, args):
             "projections.render", "projections.text", "projections.classes") for m in got), sorted(got)
     if args in (["status"], ["summary"]):   # the folds their tables do not show are not even imported
         assert not got & {"projections.report", "projections.fanout", "projections.notify"}, sorted(got)
+    if args[0] in ("status", "summary"):    # nor the event line renderer (`tail`'s)
+        assert "projections.render" not in got
 
 
 def test_a_config_file_is_parsed_only_when_there_is_one(tmp_path):

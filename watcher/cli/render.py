@@ -14,7 +14,6 @@ import sys
 from typing import Any, TextIO
 
 from projections import classes
-from projections.render import plain, record_segments
 from projections.text import safe
 
 
@@ -96,11 +95,15 @@ def summary_rich(groups: list[tuple[str, list[str]]], fleet_size: int, con: Any 
 
 def tail_line(rec: Any, *, verbose: bool = False) -> str:
     """One plain `tail` line (pipes, the service log)."""
+    from projections.render import plain, record_segments  # here: `status` and `summary` print no event line
+
     return plain(record_segments(rec, verbose=verbose))
 
 
 def tail_text(rec: Any, *, verbose: bool = False) -> Any:
     """One coloured `tail` line (a rich Text, never parsed as markup)."""
     from rich.text import Text
+
+    from projections.render import record_segments
 
     return Text.assemble(*record_segments(rec, verbose=verbose))
