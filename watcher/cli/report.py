@@ -45,24 +45,29 @@ def parse_bound(text: str | None, now: float, key: str) -> tuple[str, float] | N
 
 
 def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] | None) -> tuple[dict, float | None]:
-    """Fold the report over the range; (state, since as epoch or None)."""
+    """Fold the report over the range; (state, since as epoch or None). Folded as a replay is
+    (watcher/runtime/state.py): each distinct time parsed once (an append's events share it), the
+    cyclic GC paused (bench_report's row: 0.51 -> 0.69x its floor, CPU, 2026-12-01)."""
     from projections import report
+    from watcher.runtime.state import TimeCache, gc_paused
 
     st = report.initial(bounded=False)
+    times = TimeCache(report.TIME).__getitem__
     start_seq = int(since[1]) if since and since[0] == "seq" else 0
     t_from = since[1] if since and since[0] == "time" else None
     seq_to = int(until[1]) if until and until[0] == "seq" else None
     t_to = until[1] if until and until[0] == "time" else None
-    for rec in log.read(max(0, start_seq - 1) if start_seq else 0, types=sorted(report.TYPES)):
-        if seq_to is not None and rec.seq > seq_to:
-            break
-        if t_from is not None or t_to is not None:
-            t = report.event_time(rec.time)
-            if t_from is not None and t < t_from:
-                continue
-            if t_to is not None and t > t_to:
+    with gc_paused():
+        for rec in log.read(max(0, start_seq - 1) if start_seq else 0, types=sorted(report.TYPES)):
+            if seq_to is not None and rec.seq > seq_to:
                 break
-        st = report.fold(st, rec)
+            if t_from is not None or t_to is not None:
+                t = times(rec.time)
+                if t_from is not None and t < t_from:
+                    continue
+                if t_to is not None and t > t_to:
+                    break
+            st = report.fold(st, rec, times)
     return st, (t_from if t_from is not None else st["first"])
 
 

@@ -105,7 +105,7 @@ class Projections:
         if self.viewed:
             raise RuntimeError(f"cannot fold into a reader's view of {sorted(self.viewed)}")
         n = 0
-        with _gc_paused():
+        with gc_paused():
             for batch in _batches(log.read(self.seq)):
                 self.fold_many(batch)
                 n += len(batch)
@@ -165,7 +165,7 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
 
     if check:
         diff = compare()
-    with _gc_paused():
+    with gc_paused():
         for batch in _batches(log.read(0), set(at) if check else ()):
             p.fold_many(batch)
             if check and diff is None and p.seq in at:
@@ -179,12 +179,13 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
     return p, diff
 
 
-class _gc_paused:
-    """The cyclic GC off while a replay folds (restored after, as it was). A replay keeps a batch
-    of records alive while states grow, so each young collection rescans thousands of objects
-    that are never garbage: records and states are trees (dicts, lists, Structs), never cycles,
-    and reference counting frees them all the same (a rebuild of bench_rebuild's 100k log: 21.2 ->
-    16.7 µs/event of CPU with the GC off, 2026-12-01, a loaded machine)."""
+class gc_paused:
+    """The cyclic GC off while a replay folds (restored after, as it was; also ``fleetwatch
+    report``'s fold). A replay keeps a batch of records alive while states grow, so each young
+    collection rescans thousands of objects that are never garbage: records and states are trees
+    (dicts, lists, Structs), never cycles, and reference counting frees them all the same (a
+    rebuild of bench_rebuild's 100k log: 21.2 -> 16.7 µs/event of CPU with the GC off,
+    2026-12-01, a loaded machine)."""
 
     def __enter__(self) -> None:
         self.was = gc.isenabled()
