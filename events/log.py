@@ -38,8 +38,8 @@ from typing import Any, cast
 import apsw
 
 from events import anchor, query, schema, sqlrows
-from events.chain import GENESIS, ROW_COLUMNS, _TAGS, VerifyResult, chain_rows, iso, parse_iso, read_verified, row_hash
-from events.chain import snapshot_digest, snapshot_problem
+from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, iso, parse_iso, read_verified, row_hash
+from events.chain import _TAGS, _TYPE, chain_rows, snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
 from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict
 from events.backup import backup_to
@@ -298,7 +298,7 @@ class EventLog:
                     known[pid] = seq
             rows = chain_rows(prev, heads, evs)
             prev = rows[-1][7] if rows else prev
-            blocks = set()
+            blocks: set[tuple[str, int]] = set()
             if rows:
                 trusted = len(rows) >= TRUSTED_BATCH  # our own rows skip the guards' look-ups (docstring)
                 trusted and db.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
@@ -307,7 +307,7 @@ class EventLog:
                 finally:
                     trusted and db.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
                 b0 = rows[0][0] >> BLOCK_SHIFT  # usually the batch's only block: its pairs from its set of types
-                blocks = ({(t, b0) for t in {h[3] for h in heads}} if b0 == seq >> BLOCK_SHIFT
+                blocks = ({(t, b0) for t in set(map(_TYPE, heads))} if b0 == seq >> BLOCK_SHIFT
                           else {(h[3], h[0] >> BLOCK_SHIFT) for h in heads}) - self._blocks  # usually empty
                 if blocks:
                     db.executemany("INSERT OR IGNORE INTO event_types VALUES (?,?)", blocks)

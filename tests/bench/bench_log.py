@@ -10,6 +10,10 @@
      them (``<16 hex of the connection><seq as 16 hex>``, no uuid4), the same versions per subject,
      same pragmas (WAL, synchronous, ``wal_autocheckpoint``, ``journal_size_limit``): no chain,
      no constraints, no index, no trigger;
+   - (info) raw apsw with the same guarantees: the fair floor plus the ``hash`` column and its
+     sha256 chain, ``UNIQUE (subject, version)`` and the partial index ``events_given_id``: what
+     the guarantees cost by themselves, so the row says how much of the gap is fleetwatch's own
+     (version cache, idempotency, trigger, type blocks, head anchor) and how much is theirs;
    - the eventsourcing library's SQLite application recorder (``insert_events`` of StoredEvents,
      WAL, same synchronous, the library's other defaults), if installed (a bench-only extra),
      else "skipped".
@@ -78,14 +82,20 @@ def fw_appender(path: str, durability: str):
     return (lambda batch: log.append(batch, NOW)), log.close
 
 
-def raw_appender(path: str, durability: str):
-    """The fair floor: same columns, same id generation (prefix + seq hex, as EventLog), same
-    versions, same pragmas and transaction; nothing else."""
+def _raw_db(path: str, durability: str) -> apsw.Connection:
+    """A connection with the log's pragmas (WAL, synchronous, autocheckpoint, journal size limit)."""
     db = apsw.Connection(path)
     db.execute("PRAGMA journal_mode=WAL").fetchall()
     db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
     db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
     db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+    return db
+
+
+def raw_appender(path: str, durability: str):
+    """The fair floor: same columns, same id generation (prefix + seq hex, as EventLog), same
+    versions, same pragmas and transaction; nothing else."""
+    db = _raw_db(path, durability)
     db.execute("CREATE TABLE events(seq INTEGER PRIMARY KEY, id TEXT, time TEXT, type TEXT, subject TEXT, "
                "version INTEGER, data BLOB)")
     versions: dict[str, int] = {}
@@ -105,6 +115,45 @@ def raw_appender(path: str, durability: str):
         db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?)", rows)
         db.execute("COMMIT")
         head[0] = seq
+
+    return append, db.close
+
+
+def floor_appender(path: str, durability: str):
+    """What the guarantees alone cost (info): the fair floor plus the ``hash`` column with the same
+    sha256 chain over the same canonical header, ``UNIQUE (subject, version)`` and the partial
+    unique index ``events_given_id`` with its predicate; no trigger, no type blocks, no head anchor,
+    no version cache look-ups or idempotency checks (what fleetwatch adds on top of them)."""
+    import hashlib
+
+    from events.chain import _canon
+    from events.schema import GIVEN_ID
+
+    db = _raw_db(path, durability)
+    db.execute("CREATE TABLE events(seq INTEGER PRIMARY KEY, id TEXT NOT NULL, time TEXT NOT NULL, type TEXT NOT NULL, "
+               "subject TEXT NOT NULL, version INTEGER NOT NULL, data BLOB NOT NULL, hash BLOB NOT NULL, "
+               "UNIQUE (subject, version))")
+    db.execute(f"CREATE UNIQUE INDEX events_given_id ON events(id) WHERE {GIVEN_ID}")
+    versions: dict[str, int] = {}
+    pre = os.urandom(8).hex()
+    head: list = [0, b"\0" * 32]
+    canon, sha = _canon.encode, hashlib.sha256
+
+    def append(batch):
+        when = iso(NOW)
+        rows = []
+        seq, prev = head
+        for ev in batch:
+            s = ev.subject
+            v = versions[s] = versions.get(s, 0) + 1
+            seq += 1
+            id_, ty, data = f"{pre}{seq:016x}", tag_of(ev), encode_data(ev)
+            prev = sha(prev + canon((seq, id_, when, ty, s, v)) + b"\n" + data).digest()
+            rows.append((seq, id_, when, ty, s, v, data, prev))
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+        db.execute("COMMIT")
+        head[:] = [seq, prev]
 
     return append, db.close
 
@@ -318,7 +367,7 @@ def run(quick: bool = False) -> list[dict]:
         for durability in ("full", "normal"):
             for batch, (n_full, n_normal) in plan.items():
                 total = n_full if durability == "full" else n_normal
-                factories = {"fw": fw_appender, "raw": raw_appender}
+                factories = {"fw": fw_appender, "raw": raw_appender, "floor": floor_appender}
                 if es:
                     factories["es"] = es_appender
                 best = measure_append(factories, tmp, durability, batch, total, reps, wal)
@@ -327,6 +376,10 @@ def run(quick: bool = False) -> list[dict]:
                 want = 0.9 if batch == 1 and durability == "full" else 0.6
                 rows.append(_row(f"append batch={batch} {durability} vs fair raw apsw",
                                  f"{fw:,.0f} ev/s (raw {raw:,.0f})", r, f"≥ {want}× raw apsw", r >= want))
+                fl = best["floor"]
+                rows.append(_row(f"append batch={batch} {durability} vs raw with the same guarantees (info)",
+                                 f"{fw:,.0f} ev/s (raw + chain + UNIQUE + given-id index {fl:,.0f}, itself "
+                                 f"{fl / raw:.2f}× raw)", fw / fl, "info: what fleetwatch adds", None))
                 if es:
                     esr = best["es"]
                     r = fw / esr
