@@ -77,3 +77,53 @@ def test_settle_gc_freezes_what_start_up_made():
         gc.unfreeze()
         gc.set_threshold(*old)
     assert os.getpid()  # the process goes on (nothing else to say)
+
+
+def test_a_tick_runs_without_young_collections_and_gives_the_gc_back(tmp_path):
+    """The cyclic GC is off while a tick runs (its observations, records and events are trees:
+    a young collection in it finds nothing) and on again after, also when the tick fails; a GC
+    that was off stays off."""
+    fleet_dir = tmp_path / "fleet"
+    for i in range(30):
+        d = fleet_dir / f"a{i}"
+        d.mkdir(parents=True)
+        (d / "goal.json").write_text(json.dumps({"agent": f"a{i}", "state": "busy", "dod_contract": "t",
+                                                 "last_activity": T0}))
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    during: list[bool] = []
+
+    class Seen(Watcher):  # the real watcher, telling what the GC was while its stages ran
+        def detect(self, snap, now):
+            during.append(gc.isenabled())
+            return super().detect(snap, now)
+
+        def commit(self, events, now, **kw):
+            during.append(gc.isenabled())
+            return super().commit(events, now, **kw)
+
+    elog = EventLog(str(tmp_path / "e.db"))
+    w = Seen(cfg, elog)
+    try:
+        assert gc.isenabled()
+        assert w.tick(T0) >= 30
+        assert during and not any(during) and gc.isenabled()
+        os.replace(tmp_path / "e.db", tmp_path / "moved.db")   # the next tick fails: LogReplaced
+        try:
+            w.tick(T0 + 1)
+            raise AssertionError("a replaced log was not noticed")
+        except Exception as e:
+            assert type(e).__name__ == "LogReplaced"
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            try:
+                w.tick(T0 + 2)
+            except Exception:
+                pass
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        w.close()
+        elog.close()

@@ -32,7 +32,7 @@ from watcher.config import Config
 from watcher.runtime.merged import Merger
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
-from watcher.runtime.state import Projections
+from watcher.runtime.state import Projections, gc_paused
 from watcher.runtime.waker import Waker  # noqa: F401  (re-exported: run and the tests take it from here)
 
 log = logging.getLogger("fleetwatch.watcher")
@@ -260,7 +260,14 @@ class Watcher:
         ``full`` False (woken early): command, tmux and sqlite sources are not run again.
         A snapshot that came due in one tick is written before the next one (in the debounce,
         :meth:`snapshot_if_due`) or at its end, so the tick that made it due (the first tick of
-        a big fleet above all) commits without encoding every projection."""
+        a big fleet above all) commits without encoding every projection. The cyclic GC is
+        paused for the tick (``gc_paused``: what a tick makes is observations, records and
+        events, trees that reference counting frees; a first tick at 50,000 agents ran ~13 young
+        collections, ~0.2 s, that found nothing), and runs after it as usual."""
+        with gc_paused():
+            return self._tick(now, full, changed)
+
+    def _tick(self, now: float, full: bool, changed: set[str] | None) -> int:
         t0 = time.perf_counter()
         self.log.check_identity()  # the log vanished or was replaced: LogReplaced, nothing appended
         if self.proj.catch_up(self.log):
