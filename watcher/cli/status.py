@@ -231,7 +231,7 @@ def register(app: Any) -> None:
                     ) -> None:
         """Replay every projection from seq 1 (and store the snapshots); --check compares instead."""
         from events.log import EventLog
-        from watcher.runtime.state import rebuild
+        from watcher.runtime.rebuild_par import rebuild  # half the folds in a second process when that pays
 
         cfg, path = context(config, db)
         if not os.path.exists(path):

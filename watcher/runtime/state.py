@@ -147,9 +147,10 @@ class Difference(msgspec.Struct):
 
 
 def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Projections, Difference | None]:
-    """Replay all projections from seq 1. With ``check``, compare against the stored snapshots at
-    the seq they cover and report the first difference. With ``store`` (and no difference), write
-    the rebuilt snapshots."""
+    """Replay all projections from seq 1, in this process. With ``check``, compare against the
+    stored snapshots at the seq they cover and report the first difference. With ``store`` (and
+    no difference), write the rebuilt snapshots. (`fleetwatch rebuild` runs
+    ``watcher.runtime.rebuild_par.rebuild``: half the folds in a second process when that pays.)"""
     p = Projections()
     snaps = log.snapshots()
     at = {}

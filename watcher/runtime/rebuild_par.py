@@ -1,0 +1,161 @@
+"""`rebuild` in two processes: the projections are independent folds over one log, so a worker
+process folds one group of them while this process folds the others (bench_rebuild: a 1M-event
+replay takes about half the wall time on two cores; each process also pays its own read).
+
+- This process reads every row up to the head it found at the start (``upto``), exactly as the
+  one-process replay does: the same damaged rows skipped and reported, the same last seq. It
+  folds ``LOCAL`` (notify and the small folds: about half the fold cost, bench_rebuild's fold
+  rates), the worker ``WORKER``.
+- The worker (``python -m watcher.runtime.rebuild_par PATH UPTO NAMES``) opens the log read-only,
+  reads only the event types its group folds, up to ``upto`` (a damaged row skipped as here), and
+  writes one msgpack document to stdout: its encoded states (the snapshot bytes this process
+  would encode) and the chain hash of row ``upto``.
+- Trust: row ``upto`` must carry the same chain hash here (the chain binds every row before it:
+  the same log, the same prefix). Anything else — the worker failing,
+  killed, its output unreadable, another hash — and this process folds the worker's group
+  itself: the answer is always the one-process replay's, only slower.
+Which projections go where is ``WORKER``; :func:`rebuild` decides when (not for ``--check``,
+which compares at each snapshot's seq, nor for a log under ``MIN_EVENTS``, nor on one core:
+then it is ``watcher.runtime.state.rebuild``, one process).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from itertools import takewhile
+from typing import Any
+
+import msgspec
+
+from events.log import EventLog
+
+WORKER = ("report", "fleet", "dod", "runs")   # ~half the fold cost of a realistic log, and ~80 % of its rows
+MIN_EVENTS = 200_000                          # below this a second interpreter's start-up (~0.1 s) is not worth it
+
+
+class Result(msgspec.Struct):
+    states: dict[str, bytes]
+    upto_hash: bytes = b""          # the chain hash of row ``upto`` in the worker's file (b"": none)
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worthwhile(log: EventLog) -> bool:
+    return cores() >= 2 and log.head()[0] >= MIN_EVENTS
+
+
+def rebuild(log: EventLog, check: bool = False, store: bool = True, parallel: bool = True) -> tuple[Any, Any]:
+    """``watcher.runtime.state.rebuild`` (same arguments, same answer), with half the folds in a
+    second process when ``parallel`` and it pays (see the module docstring)."""
+    from watcher.runtime import state
+
+    if check or not parallel or not worthwhile(log):
+        return state.rebuild(log, check=check, store=store)
+    p, encoded = rebuild_parallel(log)
+    if store:
+        log.put_snapshots(p.seq, encoded)
+    return p, None
+
+
+def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool) -> Any:
+    """Projections of ``names`` folded over the rows up to ``upto``. ``types``: read only the
+    event types those projections fold (the worker); else every row."""
+    from projections.base import registry
+    from watcher.runtime.state import Projections, _batches, gc_paused
+
+    p = Projections(registry(names))
+    wanted = None
+    if types:
+        sets = [getattr(m, "TYPES", None) for m in p.mods.values()]
+        wanted = None if any(s is None for s in sets) else sorted(set().union(*sets))
+    with gc_paused():
+        for batch in _batches(takewhile(lambda r: r.seq <= upto, log.read(0, types=wanted))):
+            p.fold_many(batch)
+    return p
+
+
+def start_worker(path: str, upto: int, python: str = sys.executable) -> subprocess.Popen | None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH")) if x)}
+    try:
+        return subprocess.Popen([python, "-m", "watcher.runtime.rebuild_par", path, str(upto), ",".join(WORKER)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
+    except OSError:
+        return None
+
+
+def worker_result(proc: subprocess.Popen | None) -> Result | None:
+    """The worker's document, or None if it failed in any way (the caller folds its group)."""
+    if proc is None:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=3600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None
+    if proc.returncode != 0:
+        return None
+    try:
+        return msgspec.msgpack.decode(out, type=Result)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def rebuild_parallel(log: EventLog, python: str = sys.executable) -> tuple[Any, dict[str, bytes]]:
+    """(every projection replayed from seq 1, their encoded states): the worker's group folded
+    in a second process when it answers for the same log, else here."""
+    from projections.base import decode_state, registry
+    from watcher.runtime.state import Projections
+
+    upto = log.head()[0]
+    proc = start_worker(log.path, upto, python)
+    local = tuple(n for n in registry() if n not in WORKER)
+    mine = fold_group(log, local, upto, types=False)   # every row, as the one-process replay
+    got = worker_result(proc)
+    p = Projections()
+    p.seq = mine.seq
+    encoded = mine.encoded()
+    if got is not None and set(got.states) == set(WORKER) and got.upto_hash == row_hash_at(log, upto):
+        for n in WORKER:
+            p.states[n] = decode_state(p.mods[n], got.states[n])
+        encoded.update(got.states)
+    else:  # the worker did not answer (or not for this log): its group is folded here
+        theirs = fold_group(log, WORKER, upto, types=False)
+        p.states.update(theirs.states)
+        encoded.update(theirs.encoded())
+    for n in local:
+        p.states[n] = mine.states[n]
+    return p, {n: encoded[n] for n in p.mods}
+
+
+def row_hash_at(log: EventLog, seq: int) -> bytes:
+    """The stored chain hash of row ``seq`` (b"" if there is none)."""
+    if seq <= 0:
+        return b""
+    for rec in log.read(seq - 1, limit=1, decode=False):
+        return rec.hash if rec.seq == seq else b""
+    return b""
+
+
+def main(argv: list[str]) -> int:
+    path, upto, names = argv[0], int(argv[1]), tuple(argv[2].split(","))
+    log = EventLog(path, create=False, readonly=True)
+    try:
+        p = fold_group(log, names, upto, types=True)
+        res = Result(states=p.encoded(), upto_hash=row_hash_at(log, upto))
+    finally:
+        log.close()
+    sys.stdout.buffer.write(msgspec.msgpack.encode(res))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
