@@ -121,18 +121,23 @@ def test_resync_finds_a_change_inotify_does_not_report(tmp_path):
         p.wait(30)
 
 
-def test_a_due_snapshot_is_written_in_the_debounce_after_a_wake(tmp_path):
-    """The snapshot a tick made due is written while the loop debounces the next file event
-    (time it sleeps anyway), not after a tick whose writes then wait for it; a wake by timeout
-    runs nothing, and the next tick writes what is still due."""
+def _fleet_watcher(tmp_path, n):
+    """(the fleet folder of ``n`` busy agents, a fresh log, a Watcher of that folder)."""
     fleet_dir = tmp_path / "fleet"
-    for i in range(20):
+    for i in range(n):
         goal(fleet_dir, f"a{i}", state="busy", last_activity=T0)
     db = str(tmp_path / "e.db")
     cfg = parse(f'[store]\npath = "{db}"\n'
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
     elog = EventLog(db)
-    w = Watcher(cfg, elog)
+    return fleet_dir, elog, Watcher(cfg, elog)
+
+
+def test_a_due_snapshot_is_written_in_the_debounce_after_a_wake(tmp_path):
+    """The snapshot a tick made due is written while the loop debounces the next file event
+    (time it sleeps anyway), not after a tick whose writes then wait for it; a wake by timeout
+    runs nothing, and the next tick writes what is still due."""
+    fleet_dir, elog, w = _fleet_watcher(tmp_path, 20)
     waker = Waker([str(fleet_dir)], 0.05)
     try:
         w.snap_mono -= 3600   # due by time as soon as anything was folded
@@ -148,5 +153,36 @@ def test_a_due_snapshot_is_written_in_the_debounce_after_a_wake(tmp_path):
         assert w.tick(T0 + 1, full=False, changed=waker.take()) == 1
     finally:
         waker.close()
+        w.close()
+        elog.close()
+
+
+def test_a_big_snapshot_is_written_a_projection_per_debounce_and_loads_from_mixed_seqs(tmp_path):
+    """In the debounce the snapshot is written one projection after another until the budget is
+    spent (at least one), the rest in the next windows, while ticks fold more events in between:
+    each projection's snapshot covers its own seq, and a reader loading them (each folded from
+    its own seq) gets exactly the watcher's states; `rebuild --check` agrees at every seq."""
+    from watcher.runtime.rebuild_par import rebuild
+    from watcher.runtime.state import Projections
+
+    fleet_dir, elog, w = _fleet_watcher(tmp_path, 40)
+    try:
+        w.snap_mono -= 3600
+        assert w.tick(T0) >= 40 and w.snap_wanted
+        n_proj, rounds, t = len(w.proj.mods), 0, T0
+        while w.snap_wanted:
+            assert w.snapshot_if_due(budget=0.0) is True        # a window with no time: one projection
+            rounds += 1
+            i = rounds % 40
+            goal(fleet_dir, f"a{i}", state="waiting" if rounds % 2 else "busy", last_activity=T0)
+            t += 1
+            w.tick(t, full=False, changed={str(fleet_dir / f"a{i}" / "goal.json")})   # more events folded
+        assert rounds == n_proj
+        snaps = elog.snapshots()
+        assert set(snaps) == set(w.proj.mods) and len({s for s, _ in snaps.values()}) > 1   # mixed seqs
+        assert w.snap_seq == min(s for s, _ in snaps.values())
+        assert Projections.load(elog).encoded() == w.proj.encoded()
+        assert rebuild(elog, check=True, store=False)[1] is None
+    finally:
         w.close()
         elog.close()

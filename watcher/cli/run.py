@@ -5,6 +5,7 @@ import logging
 import signal
 import threading
 import time
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -148,7 +149,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             nw = w.next_wake(time.time())
             if nw is not None:
                 due = min(due, mono + max(0.0, nw - time.time()))
-            woke = waker.wait(max(0.0, due - mono), during=w.snapshot_if_due)  # a due snapshot: in the debounce
+            woke = waker.wait(max(0.0, due - mono), during=partial(w.snapshot_if_due, waker.debounce))  # in the debounce
             if stop.is_set():
                 break
             if reload_req.is_set():

@@ -32,6 +32,7 @@ from watcher.config import Config
 from watcher.runtime.merged import Merger
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
+from projections.base import encode_state
 from watcher.runtime.state import Projections, gc_paused
 from watcher.runtime.waker import Waker  # noqa: F401  (re-exported: run and the tests take it from here)
 
@@ -92,6 +93,9 @@ class Watcher:
         self.snap_seq = self.proj.seq
         self.snap_mono = time.monotonic()
         self.snap_wanted = False
+        self._snap_todo: list[str] = []       # projections the snapshot round in progress has yet to write
+        self._snap_low = 0                    # the seq its first write covered
+        self._window = False                  # a debounce window ran since the last tick's end
         self.merger = Merger()                # the last merge, patched where sources changed
         self._touched: set[str] | None = set()  # agents whose folded records changed since the last detect
         self._counts: tuple[int, dict[str, int]] = (-1, {})  # class counts at a seq
@@ -243,15 +247,35 @@ class Watcher:
             log.error("could not store snapshots: %s", type(e).__name__)
             return
         self.snap_seq, self.snap_mono = self.proj.seq, time.monotonic()
+        self._snap_todo, self.snap_wanted = [], False
 
-    def snapshot_if_due(self) -> bool:
-        """Write the snapshot that came due in the last tick now (True), if one did; `run`
-        calls this in the debounce after a wake-up, time the loop sleeps anyway, so the ~0.1 s
-        of encoding 10,000 agents' projections delays no write."""
+    def snapshot_if_due(self, budget: float | None = None) -> bool:
+        """Write the snapshot that came due (True), if one did. ``budget`` (seconds): `run` calls
+        this in the debounce after a wake-up, time the loop sleeps anyway, and then it writes
+        one projection after another (each at the seq it covers then: ``Projections.load``
+        folds each from its own) until the budget is spent, at least one, the rest in the next
+        windows: 50,000 agents' projections are ~0.4 s to encode, one of them ≤ ~0.1 s. Without
+        a budget it writes all that are left."""
         if not self.snap_wanted:
             return False
-        self.snapshot()
-        self.snap_wanted = False
+        if budget is not None:
+            self._window = True
+        if not self._snap_todo:
+            self._snap_todo, self._snap_low = list(self.proj.mods), self.proj.seq
+        start = time.monotonic()
+        while self._snap_todo:
+            name = self._snap_todo[0]
+            try:
+                self.log.put_snapshots(self.proj.seq, {name: encode_state(self.proj.states[name])})
+            except Exception as e:  # a snapshot is only a cache: the round starts again when due
+                log.error("could not store the %s snapshot: %s", name, type(e).__name__)
+                self._snap_todo, self.snap_wanted = [], False
+                return True
+            self._snap_todo.pop(0)
+            if budget is not None and time.monotonic() - start >= budget:
+                break
+        if not self._snap_todo:
+            self.snap_seq, self.snap_mono, self.snap_wanted = self._snap_low, time.monotonic(), False
         return True
 
     def tick(self, now: float, full: bool = True, changed: set[str] | None = None) -> int:
@@ -288,8 +312,11 @@ class Watcher:
         except AppendFailed:
             pass
         t3 = time.perf_counter()
-        self.snapshot_if_due()
-        self.snap_wanted = self.snapshot_due()
+        if not self._window:   # no debounce window since the last tick (idle, no inotify): all at once
+            self.snapshot_if_due()
+        self._window = False
+        if not self.snap_wanted:
+            self.snap_wanted = self.snapshot_due()
         t4 = time.perf_counter()
         if t4 - t0 >= SLOW_TICK_S or log.isEnabledFor(logging.DEBUG):  # where a tick's time went
             log.log(logging.WARNING if t4 - t0 >= SLOW_TICK_S else logging.DEBUG,
