@@ -186,3 +186,28 @@ def test_a_big_snapshot_is_written_a_projection_per_debounce_and_loads_from_mixe
     finally:
         w.close()
         elog.close()
+
+
+def test_a_loop_behind_writes_a_share_of_the_snapshot_per_tick_not_all_of_it(tmp_path):
+    """When no debounce window comes between ticks (a loop behind its interval does not wait:
+    at 50,000 agents one tick wrote the whole 1.2 s snapshot at its end), a tick's end writes
+    only ``snap_budget``'s worth (at least one projection); the round ends a few ticks later and
+    loads to the watcher's states."""
+    from watcher.runtime.state import Projections
+
+    fleet_dir, elog, w = _fleet_watcher(tmp_path, 30)
+    try:
+        w.snap_budget = 0.0
+        w.snap_mono -= 3600
+        assert w.tick(T0) >= 30 and w.snap_wanted
+        written = []
+        t = T0
+        while w.snap_wanted:
+            t += 1
+            w.tick(t)
+            written.append(len(elog.snapshots()))
+        assert written[:3] == [1, 2, 3] and written[-1] == len(w.proj.mods)
+        assert Projections.load(elog).encoded() == w.proj.encoded()
+    finally:
+        w.close()
+        elog.close()

@@ -96,6 +96,7 @@ class Watcher:
         self._snap_todo: list[str] = []       # projections the snapshot round in progress has yet to write
         self._snap_low = 0                    # the seq its first write covered
         self._window = False                  # a debounce window ran since the last tick's end
+        self.snap_budget: float | None = None  # s a tick's end may spend on a due snapshot (run: the debounce); None: all
         self.merger = Merger()                # the last merge, patched where sources changed
         self._touched: set[str] | None = set()  # agents whose folded records changed since the last detect
         self._counts: tuple[int, dict[str, int]] = (-1, {})  # class counts at a seq
@@ -254,8 +255,10 @@ class Watcher:
         this in the debounce after a wake-up, time the loop sleeps anyway, and then it writes
         one projection after another (each at the seq it covers then: ``Projections.load``
         folds each from its own) until the budget is spent, at least one, the rest in the next
-        windows: 50,000 agents' projections are ~0.4 s to encode, one of them ≤ ~0.1 s. Without
-        a budget it writes all that are left."""
+        windows: 50,000 agents' projections are ~0.4 s to encode, one of them ≤ ~0.1 s. A
+        tick's end with no window since the last one (idle, or a loop so far behind that it
+        does not wait) writes its share with ``snap_budget``. Without a budget it writes all
+        that are left."""
         if not self.snap_wanted:
             return False
         if budget is not None:
@@ -312,8 +315,8 @@ class Watcher:
         except AppendFailed:
             pass
         t3 = time.perf_counter()
-        if not self._window:   # no debounce window since the last tick (idle, no inotify): all at once
-            self.snapshot_if_due()
+        if not self._window:   # no debounce window since the last tick (idle, no inotify, a loop behind)
+            self.snapshot_if_due(self.snap_budget)
         self._window = False
         if not self.snap_wanted:
             self.snap_wanted = self.snapshot_due()
