@@ -15,7 +15,6 @@ Invariants
 from __future__ import annotations
 
 import hashlib
-import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,8 +30,6 @@ GENESIS = b"\x00" * 32
 ROW_COLUMNS = "seq, id, time, type, subject, version, data, hash"
 
 _canon = msgspec.json.Encoder()
-_TYPE = operator.itemgetter(3)  # a header's or a row's type
-_TAGS: dict[type, str] = {}  # event class -> its type tag (the Struct config is built anew at each look-up)
 
 
 def row_hash(prev: bytes, seq: int, id_: str, time_: str, type_: str, subject: str, version: int,

@@ -39,14 +39,14 @@ import apsw
 
 from events import anchor, query, schema, sqlrows
 from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, iso, parse_iso, read_verified, row_hash
-from events.chain import _TAGS, _TYPE, chain_rows, snapshot_digest, snapshot_problem
+from events.chain import chain_rows, snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
 from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict
 from events.backup import backup_to
 from events.records import Damaged, Pending, Recorded, _problem, _writable, damaged_json  # noqa: F401
 from events.lock import WriterLock, check_identity
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
-from events.types import Unknown, _E, _decoders, _encoder, decode_data, encode_data  # noqa: F401  (Unknown, _E re-exported)
+from events.types import Unknown, _E, _decoders, _encoder, decode_data, encode_data, tag_of  # noqa: F401  (Unknown, _E re-exported)
 
 BUSY_TIMEOUT_MS = 5000
 WAL_AUTOCHECKPOINT = 4000  # pages (16 MiB of 4 KiB pages; SQLite's default is 1000)
@@ -262,7 +262,7 @@ class EventLog:
             evs: list[Any] = []
             local: dict[str, int] = {}
             versions = self._versions
-            pre, tags = self._id_prefix, _TAGS
+            pre = self._id_prefix
             for p in items:
                 if type(p) is Pending:
                     ev, pid, expected = p.event, p.id, p.expected_version
@@ -287,11 +287,7 @@ class EventLog:
                 version = cur + 1
                 local[subject] = version
                 seq += 1
-                cls = type(ev)
-                type_ = tags.get(cls)
-                if type_ is None:
-                    type_ = tags[cls] = cls.__struct_config__.tag
-                heads.append((seq, f"{pre}{seq:016x}" if pid is None else pid, when, type_, subject, version))
+                heads.append((seq, f"{pre}{seq:016x}" if pid is None else pid, when, tag_of(ev), subject, version))
                 evs.append(ev)
                 out.append(seq)
                 if pid is not None:
@@ -306,9 +302,7 @@ class EventLog:
                     db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
                 finally:
                     trusted and db.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
-                b0 = rows[0][0] >> BLOCK_SHIFT  # usually the batch's only block: its pairs from its set of types
-                blocks = ({(t, b0) for t in set(map(_TYPE, heads))} if b0 == seq >> BLOCK_SHIFT
-                          else {(h[3], h[0] >> BLOCK_SHIFT) for h in heads}) - self._blocks  # usually empty
+                blocks = {(h[3], h[0] >> BLOCK_SHIFT) for h in heads} - self._blocks  # usually empty
                 if blocks:
                     db.executemany("INSERT OR IGNORE INTO event_types VALUES (?,?)", blocks)
             if snapshot is not None:

@@ -7,7 +7,7 @@ text) or secrets.
 """
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import msgspec
 from msgspec import Struct, field
@@ -454,9 +454,8 @@ Event = Union[
     WatcherStarted, WatcherStopped, HostSilent, HostResumed, HostEvent,
 ]
 
-EVENT_TYPES: dict[str, type[_E]] = {
-    t.__struct_config__.tag: t for t in Event.__args__  # type: ignore[attr-defined]
-}
+EVENT_TYPES: dict[str, type[_E]] = {t.__struct_config__.tag: t for t in Event.__args__}  # type: ignore[attr-defined]
+_TAGS: dict[type, str] = {t: tag for tag, t in EVENT_TYPES.items()}  # the Struct config is rebuilt per look-up
 
 
 class Unknown(Struct, frozen=True):
@@ -471,7 +470,7 @@ class Unknown(Struct, frozen=True):
 
 
 def tag_of(event: _E) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    return _TAGS.get(type(event)) or cast(str, type(event).__struct_config__.tag)
 
 
 _encoder = msgspec.json.Encoder()

@@ -240,22 +240,17 @@ class Watcher:
         return behind >= every or (behind > 0 and time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS)
 
     def snapshot(self) -> None:
-        """Store every projection's state at the seq it covers (its own transaction: snapshots
-        are a cache, they need not be atomic with the events they cover)."""
-        try:
-            self.log.put_snapshots(self.proj.seq, self.proj.encoded())
-        except Exception as e:  # a snapshot is only a cache: the next one is due again
-            log.error("could not store snapshots: %s", type(e).__name__)
-            return
-        self.snap_seq, self.snap_mono = self.proj.seq, time.monotonic()
-        self._snap_todo, self.snap_wanted = [], False
+        """Store every projection's state now, at the seq it covers (one transaction of its own:
+        snapshots are a cache, they need not be atomic with the events they cover)."""
+        self._snap_todo, self.snap_wanted = [], True   # a round of its own, all of it
+        self.snapshot_if_due()
 
     def snapshot_if_due(self, budget: float | None = None) -> bool:
         """Write the snapshot that came due (True), if one did. ``budget`` (seconds): `run` calls
-        this in the debounce after a wake-up, time the loop sleeps anyway, and then it writes
-        one projection after another (each at the seq it covers then: ``Projections.load``
-        folds each from its own) until the budget is spent, at least one, the rest in the next
-        windows: 50,000 agents' projections are ~0.4 s to encode, one of them ≤ ~0.1 s. A
+        this in the debounce after a wake-up, time the loop sleeps anyway, and then it encodes
+        one projection after another until the budget is spent, at least one, and stores them
+        at the seq they cover (``Projections.load`` folds each from its own); the rest go in the
+        next windows: 50,000 agents' projections are ~0.4 s to encode, one of them ≤ ~0.1 s. A
         tick's end with no window since the last one (idle, or a loop so far behind that it
         does not wait) writes its share with ``snap_budget``. Without a budget it writes all
         that are left."""
@@ -266,17 +261,18 @@ class Watcher:
         if not self._snap_todo:
             self._snap_todo, self._snap_low = list(self.proj.mods), self.proj.seq
         start = time.monotonic()
-        while self._snap_todo:
-            name = self._snap_todo[0]
-            try:
-                self.log.put_snapshots(self.proj.seq, {name: encode_state(self.proj.states[name])})
-            except Exception as e:  # a snapshot is only a cache: the round starts again when due
-                log.error("could not store the %s snapshot: %s", name, type(e).__name__)
-                self._snap_todo, self.snap_wanted = [], False
-                return True
-            self._snap_todo.pop(0)
+        snaps: dict[str, bytes] = {}
+        for name in self._snap_todo:
+            snaps[name] = encode_state(self.proj.states[name])
             if budget is not None and time.monotonic() - start >= budget:
                 break
+        try:
+            self.log.put_snapshots(self.proj.seq, snaps)
+        except Exception as e:  # a snapshot is only a cache: the round starts again when due
+            log.error("could not store snapshots: %s", type(e).__name__)
+            self._snap_todo, self.snap_wanted = [], False
+            return True
+        del self._snap_todo[:len(snaps)]
         if not self._snap_todo:
             self.snap_seq, self.snap_mono, self.snap_wanted = self._snap_low, time.monotonic(), False
         return True

@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from events import sqlrows
 from events.log import EventLog
 
 WORKER = ("report", "fleet", "dod", "runs")   # ~half the fold cost of a realistic log, and ~80 % of its rows
@@ -67,7 +68,7 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool) ->
     """Projections of ``names`` folded over the rows up to ``upto``. ``types``: read only the
     event types those projections fold (the worker); else every row."""
     from projections.base import registry
-    from watcher.runtime.state import Projections, _batches, gc_paused
+    from watcher.runtime.state import Projections, batches, gc_paused
 
     p = Projections(registry(names))
     wanted = None
@@ -75,7 +76,7 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool) ->
         sets = [getattr(m, "TYPES", None) for m in p.mods.values()]
         wanted = None if any(s is None for s in sets) else sorted(set().union(*sets))
     with gc_paused():
-        for batch in _batches(takewhile(lambda r: r.seq <= upto, log.read(0, types=wanted))):
+        for batch in batches(takewhile(lambda r: r.seq <= upto, log.read(0, types=wanted))):
             p.fold_many(batch)
     return p
 
@@ -137,11 +138,7 @@ def rebuild_parallel(log: EventLog, python: str = sys.executable) -> tuple[Any, 
 
 def row_hash_at(log: EventLog, seq: int) -> bytes:
     """The stored chain hash of row ``seq`` (b"" if there is none)."""
-    if seq <= 0:
-        return b""
-    for rec in log.read(seq - 1, limit=1, decode=False):
-        return rec.hash if rec.seq == seq else b""
-    return b""
+    return sqlrows.hash_at(log.db, seq) or b""
 
 
 def main(argv: list[str]) -> int:

@@ -111,7 +111,7 @@ class Projections:
             raise RuntimeError(f"cannot fold into a reader's view of {sorted(self.viewed)}")
         n = 0
         with gc_paused():
-            for batch in _batches(log.read(self.seq)):
+            for batch in batches(log.read(self.seq)):
                 self.fold_many(batch, after)
                 n += len(batch)
         return n
@@ -177,7 +177,7 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
     if check:
         diff = compare()
     with gc_paused():
-        for batch in _batches(log.read(0), set(at) if check else ()):
+        for batch in batches(log.read(0), set(at) if check else ()):
             p.fold_many(batch)
             if check and diff is None and p.seq in at:
                 diff = compare()
@@ -207,7 +207,7 @@ class gc_paused:
             gc.enable()
 
 
-def _batches(recs: Iterable[Any], stops: Collection[int] = ()) -> Iterator[list]:
+def batches(recs: Iterable[Any], stops: Collection[int] = ()) -> Iterator[list]:
     """``recs`` in lists of up to FOLD_BATCH; a list also ends at each seq in ``stops``."""
     if not stops:   # the common replay: the lists cut by islice (a C loop, not a Python step per record)
         it = iter(recs)

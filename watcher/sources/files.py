@@ -98,13 +98,10 @@ class GlobSource:
         return obs.error is not None
 
     def _read(self, path: str, st: os.stat_result) -> Any:
+        """The observation of a regular file ``st`` stat'ed: read_new checks its kind and size
+        again on the open descriptor (it may have changed since the stat)."""
         folder_id = _folder_id(path)
         mtime = st.st_mtime
-        why = _not_regular(st.st_mode)
-        if why is not None:
-            return self.error_obs(folder_id, path, why)
-        if st.st_size > self.max_bytes:
-            return self.error_obs(folder_id, path, f"too large ({st.st_size} bytes > {self.max_bytes})")
         try:
             _, raw, bad = read_new(path, self.max_bytes)  # no 1 MB buffer per file
         except NotRegular as e:  # replaced by a FIFO (or other) between the stat and the open
@@ -171,8 +168,10 @@ class GlobSource:
                 out.append((path, st))
         return out
 
-    def _update(self, path: str, st: os.stat_result | OSError, ent: _Entry | None) -> _Entry | None:
-        """One file's entry after this stat (the two-read rule); None: not a file (a folder)."""
+    def _update(self, path: str, st: os.stat_result | OSError, ent: _Entry | None,
+                obs: Any = None) -> _Entry | None:
+        """One file's entry after this stat (the two-read rule); None: not a file (a folder).
+        ``obs``: the observation of a read already made at this stat (the first poll's)."""
         if ent is None:
             ent = _Entry()
         if isinstance(st, OSError):
@@ -189,7 +188,8 @@ class GlobSource:
             return ent
         key = (st.st_ino, st.st_size, st.st_mtime_ns)
         if key != ent.key or ent.fails == 1:
-            obs = self._read(path, st)
+            if obs is None:
+                obs = self._read(path, st)
             if self.is_error(obs):
                 ent.fails += 1
                 if ent.fails >= 2:
@@ -257,25 +257,18 @@ class GlobSource:
         file (gone, a dangling symlink, a FIFO, a folder, unreadable) takes ``_update``'s path."""
         cache: dict[str, _Entry] = {}
         for path in paths:
+            obs = None
+            st: os.stat_result | OSError | None
             try:
-                got = read_new(path, self.max_bytes)
-            except OSError:  # NotRegular too: the careful way, with its own stat
-                got = None
-            if got is None:
+                st, raw, why = read_new(path, self.max_bytes)
+            except OSError:  # NotRegular too: the careful way, with its own stat (None: gone)
                 st = _stat(path)
-                ent = None if st is None else self._update(path, st, None)
-                if ent is not None:
-                    cache[path] = ent
-                continue
-            st, raw, why = got
-            ent = cache[path] = _Entry()
-            ent.key = (st.st_ino, st.st_size, st.st_mtime_ns)
-            folder_id = _folder_id(path)
-            obs = self.error_obs(folder_id, path, why) if why else self.parse(raw, path, folder_id, st.st_mtime)
-            if self.is_error(obs):
-                ent.fails = 1  # the first failed read: nothing stands yet (the two-read rule)
             else:
-                ent.obs = ent.good = obs
+                folder_id = _folder_id(path)
+                obs = self.error_obs(folder_id, path, why) if why else self.parse(raw, path, folder_id, st.st_mtime)
+            ent = None if st is None else self._update(path, st, None, obs)
+            if ent is not None:
+                cache[path] = ent
         self.cache = cache
         return self._emit(changed=True)
 
