@@ -25,6 +25,14 @@ def log(tmp_path):
     elog.close()
 
 
+def _script(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+
 def serial(elog: EventLog) -> tuple[int, dict[str, bytes]]:
     p, diff = rebuild_one(elog, store=False)
     assert diff is None
@@ -57,10 +65,7 @@ def test_a_worker_answering_for_another_log_is_not_believed(log, tmp_path):
     fake = rebuild_par.Result(states={n: other_p.encoded()[n] for n in rebuild_par.WORKER}, upto_hash=b"\x01" * 32)
     doc = tmp_path / "doc.msgpack"
     doc.write_bytes(msgspec.msgpack.encode(fake))
-    script = tmp_path / "fake-python"
-    script.write_text(f"#!/bin/sh\nexec cat {doc}\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    p, encoded = rebuild_par.rebuild_parallel(log, python=str(script))
+    p, encoded = rebuild_par.rebuild_parallel(log, python=_script(tmp_path, "fake-python", f"exec cat {doc}"))
     assert (p.seq, encoded) == (seq, want)
 
 
@@ -91,3 +96,25 @@ def test_the_worker_reads_only_its_groups_types(log):
     bad = subprocess.run([sys.executable, "-m", "watcher.runtime.rebuild_par", os.devnull, "5", "fleet"],
                          capture_output=True, env={**os.environ})
     assert bad.returncode != 0 and bad.stdout == b""
+
+
+def test_a_hung_worker_is_killed_and_its_half_folded_here(log, tmp_path):
+    """A worker that never answers (a hung interpreter, a stuck file system) is killed when its
+    time is up; worker_result says so, and rebuild_parallel folds the group itself."""
+    import time
+
+    proc = rebuild_par.start_worker(log.path, log.head()[0], python=_script(tmp_path, "hang", "exec sleep 600"))
+    t0 = time.monotonic()
+    assert rebuild_par.worker_result(proc, timeout=0.5) is None
+    assert proc.poll() is not None and time.monotonic() - t0 < 30
+
+
+def test_a_flooding_worker_is_cut_at_max_out(log, tmp_path, monkeypatch):
+    """A worker writing without end (here `yes`) is read up to MAX_OUT bytes, killed, and not
+    believed: the whole rebuild is still the one-process replay."""
+    monkeypatch.setattr(rebuild_par, "MAX_OUT", 1 << 20)
+    seq, want = serial(log)
+    proc = rebuild_par.start_worker(log.path, log.head()[0], python="yes")
+    assert rebuild_par.worker_result(proc, timeout=60) is None and proc.poll() is not None
+    p, encoded = rebuild_par.rebuild_parallel(log, python="yes")
+    assert (p.seq, encoded) == (seq, want)

@@ -11,9 +11,10 @@ replay takes about half the wall time on two cores; each process also pays its o
   writes one msgpack document to stdout: its encoded states (the snapshot bytes this process
   would encode) and the chain hash of row ``upto``.
 - Trust: row ``upto`` must carry the same chain hash here (the chain binds every row before it:
-  the same log, the same prefix). Anything else — the worker failing,
-  killed, its output unreadable, another hash — and this process folds the worker's group
-  itself: the answer is always the one-process replay's, only slower.
+  the same log, the same prefix). Anything else — the worker failing, killed, hung (it gets twice
+  this process's own folding time, at least WAIT_MIN_S), flooding (over MAX_OUT bytes), its
+  output unreadable, another hash — and this process folds the worker's group itself: the
+  answer is always the one-process replay's, only slower.
 Which projections go where is ``WORKER``; :func:`rebuild` decides when (not for ``--check``,
 which compares at each snapshot's seq, nor for a log under ``MIN_EVENTS``, nor on one core:
 then it is ``watcher.runtime.state.rebuild``, one process).
@@ -23,6 +24,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from itertools import takewhile
 from typing import Any
 
@@ -33,6 +36,8 @@ from events.log import EventLog
 
 WORKER = ("report", "fleet", "dod", "runs")   # ~half the fold cost of a realistic log, and ~80 % of its rows
 MIN_EVENTS = 200_000                          # below this a second interpreter's start-up (~0.1 s) is not worth it
+MAX_OUT = 256 << 20                           # bytes of worker output taken (its states: ~1 MB at 1M events, ~40 MB at 50k agents)
+WAIT_MIN_S = 30.0                             # the worker may take twice this process's own folding, or this
 
 
 class Result(msgspec.Struct):
@@ -91,17 +96,28 @@ def start_worker(path: str, upto: int, python: str = sys.executable) -> subproce
         return None
 
 
-def worker_result(proc: subprocess.Popen | None) -> Result | None:
-    """The worker's document, or None if it failed in any way (the caller folds its group)."""
-    if proc is None:
+def worker_result(proc: subprocess.Popen | None, timeout: float = 3600.0) -> Result | None:
+    """The worker's document, or None if it failed in any way (the caller folds its group):
+    it exited non-zero, wrote something else, wrote more than MAX_OUT bytes (killed), or did not
+    finish within ``timeout`` s (killed)."""
+    if proc is None or proc.stdout is None:
         return None
+    timer = threading.Timer(timeout, proc.kill)   # a hung worker is killed: its read below ends
+    timer.start()
+    parts, n = [], 0
     try:
-        out, _ = proc.communicate(timeout=3600)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return None
-    if proc.returncode != 0:
+        fd = proc.stdout.fileno()
+        while n <= MAX_OUT and (chunk := os.read(fd, 1 << 20)):   # a flood stops at MAX_OUT
+            parts.append(chunk)
+            n += len(chunk)
+        if n > MAX_OUT:
+            proc.kill()
+        proc.stdout.close()
+        proc.wait()
+    finally:
+        timer.cancel()
+    out = b"".join(parts)
+    if proc.returncode != 0 or len(out) > MAX_OUT:
         return None
     try:
         return msgspec.msgpack.decode(out, type=Result)
@@ -118,8 +134,9 @@ def rebuild_parallel(log: EventLog, python: str = sys.executable) -> tuple[Any, 
     upto = log.head()[0]
     proc = start_worker(log.path, upto, python)
     local = tuple(n for n in registry() if n not in WORKER)
+    t0 = time.monotonic()
     mine = fold_group(log, local, upto, types=False)   # every row, as the one-process replay
-    got = worker_result(proc)
+    got = worker_result(proc, timeout=max(WAIT_MIN_S, 2 * (time.monotonic() - t0)))  # its half, at most twice ours
     p = Projections()
     p.seq = mine.seq
     encoded = mine.encoded()
