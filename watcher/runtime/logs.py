@@ -8,6 +8,12 @@
   contains notification URLs or request paths with tokens.
 - :class:`RedactFilter` on our handler replaces everything after ``scheme://`` of any URL with
   ``***`` (apprise URLs carry tokens in the user part, the host or the path), also in tracebacks.
+- :class:`LineBudget`: transition lines (INFO) are at most ``BUDGET_LINES`` per ``BUDGET_WINDOW_S``;
+  past it they are counted, and one line says how many were left out. journald drops a service's
+  lines past its rate limit (``RateLimitBurst=``, 10,000 per 30 s by default, 1,000 on older
+  systemd), warnings included, and a first tick at 10,000 agents is 10,000 transitions: without
+  the budget it would silence the warnings after it. Warnings and errors are never budgeted;
+  ``--log-level debug`` logs every line; ``fleetwatch tail`` always has every transition.
 """
 from __future__ import annotations
 
@@ -37,6 +43,43 @@ URL_RE = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,31})://[^\s'\"<>]+")
 def redact(text: str) -> str:
     """Replace everything after ``scheme://`` in each URL with ``***``."""
     return URL_RE.sub(lambda m: f"{m.group(1)}://***", text)
+
+
+BUDGET_LINES = 500       # transition lines per window (a tenth of journald's default burst's window share)
+BUDGET_WINDOW_S = 30.0   # s, monotonic; journald's default RateLimitIntervalSec
+
+
+class LineBudget:
+    """How many transition lines may still be logged in this window (monotonic ``clock``).
+    ``take(n)`` returns how many of ``n`` lines to log now; the rest are counted. The count of
+    those left out is logged once, with the first ``take`` of a later window (``logger``, INFO),
+    so a burst costs at most ``lines`` + 2 lines per window and is never silent."""
+
+    def __init__(self, logger: logging.Logger, lines: int = BUDGET_LINES, window_s: float = BUDGET_WINDOW_S,
+                 clock=time.monotonic) -> None:
+        self.log, self.lines, self.window_s, self.clock = logger, lines, window_s, clock
+        self.start = clock()
+        self.left = lines
+        self.skipped = 0
+
+    def take(self, n: int) -> int:
+        if self.log.isEnabledFor(logging.DEBUG):
+            return n
+        now = self.clock()
+        if not 0 <= now - self.start < self.window_s:  # a new window (a clock that stepped back: a new one too)
+            if self.skipped:
+                self.log.info("%d transition line(s) were not logged in the last %.0f s (at most %d per %.0f s "
+                              "reach the journal; `fleetwatch tail` has every transition)",
+                              self.skipped, now - self.start, self.lines, self.window_s)
+            self.start, self.left, self.skipped = now, self.lines, 0
+        give = min(n, self.left)
+        if give < n:
+            if self.skipped == 0:
+                self.log.info("more than %d transitions in %.0f s: the rest of this window's are counted, "
+                              "not logged (`fleetwatch tail -f` shows every one)", self.lines, self.window_s)
+            self.skipped += n - give
+        self.left -= give
+        return give
 
 
 class RedactFilter(logging.Filter):

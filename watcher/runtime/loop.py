@@ -29,6 +29,7 @@ from events.log import EventLog
 from events.types import WatcherStarted, WatcherStopped
 from projections import dod, fanout, fleet
 from watcher.config import Config
+from watcher.runtime.logs import LineBudget
 from watcher.runtime.merged import Merger
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
@@ -97,6 +98,7 @@ class Watcher:
         self._snap_low = 0                    # the seq its first write covered
         self._window = False                  # a debounce window ran since the last tick's end
         self.snap_budget: float | None = None  # s a tick's end may spend on a due snapshot (run: the debounce); None: all
+        self.log_budget = LineBudget(log)     # transition lines within the journal's rate limit
         self.merger = Merger()                # the last merge, patched where sources changed
         self._touched: set[str] | None = set()  # agents whose folded records changed since the last detect
         self._counts: tuple[int, dict[str, int]] = (-1, {})  # class counts at a seq
@@ -225,11 +227,26 @@ class Watcher:
                 raise
             self.pending = []
             if log.isEnabledFor(logging.INFO):
-                for e in batch:
-                    log.info("%s", describe(e))
+                self._log_lines(batch)
         if force_snapshot:
             self.snapshot()
         return len(batch)
+
+    def _log_lines(self, batch: list[Any]) -> None:
+        """One INFO line per transition; those naming an agent (as many as the fleet has) within
+        the journal's rate limit (runtime/logs.py LineBudget), the others (sources, the watcher,
+        deliveries) always."""
+        from events.log import Pending
+
+        evs = [e.event if isinstance(e, Pending) else e for e in batch]
+        many = [isinstance(getattr(e, "agent", None), str) for e in evs]
+        allowed = self.log_budget.take(sum(many))
+        for e, m in zip(evs, many):
+            if m:
+                if allowed <= 0:
+                    continue
+                allowed -= 1
+            log.info("%s", describe(e))
 
     def snapshot_due(self) -> bool:
         """Every ``max(SNAPSHOT_EVERY_EVENTS, agents)`` events (a snapshot's cost grows with the
