@@ -33,9 +33,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from projections.observations import SourceResult
+from projections.observations import AgentObs, RunObs, SourceResult
 from watcher.config import Source, expand
 from watcher.config_limits import NotRegular
+from watcher.sources import forkread
 from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _stat, read_new
 from watcher.sources.parse import parse_goal, parse_steps
 
@@ -254,23 +255,30 @@ class GlobSource:
         """A new cache from files never seen: each is opened at once and its descriptor's
         ``fstat`` is its stat (``filestat.read_new``: one syscall less per file than stat +
         open, ~15 % of a first poll), under ``_update``'s rules; anything but a readable regular
-        file (gone, a dangling symlink, a FIFO, a folder, unreadable) takes ``_update``'s path."""
+        file (gone, a dangling symlink, a FIFO, a folder, unreadable) takes ``_update``'s path.
+        From ``forkread.FORK_MIN`` files on, a forked second process reads half of them
+        (watcher/sources/forkread.py: the very same reads, else this process's own)."""
         cache: dict[str, _Entry] = {}
-        for path in paths:
-            obs = None
-            st: os.stat_result | OSError | None
-            try:
-                st, raw, why = read_new(path, self.max_bytes)
-            except OSError:  # NotRegular too: the careful way, with its own stat (None: gone)
+        reads = forkread.read_split(paths, self._read_new, self.OBS) if forkread.usable(len(paths)) \
+            else map(self._read_new, paths)  # a big first poll: half read by a second process
+        for path, (st, obs) in zip(paths, reads):
+            if st is None:  # NotRegular too: the careful way, with its own stat (None: gone)
                 st = _stat(path)
-            else:
-                folder_id = _folder_id(path)
-                obs = self.error_obs(folder_id, path, why) if why else self.parse(raw, path, folder_id, st.st_mtime)
             ent = None if st is None else self._update(path, st, None, obs)
             if ent is not None:
                 cache[path] = ent
         self.cache = cache
         return self._emit(changed=True)
+
+    def _read_new(self, path: str) -> tuple[Any, Any]:
+        """A first poll's look at one file: (its descriptor's stat, its observation), or (None,
+        None) when it could not be opened as a regular file."""
+        try:
+            st, raw, why = read_new(path, self.max_bytes)
+        except OSError:
+            return None, None
+        folder_id = _folder_id(path)
+        return st, self.error_obs(folder_id, path, why) if why else self.parse(raw, path, folder_id, st.st_mtime)
 
     def _poll_simple(self) -> SourceResult:
         """The usual layout: one listdir, one stat per folder; when ROOT lists the same folders,
@@ -458,12 +466,12 @@ class GlobSource:
 
 
 class GoalsSource(GlobSource):
+    OBS = AgentObs
+
     def parse(self, raw: bytes, path: str, folder_id: str, mtime: float):
         return parse_goal(raw, source=self.name, path=path, folder_id=folder_id, mtime=mtime)
 
     def error_obs(self, folder_id: str, path: str, reason: str):
-        from projections.observations import AgentObs
-
         return AgentObs(agent=folder_id, source=self.name, path=path, error=reason)
 
     def result(self, items):
@@ -471,12 +479,12 @@ class GoalsSource(GlobSource):
 
 
 class StepsSource(GlobSource):
+    OBS = RunObs
+
     def parse(self, raw: bytes, path: str, folder_id: str, mtime: float):
         return parse_steps(raw, source=self.name, path=path, folder_id=folder_id)
 
     def error_obs(self, folder_id: str, path: str, reason: str):
-        from projections.observations import RunObs
-
         return RunObs(run=folder_id, source=self.name, path=path, error=reason)
 
     def result(self, items):
