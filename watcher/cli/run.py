@@ -103,7 +103,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     w.polls.on_done = lambda: waker.event.set()  # a slow poll that ends late is taken at once
     settle_gc()  # after start-up: imports, config and the loaded projections are long-lived
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
-                  cfg.dur("watch.debounce"))
+                  cfg.dur("watch.debounce"), start=False)  # started after the first tick (Waker.start)
     if not once:
         w.notifier = _notifier(cfg, waker.event.set, elog)
         w.checker = _checker(cfg)
@@ -132,6 +132,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             w.poll_wait = TICK_WAIT if sd.watchdog_interval is None else min(TICK_WAIT, sd.watchdog_interval / 4)
         w.tick(time.time(), full=True)
         settle_gc()  # and the first tick's records (every agent) are too
+        waker.start()  # its watches cost ~0.4 s at 10k agents: after the first tick, which it then re-checks
         last_full = time.monotonic()
         log.info("watching %d sources; %d agents", len(w.sources), len(w.proj["fleet"]["agents"]))
         if once:
