@@ -27,6 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_EXPOSURE = 6.5
+MANY = 2100  # agents of a second source: its first poll is read in two processes (forkread.FORK_MIN)
 FLEETWATCH = Path(sys.executable).parent / "fleetwatch"
 _SCORE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+)")
 
@@ -172,6 +173,9 @@ def test_hardened_unit_watches_pushes_and_nudges():
         _goal(goals / "a1", state="waiting", phase="preguntando")
         _goal(goals / "a2", state="idle", phase="haciendo", last_activity="2020-01-01T00:00:00Z")
         _goal(goals / "a3")
+        many = work / "many"   # enough agents for a first poll in two processes (a fork under the filter)
+        for i in range(MANY):
+            _goal(many / f"m{i:04d}")
         cfg = work / "config.toml"
         cfg.write_text(f"""
 [watch]
@@ -182,6 +186,10 @@ stall_after = "1m"
 name = "fleet"
 kind = "goals"
 glob = "{goals}/*/goal.json"
+[[sources]]
+name = "many"
+kind = "goals"
+glob = "{many}/*/goal.json"
 [[sources]]
 name = "panes"
 kind = "tmux"
@@ -214,7 +222,7 @@ group_wait = "1s"
                      "-p", "MemoryDenyWriteExecute", "-p", "RestrictNamespaces", env=env).stdout
         assert "ActiveState=active" in show and "MemoryDenyWriteExecute=yes" in show and "RestrictNamespaces=yes" in show, show
         def classified():
-            out = m.run(str(FLEETWATCH), "tail", "-n", "200", "--json", "--db", str(work / "events.db"),
+            out = m.run(str(FLEETWATCH), "tail", "-n", str(MANY + 200), "--json", "--db", str(work / "events.db"),
                         env=env, check=False).stdout
             rows = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
             return {r["data"].get("agent"): r["data"].get("to") for r in rows if r["type"] == "agent.classified"}
@@ -224,6 +232,11 @@ group_wait = "1s"
         except AssertionError:
             raise AssertionError(f"agents seen: {classified()}; service log: {out.read_text()[-2000:]}")
         assert got["a1"] == "RECLAMA" and got["a2"] == "ESTANCADO" and got["a3"] == "TRABAJANDO", got
+        assert sum(1 for a in got if a.startswith("m")) == MANY, len(got)
+        from watcher.sources import forkread  # the "many" source's first poll did fork (two CPUs here):
+        assert forkread.usable(MANY) or (os.cpu_count() or 1) < 2  # and it warned of no failure
+        log_text = out.read_text()
+        assert "second process" not in log_text and "cannot fork" not in log_text, log_text[-2000:]
         _wait(lambda: any("a1" in json.dumps(p) for p in rx.posts), "the push of a1's RECLAMA")
         pane = lambda: m.run("tmux", "-L", sock, "capture-pane", "-p", "-t", "fleet:a2", env=env).stdout  # noqa: E731
         _wait(lambda: "nudge-from-fleetwatch" in pane(), "the nudge in a2's pane")
