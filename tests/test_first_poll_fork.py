@@ -39,6 +39,11 @@ def _fleet(root, n: int = N) -> None:
             g.write_bytes(b"x" * (2 << 20))                 # past max_bytes
         elif k == 29:
             g.write_text('{"agent": "a\\u001b]0;evil\\u0007", "state": 5}')
+        elif k == 31:   # a folder name that is no UTF-8: a path msgpack cannot carry as text
+            bad = os.path.join(os.fsencode(root), b"b\xff%05d" % i)
+            os.rename(d, bad)
+            with open(os.path.join(bad, b"goal.json"), "w") as f:
+                json.dump({"state": "busy"}, f)
         else:
             g.write_text(json.dumps({"agent": f"a{i:05d}", "state": ["busy", "waiting", "idle"][i % 3],
                                      "phase": "haciendo", "dod_contract": f"pytest tests/test_{i}.py",
@@ -60,6 +65,7 @@ def test_two_processes_see_what_one_sees_hostile_files_included(tmp_path, monkey
     assert len(one.agents) == N - 3 * (N // 50)  # too deep, too large, a bad type: awaiting their second read
     assert one.agents == two.agents
     assert cache1 == cache2
+    assert sum(1 for o in two.agents if "\udcff" in (o.path or "")) == N // 50
     errors = {o.error for o in two.agents if o.error}
     assert any("FIFO" in e for e in errors) and any("folder" in e for e in errors) \
         and any("dangling" in e for e in errors)
