@@ -2,7 +2,7 @@
 
 Invariants
 - ``seq`` is contiguous from 1; every append is one ``BEGIN IMMEDIATE`` transaction (one fsync
-  with ``durability = "full"``), all or nothing.
+  with ``durability = "full"``), all or nothing, on from the head (``_tail``: known while no commit moved the file).
 - ``id`` is unique: re-appending an event whose id exists is a no-op returning the existing seq.
   Generated ids are ``<16 hex per connection><seq as 16 hex>`` (unique by construction, so they
   need no index entry); every other id is in the UNIQUE partial index (events/schema.py).
@@ -120,6 +120,8 @@ class EventLog:
         self._complete = False  # True: _versions has every subject of the log
         self._known_head = -1
         self._blocks: set[tuple[str, int]] = set()  # (type, block) pairs known to be in event_types
+        # (seq, hash, data version) of this connection's last commit: see _tail
+        self._committed: tuple[int, bytes, int] | None = None
 
     def _close_quietly(self) -> None:
         if hasattr(self, "db"):
@@ -205,6 +207,16 @@ class EventLog:
     def head(self) -> tuple[int, bytes]:
         return sqlrows.head(self.db) or (0, GENESIS)
 
+    def _tail(self) -> tuple[int, bytes]:
+        """The head inside append's transaction: the one this connection committed last while the
+        file's data version (``SQLITE_FCNTL_DATA_VERSION``: moved by every commit, this connection's
+        or any other's, seen at ``BEGIN IMMEDIATE`` with the write lock held; not by a rollback) is
+        the one that commit left, else read. Saves the head look-up, ~2.5 µs a commit."""
+        last = self._committed
+        if last is not None and last[2] == self.db.data_version():
+            return last[0], last[1]
+        return self.head()
+
     def _version(self, subject: str) -> int:
         v = self._versions.get(subject)
         if v is None and self._complete:
@@ -251,7 +263,7 @@ class EventLog:
             raise AppendFailed(f"cannot start a write transaction: {e}", op="append", path=self.path,
                                hint="another process holds the log's write lock too long") from e
         try:
-            seq, prev = self.head()
+            seq, prev = self._tail()
             self._sync_versions(seq)
             if len(items) >= 1000 and not self._complete:  # one index scan beats a query per subject
                 self._versions = dict(sqlrows.str_int_rows(db, "SELECT subject, max(version) FROM events GROUP BY subject"))
@@ -318,6 +330,7 @@ class EventLog:
             self._versions.clear()
             self._complete = False
             self._known_head = -1
+            self._committed = None
             if isinstance(e, apsw.Error):
                 raise AppendFailed(f"append failed, nothing written: {type(e).__name__}: {e}",
                                    op="append", path=self.path,
@@ -325,6 +338,7 @@ class EventLog:
             raise
         versions.update(local)
         self._known_head = seq
+        self._committed = (seq, prev, db.data_version())  # after COMMIT: the version that commit left
         if blocks:
             if len(self._blocks) > 50_000:
                 self._blocks.clear()
@@ -384,7 +398,7 @@ class EventLog:
 
     def _read(self, since: int, types: Sequence[str] | None, subject: str | None, limit: int | None,
               chunk: int, decode: bool, yield_damaged: bool, select: str) -> Iterator[Recorded]:
-        where, args = self._filters(types, subject)
+        where, args = query.filters(types, subject)
         left = limit
         decs, slow, Rec = _decoders, decode_data, Recorded
         while True:
@@ -436,17 +450,6 @@ class EventLog:
             return self.head()[0]
         seqs = query.last_seqs(self.db, n, types, subject)
         return seqs[0] - 1 if len(seqs) >= n else 0
-
-    @staticmethod
-    def _filters(types: Sequence[str] | None, subject: str | None) -> tuple[str, tuple]:
-        where, args = "", cast(tuple[str, ...], ())
-        if types:
-            where += f" AND type IN ({','.join('?' * len(types))})"
-            args += tuple(types)
-        if subject:
-            where += " AND subject >= ? AND subject < ?"
-            args += (subject, subject + "\U0010ffff")
-        return where, args
 
     def data_version(self) -> int:
         return sqlrows.one_int(self.db, "PRAGMA data_version")

@@ -47,9 +47,9 @@ def _subjects(db: apsw.Connection, subject: str, most: int) -> list[str] | None:
         cur = s + "\x00"  # the next subject after s
 
 
-def _scan(db: apsw.Connection, n: int, types: Sequence[str] | None, subject: str | None,
-          rows: int, exact: bool = False) -> list[int] | None:
-    """Backward scan of the last ``rows`` rows; the seqs if n matches were found there, else None."""
+def filters(types: Sequence[str] | None, subject: str | None, exact: bool = False) -> tuple[str, tuple[str, ...]]:
+    """The ``AND …`` clauses (and their bindings) of a type filter (any of ``types``) and a
+    ``subject`` prefix (with ``exact``: that subject only)."""
     where, args = "", cast(tuple[str, ...], ())
     if types:
         where += f" AND type IN ({','.join('?' * len(types))})"
@@ -60,6 +60,13 @@ def _scan(db: apsw.Connection, n: int, types: Sequence[str] | None, subject: str
     elif subject:
         where += " AND subject >= ? AND subject < ?"
         args += _range(subject)
+    return where, args
+
+
+def _scan(db: apsw.Connection, n: int, types: Sequence[str] | None, subject: str | None,
+          rows: int, exact: bool = False) -> list[int] | None:
+    """Backward scan of the last ``rows`` rows; the seqs if n matches were found there, else None."""
+    where, args = filters(types, subject, exact)
     top = sqlrows.one_int(db, "SELECT coalesce(max(seq), 0) FROM events")
     floor = max(0, top - rows)
     got = sqlrows.int_column(db, f"SELECT seq FROM events NOT INDEXED WHERE seq > ?{where} ORDER BY seq DESC LIMIT ?",
@@ -141,4 +148,4 @@ def known_ids(db: apsw.Connection, ids: list[str]) -> dict[str, int]:
     return found
 
 
-__all__ = ["MAX_SUBJECTS", "known_ids", "last_seqs"]
+__all__ = ["MAX_SUBJECTS", "filters", "known_ids", "last_seqs"]
