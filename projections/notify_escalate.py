@@ -33,6 +33,9 @@ class AckReason(str, Enum):
     SNOOZED = "snoozed"                   # acked until a time: a reminder is due then
 
 
+_ACK_PASS = AckReason.PASS   # a module name: ``AckReason.PASS`` is a metaclass look-up (Python 3.11), once per condition
+
+
 class EscalateReason(str, Enum):
     ESCALATE = "escalate"
     OFF = "off"
@@ -62,7 +65,7 @@ def ack_stage(c: dict, now: float) -> tuple[AckReason, float | None]:
     """(reason, when the ack ends if it is a snooze)."""
     until = c.get("acked")
     if until is None or now >= until:
-        return AckReason.PASS, None
+        return _ACK_PASS, None
     return (AckReason.ACKED, None) if until >= NEVER else (AckReason.SNOOZED, until)
 
 

@@ -10,12 +10,14 @@ call computes from the list (the same result: the memo is only a cache).
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 HIST_N = 21                 # classes in the percent (20 transition slots)
 HIST_KEEP = 2 * HIST_N - 1  # entries kept per subject: each of the last 21 has its 20 predecessors
 FLAP_WINDOW = 3600.0        # only class changes this recent count toward the flap percent
 _W = HIST_N - 2
+_PCT = itemgetter(3)       # an entry's percent
 
 
 def flap_percent(hist: list, at: float) -> float:
@@ -38,23 +40,70 @@ class FlapMemo:
     only for the very list it was computed from (held here, so it is that object) while its
     length, first seq and last seq are unchanged: the fold only appends increasing seqs and trims
     the front, so those identify the content. Bounded: cleared beyond MAX subjects.
-    Saves: the percents of every subject on every plan (the notifier plans each tick)."""
+    Saves: the percents of every subject on every plan (the notifier plans each tick).
+
+    A list that only grew (its old last seq still there) and
+    whose times never stepped back is extended (:func:`_extended`): the percents of the new
+    entries continue the running count kept with the entry, the old ones are kept. With times in
+    order the count at an entry holds exactly the changes of its 20 predecessors within the hour
+    whatever entry the count started from, so this is :func:`_entries` of the whole list (pinned
+    by tests/test_notify_flap.py's differential test); a clock that stepped back recomputes.
+    ``synthetic``: subject -> (episode start, last entry, cid, condition) of the FLAPPING
+    condition the planner built from an entry (``projections.notify_plan.flap_conds``)."""
 
     MAX = 8192
-    __slots__ = ("by_subject",)
+    __slots__ = ("by_subject", "synthetic")
 
     def __init__(self) -> None:
-        # subject -> [flat, len, first seq, last seq, entries, {(high, low): summary}]
+        # subject -> [flat, len, first seq, last seq, entries, {(high, low): summary},
+        #             running count (see _entries) or None, times in order]
         self.by_subject: dict[str, list] = {}
+        self.synthetic: dict[str, tuple] = {}
 
     def entry(self, subject: str, flat: list) -> list:
         m = self.by_subject.get(subject)
         if m is not None and m[0] is flat and m[1] == len(flat) and m[2] == flat[2] and m[3] == flat[-1]:
             return m
+        if m is not None and m[0] is flat:
+            hist = _extended(m, flat)
+            if hist is not None:
+                m[1:6] = [len(flat), flat[2], flat[-1], hist, {}]
+                return m
         if len(self.by_subject) >= self.MAX:
             self.by_subject.clear()
+            self.synthetic.clear()
         m = self.by_subject[subject] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]
+        m += [None, _in_order(flat[1::3])]
         return m
+
+
+def _in_order(times: list) -> bool:
+    return times == sorted(times)
+
+
+def _extended(m: list, flat: list) -> list | None:
+    """The entries of ``flat``, the memo entry ``m``'s list after appends (and the trims that
+    keep it at HIST_KEEP), from ``m``'s entries and its running count (``m[6]``; the first time,
+    one started at the first new entry's 20th predecessor); None when it cannot be (times out of
+    order, the old last entry gone or replaced, a short list trimmed)."""
+    last = m[3]                        # the seq of the last entry computed
+    n = len(flat) // 3
+    k = 0                              # entries appended since
+    while k < n and flat[3 * (n - 1 - k) + 2] > last:
+        k += 1
+    # a trimmed front is fine once every kept percent's 20 predecessors are in the list (the fold
+    # trims only a full list); a list trimmed shorter than that (never by the fold) is recomputed
+    # (k == n: the index is -1, the newest seq, which is not ``last``)
+    if not (m[7] and flat[3 * (n - 1 - k) + 2] == last
+            and (n >= HIST_KEEP or flat[2] == m[2]) and _in_order(flat[3 * (n - 1 - k) + 1::3])):
+        return None
+    if m[6] is None:
+        m[6] = [0, None, [], 0]
+        new = _entries(flat, m[6], max(0, n - k - HIST_N + 1))   # the first new one's 20 predecessors
+        new = new[max(0, len(new) - k):]
+    else:
+        new = _entries(flat, m[6], n - k)
+    return (m[4] + new)[-HIST_N:]
 
 
 def _cached(flat: list, subject: str, memo: FlapMemo | None) -> tuple[list, dict]:
@@ -72,18 +121,22 @@ def entries(flat: list, subject: str = "", memo: FlapMemo | None = None) -> list
     return _cached(flat, subject, memo)[0]
 
 
-def _entries(flat: list) -> list[list[Any]]:
+def _entries(flat: list, run: list | None = None, first: int = 0) -> list[list[Any]]:
     """The percent at each entry is :func:`flap_percent` at its time over it and its 20
     predecessors (times in log order; a clock stepping back only keeps a change counted a
-    little longer), computed in one pass with a running sum."""
+    little longer), computed in one pass with a running sum. ``run`` = [number of the entry at
+    position ``first``, class before it, counted changes, sum of their numbers]: the count to
+    go on from (default: a fresh one at position 0), advanced in place to the end of ``flat``;
+    the result is the last 21 entries from position ``first`` on."""
     out = []
-    tr: list[tuple[int, float]] = []   # counted changes (entry number, time), oldest first
-    total_i = 0                        # sum of their entry numbers
+    n0, prev, tr, total_i = run if run is not None else (0, None, [], 0)
+    # tr: counted changes (entry number, time), oldest first; total_i: sum of their entry numbers
     m = len(flat) // 3
-    first = m - HIST_N
-    prev = None
-    for n in range(m):
-        cls, t = flat[3 * n], flat[3 * n + 1]
+    last = m - HIST_N
+    n = n0 - 1
+    for p in range(first, m):
+        n = n0 + p - first
+        cls, t = flat[3 * p], flat[3 * p + 1]
         if prev is not None and prev != cls:
             tr.append((n, t))
             total_i += n
@@ -91,11 +144,13 @@ def _entries(flat: list) -> list[list[Any]]:
         lo, cut = n - HIST_N + 1, t - FLAP_WINDOW
         while tr and (tr[0][0] <= lo or tr[0][1] < cut):
             total_i -= tr.pop(0)[0]
-        if n >= first:
+        if p >= last:
             k = len(tr)
             # sum over counted changes of 0.75 + 0.5 * (slot - 1) / 19, slot = 20 - (n - i)
             total = 0.75 * k + 0.5 * (_W * k - n * k + total_i) / _W if k else 0.0
-            out.append([cls, t, flat[3 * n + 2], round(100.0 * total / (HIST_N - 1), 2)])
+            out.append([cls, t, flat[3 * p + 2], round(100.0 * total / (HIST_N - 1), 2)])
+    if run is not None:
+        run[:] = [n + 1, prev, tr, total_i]
     return out
 
 
@@ -111,7 +166,7 @@ def _summary(hist: list, high: float, low: float) -> tuple[float, list | None, f
             start = None
         if e[3] < low and (last_low is None or e[1] > last_low):
             last_low = e[1]
-    return max(e[3] for e in hist), start, last_low
+    return max(map(_PCT, hist)), start, last_low
 
 
 def flap_state(flat: list, sent: list | None, now: float, policy: Any, subject: str = "",
@@ -125,7 +180,11 @@ def flap_state(flat: list, sent: list | None, now: float, policy: Any, subject: 
     ``memo`` (with the ``subject`` the list belongs to): the caller's :class:`FlapMemo`."""
     if len(flat) < 24 or flat[-2] < now - FLAP_WINDOW:
         return None, [], False  # fewer than 8 classes, or nothing recent
-    hist, summaries = _cached(flat, subject, memo)
+    if memo is None:
+        hist, summaries = _entries(flat), {}
+    else:   # (_cached, one call less: this runs for every subject on every plan)
+        m = memo.entry(subject, flat)
+        hist, summaries = m[4], m[5]
     key = (policy.flap_high, policy.flap_low)
     summ = summaries.get(key)
     if summ is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
+from itertools import chain
 from typing import Any, cast
 
 import msgspec
@@ -101,6 +102,34 @@ _UNINHIBITED, _RESOLVED, _CLOSED, _CLEARED = (InhibitReason.PASS, InhibitReason.
 _UNSILENCED, _SILENCED, _FLAP_HELD, _UNHELD = SilenceReason.PASS, SilenceReason.SILENCED, FlapReason.HELD, FlapReason.PASS
 _UNACKED = AckReason.PASS
 _DUE_NOW = (DedupeReason.NEW, DedupeReason.RETRY_DUE, DedupeReason.UPDATE_DUE, DedupeReason.REPEAT_DUE)
+_NEW, _NOT_YET_DUE, _IN_FLIGHT = DedupeReason.NEW, DedupeReason.NOT_YET_DUE, DedupeReason.IN_FLIGHT
+_RETRY_WAIT, _RETRY_DUE, _SENT, _REPEAT_DUE = (DedupeReason.RETRY_WAIT, DedupeReason.RETRY_DUE, DedupeReason.ALREADY_SENT,
+                                               DedupeReason.REPEAT_DUE)
+_QUIET_HELD, _QUIET_RECORDED, _WAIT_GROUP = QuietReason.HELD, QuietReason.HELD_RECORDED, GroupReason.WAIT_GROUP
+
+
+class PlanMemo(FlapMemo):
+    """:class:`FlapMemo` plus the decision of each cleared condition, kept by the caller from one
+    plan to the next (the notifier owns one; ``plan(..., flap_memo=memo)``). A cleared
+    condition's decision is route's or inhibit's, which read only fields the fold never changes
+    once it is cleared (sev, cls, name, cleared_by), whether it was ever sent, and for a
+    DICE_TERMINADO whether ``dod`` says its agent's DoD is met: so it is used again for the very
+    condition object while those two are unchanged and the policy is the same object.
+    Saves: route and inhibit of most conditions on every plan (cleared ones stay 5 minutes)."""
+
+    __slots__ = ("decided", "policy")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decided: dict[str, tuple[dict, bool, bool, Decision]] = {}   # cid -> (condition, sent, met, decision)
+        self.policy: Policy | None = None
+
+    def cleared(self, state: dict, policy: Policy) -> dict[str, tuple[dict, bool, bool, Decision]]:
+        """The decisions kept for ``policy`` (dropped when it is another; bounded by the conditions)."""
+        if self.policy is not policy or len(self.decided) > 2 * len(state["conds"]) + 1000:
+            self.decided = {}
+            self.policy = policy
+        return self.decided
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -150,14 +179,14 @@ def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[st
            retry: dict) -> tuple[DedupeReason, float | None, int]:
     """(reason, due time or wake time, attempt)."""
     if cid in inflight:
-        return DedupeReason.IN_FLIGHT, None, 1
+        return _IN_FLIGHT, None, 1
     r = retry.get(cid)
     if r is not None:
         attempts, at = r
-        return (DedupeReason.RETRY_WAIT if now < at else DedupeReason.RETRY_DUE), at, attempts + 1
+        return (_RETRY_WAIT if now < at else _RETRY_DUE), at, attempts + 1
     if c["sent_rev"] < 0:
         due = base_due(c, policy)
-        return (DedupeReason.NOT_YET_DUE if now < due else DedupeReason.NEW), due, 1
+        return (_NOT_YET_DUE if now < due else _NEW), due, 1
     if c["rev"] > c["sent_rev"]:
         due = max(c["changed"], (c["sent_at"] or 0.0) + policy.group_interval)
         return (DedupeReason.UPDATE_WAIT if now < due else DedupeReason.UPDATE_DUE), due, 1
@@ -167,15 +196,15 @@ def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[st
     if c["oneshot"] or policy.repeat_interval <= 0:
         return DedupeReason.ALREADY_SENT, None, 1
     due = (c["sent_at"] or 0.0) + policy.repeat_interval
-    return (DedupeReason.ALREADY_SENT if now < due else DedupeReason.REPEAT_DUE), due, 1
+    return (_SENT if now < due else _REPEAT_DUE), due, 1
 
 
 def ready_at(it: Item, policy: Policy, last_dest: float) -> tuple[float, GroupReason]:
     """When this item alone would flush its group."""
     if it.retry:
-        return it.due, GroupReason.WAIT_GROUP
+        return it.due, _WAIT_GROUP
     if it.c["sev"] == "urgent":
-        return it.due + policy.group_wait, GroupReason.WAIT_GROUP
+        return it.due + policy.group_wait, _WAIT_GROUP
     a, b = it.due + policy.group_wait, last_dest + policy.group_interval
     return (a, GroupReason.WAIT_GROUP) if a >= b else (b, GroupReason.WAIT_INTERVAL)
 
@@ -209,16 +238,23 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
 def flap_conds(state: dict, now: float, policy: Policy, memo: FlapMemo | None = None
                ) -> tuple[set[str], dict[str, dict]]:
     """Subjects flapping at ``now`` and a synthetic FLAPPING condition for each one not yet
-    notified in this episode (``memo``: the caller's, see :class:`FlapMemo`)."""
+    notified in this episode (``memo``: the caller's, see :class:`FlapMemo`; it also keeps each
+    subject's condition, used again while its episode start and last entry are the very same
+    entry objects: the condition is built from those and the subject alone; never mutated)."""
     flapping: set[str] = set()
     out: dict[str, dict] = {}
     sent = state["flap_sent"]
+    built = memo.synthetic if memo is not None else {}   # the same episode start and last entry: the same condition
     for subj, flat in state["classes"].items():
         start, hist, notified = flap_state(flat, sent.get(subj), now, policy, subj, memo)
         if start is None:
             continue
         flapping.add(subj)
         if not notified:
+            b = built.get(subj)
+            if b is not None and b[0] is start and b[1] is hist[-1]:
+                out[b[2]] = b[3]
+                continue
             cid = f"{subj}|FLAPPING#{start[2]}"
             pct = hist[-1][3]
             out[cid] = {"subject": subj, "cls": "FLAPPING", "sev": "warning", "name": subj.partition(":")[2],
@@ -226,6 +262,7 @@ def flap_conds(state: dict, now: float, policy: Policy, memo: FlapMemo | None = 
                         "seq": start[2], "last_seq": hist[-1][2], "since": start[1], "changed": start[1],
                         "rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,
                         "sent_at": None, "sent_rev": -1, "silenced": None}
+            built[subj] = (start, hist[-1], cid, out[cid])
     return flapping, out
 
 
@@ -238,7 +275,8 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     ``quiet_end``: when the current quiet hours end (None: not in quiet hours), from
     ``projections.notify_quiet.quiet_until`` at the edge. ``now`` must not step back between
     calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock).
-    ``flap_memo``: a :class:`FlapMemo` the caller keeps between calls (the same plan, less work)."""
+    ``flap_memo``: a :class:`FlapMemo` or :class:`PlanMemo` the caller keeps between calls (the
+    same plan, less work)."""
     now += EPS
     decisions: list[Decision] = []
     record: list[Any] = []
@@ -246,9 +284,20 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     items: list[Item] = []
     held: list[Item] = []
     flapping, flaps = flap_conds(state, now, policy, flap_memo)
-    conds = list(state["conds"].items()) + list(flaps.items())
+    conds = chain(state["conds"].items(), flaps.items())   # (plan never changes the state)
     silences, dod = state["silences"], state["dod"]
+    decided = flap_memo.cleared(state, policy) if isinstance(flap_memo, PlanMemo) else None
     for cid, c in conds:
+        if decided is not None and c["cleared"] is not None:
+            sent = c["sent_rev"] >= 0
+            met = c["cls"] == "DICE_TERMINADO" and dod.get(c["name"]) == "met"   # what route reads of dod
+            k = decided.get(cid)
+            if k is None or k[0] is not c or k[1] is not sent or k[2] is not met:   # (see PlanMemo)
+                r = route(c, policy, dod)
+                k = decided[cid] = (c, sent, met, Decision(cid, "route", r) if r is not _ROUTED
+                                    else Decision(cid, "inhibit", inhibit(c)))
+            decisions.append(k[3])
+            continue
         r = route(c, policy, dod)
         if r is not _ROUTED:
             decisions.append(Decision(cid, "route", r))
@@ -280,15 +329,15 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
         decisions.append(Decision(cid, "dedupe", d))
         if d in _DUE_NOW:
             q = quiet_stage(c, quiet_end, policy.quiet_urgent)
-            if q in (QuietReason.HELD, QuietReason.HELD_RECORDED):
+            if q is _QUIET_HELD or q is _QUIET_RECORDED:
                 decisions.append(Decision(cid, "quiet", q))
                 wakes.append(quiet_end or now)
-                if q is QuietReason.HELD and cid not in flaps:
+                if q is _QUIET_HELD and cid not in flaps:
                     held.append(Item(cid=cid, c=c, due=now))
                 continue
             if c["cls"] == "SWARM":  # its line is built from the group's counts now
                 c = {**c, "text": swarm_text(state["swarms"].get(c["name"], {}))}
-            items.append(Item(cid=cid, c=c, due=cast(float, due), attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
+            items.append(Item(cid=cid, c=c, due=cast(float, due), attempt=attempt, retry=d is _RETRY_DUE))
         elif due is not None:
             wakes.append(due)
     batches, gwakes, gdec = group(items, now, policy, state["last"])
@@ -374,5 +423,5 @@ def nudges(state: dict, now: float, policy: Policy, targets: dict[str, str | Non
     return out, (min(wakes) if wakes else None)
 
 
-__all__ = ["Plan", "Message", "Decision", "NudgeAction", "plan", "nudges", "route", "inhibit", "silence",
+__all__ = ["Plan", "PlanMemo", "Message", "Decision", "NudgeAction", "plan", "nudges", "route", "inhibit", "silence",
            "flap_hold", "dedupe", "group", "message", "iso", "AckReason", "QuietReason"]

@@ -245,3 +245,63 @@ def test_no_module_level_memo():
     """Issue 23: the pure core keeps no cache of its own; the caller owns the memo."""
     from projections import notify_flap
     assert not [k for k, v in vars(notify_flap).items() if isinstance(v, (dict, list, set)) and not k.startswith("__")]
+
+
+# ---- the memo extends a list that only grew (FlapMemo.entry / _extended) ---------------------
+def _grow(rnd, f: list, seq: int, t: float, back: float) -> tuple[int, float]:
+    """One class appended as the fold does (the last HIST_KEEP kept), the clock now and then
+    stepped back by up to 2 hours (``back``: how often)."""
+    from projections.notify_flap import HIST_KEEP
+
+    seq += rnd.randrange(1, 4)
+    t += rnd.choice((0.0, 1.0, 30.0, 600.0, 1800.0)) if rnd.random() >= back else -rnd.choice((5.0, 3000.0, 4000.0, 7200.0))
+    f += [rnd.choice("AB"), t, seq]
+    if len(f) > 3 * HIST_KEEP:
+        del f[:3]
+    return seq, t
+
+
+@pytest.mark.parametrize("back", [0.0, 0.03, 0.2])
+def test_the_callers_memo_extends_a_grown_list_as_computed_from_scratch(back):
+    """Random lists grown one to a few classes between looks (times in order, or stepping back
+    now and then): the memo's entries are always those of the list computed anew, and with times
+    in order the memo extended them (FlapMemo's running count) rather than recompute."""
+    import random
+
+    from projections.notify_flap import _entries
+
+    rnd = random.Random(int(back * 100))
+    memo = FlapMemo()
+    lists = {f"agent:a{i}": [] for i in range(5)}
+    state = {s: (0, T) for s in lists}
+    extended = 0
+    for step in range(600):
+        s = rnd.choice(sorted(lists))
+        for _ in range(rnd.choice((1, 1, 1, 2, 2, 5, 25))):
+            state[s] = _grow(rnd, lists[s], *state[s], back)
+        assert entries(lists[s], s, memo) == _entries(list(lists[s]))
+        extended += memo.by_subject[s][6] is not None
+        for pol in (P, Policy(flap_high=30.0, flap_low=10.0)):
+            now = lists[s][-2] + rnd.choice((0.0, 100.0, 3599.0, 3700.0))
+            assert flap_state(lists[s], None, now, pol, s, memo) == flap_state(list(lists[s]), None, now, pol)
+    assert (extended > 300) if back == 0.0 else True
+
+
+def test_the_callers_memo_recomputes_a_list_edited_in_place():
+    """Not only appended (never by the fold, but the memo must not guess): the entry it computed
+    last replaced, or the front cut short, then a class appended: computed anew."""
+    memo = FlapMemo()
+    f = flat(ALT)
+    entries(f, "agent:a", memo)
+    f[-3:] = ["B", T + 20, 30]                 # the last entry replaced (seq 21 -> 30) ...
+    f += ["A", T + 21, 31]                     # ... then one appended
+    assert entries(f, "agent:a", memo) == entries(list(f))
+    g = flat(ALT)
+    entries(g, "agent:b", memo)
+    del g[:30]                                 # a short list cut at the front ...
+    g += ["B", T + 21, 22]                     # ... then one appended
+    assert entries(g, "agent:b", memo) == entries(list(g))
+    h = flat("AB" * 22 + "A")                  # longer than the fold keeps ...
+    entries(h, "agent:c", memo)
+    del h[:3]                                  # ... cut at the front, nothing appended
+    assert entries(h, "agent:c", memo) == entries(list(h))

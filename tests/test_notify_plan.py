@@ -648,3 +648,124 @@ def test_after_quiet_hours_prefix_only_on_the_first_push_after_them():
     w.sent(m, T0 + 101)
     again = plan(w.state, T0 + 101 + 4 * 3600 + 20, PE).send[0]         # the repeat, 4 h later
     assert not again.title.startswith("after quiet hours")
+
+
+# ---- the caller's memo (PlanMemo: flap percents extended, FLAPPING conditions, cleared decisions) ----
+import random  # noqa: E402
+
+from events.log import EventLog  # noqa: E402
+from events.types import NoticeAcked, SilenceAdded  # noqa: E402
+from projections.notify_plan import PlanMemo  # noqa: E402
+
+MEMO_POLICIES = (Policy(min_severity="info", group_wait=5, group_interval=60, repeat_interval=600),
+                 Policy(min_severity="warning", flap_high=30.0, flap_low=10.0, send_resolved=True, escalate_after=120),
+                 Policy(min_severity="urgent", repeat_interval=0))
+
+
+def _plans_equal(a, b) -> None:
+    assert msgspec.json.encode(a) == msgspec.json.encode(b)
+    assert a == b
+
+
+def _memo_world(rnd: random.Random, steps: int, agents: int,
+                gaps: tuple[float, ...] = (0.0, 0.5, 1.0, 7.0, 40.0, 400.0, 3700.0), back: float = 0.05
+                ) -> tuple[int, int, int]:
+    """Random events (classes flapping and not, swarms, sources, silences, acks, DoD verdicts,
+    pushes and failures of what the plan sent, folded back a step later: in flight meanwhile), the clock mostly forward, now and then stepped
+    back (``back``: how often) or standing still; a plan after each step with a kept PlanMemo (alternating policies)
+    and with none: the same plan. Returns (flapping decisions, memo lists found extended after a
+    plan, cleared decisions kept for a plan) so the caller can check what the run covered."""
+    w = World()
+    memo = PlanMemo()
+    t = T0
+    flaps = extended = kept = 0
+    pending: list = []                         # sent by the last plan: in flight, folded back after this step's events
+    for step in range(steps):
+        t += rnd.choice(gaps) if rnd.random() >= back else -rnd.choice((30.0, 3601.0))
+        for _ in range(rnd.randrange(1, 12)):
+            k = rnd.random()
+            a = f"a{rnd.randrange(agents)}"
+            if k < 0.6:
+                w.cls(a, rnd.choice(("RECLAMA", "TRABAJANDO", "ESTANCADO", "DICE_TERMINADO", "MAL_LANZADO")
+                                    if rnd.random() < 0.97 else ("CERRADO",)),
+                      t + (0.0 if rnd.random() >= back else rnd.choice((0.001, -2.0))))
+            elif k < 0.67:
+                w.add(SwarmChanged(group=f"g{rnd.randrange(3)}", child=f"c{rnd.randrange(4)}",
+                                   to=rnd.choice(("running", "done", "failed", None))), t)
+            elif k < 0.72:
+                w.add(rnd.choice((SourceFailed, SourceRecovered))(source=f"s{rnd.randrange(2)}", error="x"), t)
+            elif k < 0.76:
+                w.add(DodVerdict(agent=a, verdict=rnd.choice(("met", "failed")), verifier="v1"), t)
+            elif k < 0.79:
+                w.add(SilenceAdded(silence=f"q{rnd.randrange(3)}", subject_match=f"agent:{a}",
+                                   until=iso(t + rnd.choice((30, 600)))), t)
+            elif k < 0.81:
+                w.add(SilenceRemoved(silence=f"q{rnd.randrange(3)}"), t)
+            elif k < 0.85 and w.state["conds"]:
+                cid = rnd.choice(sorted(w.state["conds"]))
+                w.add(NoticeAcked(notice="nx", conditions=[cid], until=rnd.choice(("", iso(t + 90)))), t)
+            elif k < 0.88:
+                w.add(RuleViolated(run=f"r{rnd.randrange(3)}", rule="no-redo", step="apply"), t)
+        pol = MEMO_POLICIES[step // 10 % len(MEMO_POLICIES)] if step % 9 else rnd.choice(MEMO_POLICIES)
+        kept += len(memo.decided) if memo.policy is pol else 0
+        inflight = {c for m in pending for c in m.conditions}
+        if step % 7 == 0:
+            inflight |= set(rnd.sample(sorted(w.state["conds"]), min(2, len(w.state["conds"]))))
+        quiet = t + 300 if step % 11 == 0 else None
+        got = plan(w.state, t, pol, inflight, quiet, flap_memo=memo)
+        want = plan(w.state, t, pol, inflight, quiet)
+        _plans_equal(got, want)
+        flaps += sum(d.stage == "flap" for d in got.decisions)
+        extended += sum(m[6] is not None for m in memo.by_subject.values())
+        for m in pending:                      # delivered while the next events came in
+            if rnd.random() < 0.8:
+                w.sent(m, t)
+            else:
+                w.add(NoticeFailed(notice=m.notice, covers=m.covers, keys=m.keys, retry_at=iso(t + 20)), t)
+        pending = got.send
+    return flaps, extended, kept
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_kept_plan_memo_plans_as_no_memo_on_random_sequences(seed):
+    flaps, extended, kept = _memo_world(random.Random(seed), 150, 6)
+    assert flaps > 0 and extended > 0 and kept > 0
+
+
+def test_a_kept_plan_memo_plans_as_no_memo_on_a_burst_of_many_agents():
+    """More subjects, many flapping (most classes a change), the clock (almost) never back:
+    extended percents, kept FLAPPING conditions and cleared decisions at scale."""
+    flaps, extended, kept = _memo_world(random.Random(99), 250, 25, (0.5, 1.0, 7.0), back=0.002)
+    assert flaps > 100 and extended > 100 and kept > 100
+
+
+def test_a_plan_memo_kept_for_another_state_answers_for_that_state():
+    """The same condition id cleared in two states (two logs, or a test reusing a memo): each
+    plan decides from its own state's condition, not the one the memo saw."""
+    memo = PlanMemo()
+    for to in ("CERRADO", "TRABAJANDO", "CERRADO"):
+        w = World()
+        w.cls("a1", "RECLAMA", T0)
+        w.cls("a1", to, T0 + 1)
+        _plans_equal(plan(w.state, T0 + 2, P, flap_memo=memo), plan(w.state, T0 + 2, P))
+
+
+@pytest.mark.parametrize("mix", ["churn", "bench_mix"])
+def test_a_kept_plan_memo_plans_as_no_memo_on_a_real_log(tmp_path, mix):
+    """The seeded logs of tests/test_rebuild_batches.py (every type notify folds, in a real
+    SQLite event log), folded as the live loop does, a plan after each distinct event time and
+    every 100 events (two policies, a memo each, as a notifier keeps one for its policy)."""
+    from tests import test_rebuild_batches as rb
+
+    elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 120} if mix == "churn" else {"n": 4000}))
+    st, memos, last, n = notify.initial(), (PlanMemo(), PlanMemo()), None, 0
+    for i, rec in enumerate(elog.read(0)):
+        if last is not None and (rec.time != last or i % 100 == 0):
+            t = notify.TIME(last)
+            for j, pol in enumerate(MEMO_POLICIES[:2]):
+                _plans_equal(plan(st, t + j, pol, flap_memo=memos[j]), plan(st, t + j, pol))
+            n += 1
+        st = notify.fold(st, rec)
+        last = rec.time
+    elog.close()
+    assert n > 20
