@@ -53,6 +53,7 @@ WAL_AUTOCHECKPOINT = 4000  # pages (16 MiB of 4 KiB pages; SQLite's default is 1
 JOURNAL_SIZE_LIMIT = 32 << 20  # bytes the WAL file keeps after a checkpoint resets it
 TRUSTED_BATCH = 16  # rows from which append's INSERT runs without triggers (switching re-prepares: ~25 µs)
 READ_CHUNK = 2000  # rows per read query: big enough to amortise the query, small enough for the cache
+DATA_VERSION = hasattr(apsw.Connection, "data_version")  # apsw >= 3.47; older: append reads its head each time
 
 
 class EventLog:
@@ -338,7 +339,8 @@ class EventLog:
             raise
         versions.update(local)
         self._known_head = seq
-        self._committed = (seq, prev, db.data_version())  # after COMMIT: the version that commit left
+        if DATA_VERSION:
+            self._committed = (seq, prev, db.data_version())  # after COMMIT: the version that commit left
         if blocks:
             if len(self._blocks) > 50_000:
                 self._blocks.clear()

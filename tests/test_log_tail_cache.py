@@ -185,3 +185,17 @@ def test_a_writer_killed_inside_its_transaction(db_path):
         assert tail_is_head(lg) and lg.head()[0] == 1                # its row never committed
         assert lg.append([ac()], NOW) == [2]
         sound(lg, 2)
+
+
+def test_without_data_version_every_append_reads_its_head(db_path, monkeypatch):
+    """apsw before 3.47 has no Connection.data_version: append then reads the head each time."""
+    import events.log as evlog
+
+    monkeypatch.setattr(evlog, "DATA_VERSION", False)
+    with EventLog(db_path, durability="normal") as a, EventLog(db_path, durability="normal") as b:
+        seen = heads_read(a)
+        a.append([ac()], NOW)
+        b.append([ac()], NOW)
+        assert a.append([ac()], NOW) == [3]
+        assert seen == [HEAD_SQL, HEAD_SQL]
+        sound(a, 3)
