@@ -5,7 +5,8 @@ HIST_KEEP = 41 entries, O(1) per event). The percent at each of the last 21 entr
 entry's 20 predecessors, which the 41 kept entries always hold, so :func:`entries` rebuilds the
 exact per-entry percents on demand and :func:`flap_state` runs the hysteresis over them at
 plan time. A caller that plans every tick keeps a :class:`FlapMemo` and passes it in (the
-notifier does): then a plan recomputes only the subjects whose list changed. Without one, every
+notifier does): then a plan looks again only at the subjects whose list changed, and extends
+the percents of a list that only grew (times in order) by its new entries. Without one, every
 call computes from the list (the same result: the memo is only a cache).
 """
 from __future__ import annotations

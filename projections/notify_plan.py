@@ -113,18 +113,18 @@ class PlanMemo(FlapMemo):
     plan to the next (the notifier owns one; ``plan(..., flap_memo=memo)``). A cleared
     condition's decision is route's or inhibit's, which read only fields the fold never changes
     once it is cleared (sev, cls, name, cleared_by), whether it was ever sent, and for a
-    DICE_TERMINADO whether ``dod`` says its agent's DoD is met: so it is used again for the very
-    condition object while those two are unchanged and the policy is the same object.
+    DICE_TERMINADO its agent's verdict in ``dod``: so it is used again for the very condition
+    object while those two are unchanged and the policy is the same object.
     Saves: route and inhibit of most conditions on every plan (cleared ones stay 5 minutes)."""
 
     __slots__ = ("decided", "policy")
 
     def __init__(self) -> None:
         super().__init__()
-        self.decided: dict[str, tuple[dict, bool, bool, Decision]] = {}   # cid -> (condition, sent, met, decision)
+        self.decided: dict[str, tuple[dict, bool, str | None, Decision]] = {}   # cid -> (condition, sent, verdict, decision)
         self.policy: Policy | None = None
 
-    def cleared(self, state: dict, policy: Policy) -> dict[str, tuple[dict, bool, bool, Decision]]:
+    def cleared(self, state: dict, policy: Policy) -> dict[str, tuple[dict, bool, str | None, Decision]]:
         """The decisions kept for ``policy`` (dropped when it is another; bounded by the conditions)."""
         if self.policy is not policy or len(self.decided) > 2 * len(state["conds"]) + 1000:
             self.decided = {}
@@ -290,11 +290,11 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     for cid, c in conds:
         if decided is not None and c["cleared"] is not None:
             sent = c["sent_rev"] >= 0
-            met = c["cls"] == "DICE_TERMINADO" and dod.get(c["name"]) == "met"   # what route reads of dod
+            verdict = dod.get(c["name"]) if c["cls"] == "DICE_TERMINADO" else None   # what route reads of dod
             k = decided.get(cid)
-            if k is None or k[0] is not c or k[1] is not sent or k[2] is not met:   # (see PlanMemo)
+            if k is None or k[0] is not c or k[1] is not sent or k[2] != verdict:   # (see PlanMemo)
                 r = route(c, policy, dod)
-                k = decided[cid] = (c, sent, met, Decision(cid, "route", r) if r is not _ROUTED
+                k = decided[cid] = (c, sent, verdict, Decision(cid, "route", r) if r is not _ROUTED
                                     else Decision(cid, "inhibit", inhibit(c)))
             decisions.append(k[3])
             continue
@@ -306,7 +306,8 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
         if i is not _UNINHIBITED:
             decisions.append(Decision(cid, "inhibit", i))
             continue
-        s, sid = silence(c, silences, now)
+        # (a stage's answer without its call where it is known: no silence, nothing flapping, never acked)
+        s, sid = silence(c, silences, now) if silences else (_UNSILENCED, None)
         if s is not _UNSILENCED:
             decisions.append(Decision(cid, "silence", s))
             wakes.append(silences[sid]["until"])
@@ -315,11 +316,11 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
                 record.append(NoticeSilenced(notice=notice_id([it]), covers=sorted({c["seq"], c["last_seq"]}),
                                              silence=sid or "", keys=[f"{cid}@{c['rev']}"]))
             continue
-        f = flap_hold(c, flapping)
+        f = flap_hold(c, flapping) if flapping else _UNHELD
         if f is not _UNHELD:
             decisions.append(Decision(cid, "flap", f))
             continue
-        a, until = ack_stage(c, now)
+        a, until = ack_stage(c, now) if "acked" in c else (_UNACKED, None)
         if a is not _UNACKED:
             decisions.append(Decision(cid, "ack", a))
             if until is not None:

@@ -769,3 +769,44 @@ def test_a_kept_plan_memo_plans_as_no_memo_on_a_real_log(tmp_path, mix):
         last = rec.time
     elog.close()
     assert n > 20
+
+
+def test_the_plan_memo_drops_its_cleared_decisions_beyond_twice_the_conditions_and_1000():
+    """Bounded: kept at 2 x conditions + 1000 decisions, dropped (all) beyond; and dropped when
+    the plan comes with another policy object."""
+    w = World()
+    w.cls("a1", "RECLAMA", T0)
+    w.cls("a1", "TRABAJANDO", T0 + 1)            # one cleared condition
+    memo = PlanMemo()
+    plan(w.state, T0 + 2, P, flap_memo=memo)
+    bound = 2 * len(w.state["conds"]) + 1000
+    memo.decided.update({f"x{i}": None for i in range(bound - len(memo.decided))})  # ids no plan asks for
+    plan(w.state, T0 + 3, P, flap_memo=memo)
+    assert "x0" in memo.decided and len(memo.decided) == bound
+    memo.decided["y"] = None
+    plan(w.state, T0 + 4, P, flap_memo=memo)
+    assert "x0" not in memo.decided and len(memo.decided) == 1
+    memo.decided["z"] = None
+    plan(w.state, T0 + 5, Policy(**msgspec.structs.asdict(P)), flap_memo=memo)   # an equal policy, another object
+    assert "z" not in memo.decided and len(memo.decided) == 1 and memo.policy is not P
+
+
+def test_a_second_plan_of_the_same_state_takes_what_the_memo_kept():
+    """Nothing changed between two plans: the cleared conditions' decisions and the flapping
+    subject's FLAPPING condition are the memo's very objects (built once), the lists' entries
+    too; the plans are the same."""
+    w = World()
+    for i in range(30):
+        w.cls("a1", ("RECLAMA", "TRABAJANDO")[i % 2], T0 + i)     # flapping, never notified
+    w.cls("a2", "RECLAMA", T0)
+    w.cls("a2", "TRABAJANDO", T0 + 1)                            # cleared
+    memo = PlanMemo()
+    first = plan(w.state, T0 + 40, P, flap_memo=memo)
+    kept = dict(memo.decided), dict(memo.synthetic), memo.by_subject["agent:a1"][4]
+    second = plan(w.state, T0 + 41, P, flap_memo=memo)
+    assert any(d.key.startswith("agent:a1|FLAPPING#") for d in second.decisions)
+    assert kept[0] and all(memo.decided[k] is v for k, v in kept[0].items())
+    assert kept[1] and all(memo.synthetic[k] is v for k, v in kept[1].items())
+    assert memo.by_subject["agent:a1"][4] is kept[2]
+    _plans_equal(first, plan(w.state, T0 + 40, P))
+    _plans_equal(second, plan(w.state, T0 + 41, P))
