@@ -57,7 +57,7 @@ class FlapMemo:
 
     def __init__(self) -> None:
         # subject -> [flat, len, first seq, last seq, entries, {(high, low): summary},
-        #             running count (see _entries) or None, times in order]
+        #             running count (see _entries; empty until extended), times in order]
         self.by_subject: dict[str, list] = {}
         self.synthetic: dict[str, tuple] = {}
 
@@ -74,7 +74,7 @@ class FlapMemo:
             self.by_subject.clear()
             self.synthetic.clear()
         m = self.by_subject[subject] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]
-        m += [None, _in_order(flat[1::3])]
+        m += [[], _in_order(flat[1::3])]
         return m
 
 
@@ -84,9 +84,8 @@ def _in_order(times: list) -> bool:
 
 def _extended(m: list, flat: list) -> list | None:
     """The entries of ``flat``, the memo entry ``m``'s list after appends (and the trims that
-    keep it at HIST_KEEP), from ``m``'s entries and its running count (``m[6]``; the first time,
-    one started at the first new entry's 20th predecessor); None when it cannot be (times out of
-    order, the old last entry gone or replaced, a short list trimmed)."""
+    keep it at HIST_KEEP), from ``m``'s entries and its running count (``m[6]``); None when it
+    cannot be (times out of order, the old last entry gone or replaced, a short list trimmed)."""
     last = m[3]                        # the seq of the last entry computed
     n = len(flat) // 3
     k = 0                              # entries appended since
@@ -95,31 +94,18 @@ def _extended(m: list, flat: list) -> list | None:
     # a trimmed front is fine once every kept percent's 20 predecessors are in the list (the fold
     # trims only a full list); a list trimmed shorter than that (never by the fold) is recomputed
     # (k == n: the index is -1, the newest seq, which is not ``last``)
-    if not (m[7] and flat[3 * (n - 1 - k) + 2] == last
-            and (n >= HIST_KEEP or flat[2] == m[2]) and _in_order(flat[3 * (n - 1 - k) + 1::3])):
+    if not (m[7] and flat[3 * (n - 1 - k) + 2] == last and (n >= HIST_KEEP or flat[2] == m[2])
+            and _in_order(flat[1::3])):
         return None
-    if m[6] is None:
-        m[6] = [0, None, [], 0]
-        new = _entries(flat, m[6], max(0, n - k - HIST_N + 1))   # the first new one's 20 predecessors
-        new = new[max(0, len(new) - k):]
-    else:
-        new = _entries(flat, m[6], n - k)
-    return (m[4] + new)[-HIST_N:]
-
-
-def _cached(flat: list, subject: str, memo: FlapMemo | None) -> tuple[list, dict]:
-    """(:func:`entries`, hysteresis summaries by (high, low)) of ``flat``: the memo's when it has
-    them, else computed now."""
-    if memo is None:
-        return _entries(flat), {}
-    m = memo.entry(subject, flat)
-    return m[4], m[5]
+    # the first time, a count started at the first new entry's 20th predecessor
+    new = _entries(flat, m[6], n - k if m[6] else max(0, n - k - HIST_N + 1))
+    return (m[4] + new[max(0, len(new) - k):])[-HIST_N:]
 
 
 def entries(flat: list, subject: str = "", memo: FlapMemo | None = None) -> list[list[Any]]:
     """The last 21 ``[class, time, seq, percent]`` of a flat ``classes`` list (with a ``memo``:
     do not mutate the result)."""
-    return _cached(flat, subject, memo)[0]
+    return _entries(flat) if memo is None else memo.entry(subject, flat)[4]
 
 
 def _entries(flat: list, run: list | None = None, first: int = 0) -> list[list[Any]]:
@@ -127,14 +113,13 @@ def _entries(flat: list, run: list | None = None, first: int = 0) -> list[list[A
     predecessors (times in log order; a clock stepping back only keeps a change counted a
     little longer), computed in one pass with a running sum. ``run`` = [number of the entry at
     position ``first``, class before it, counted changes, sum of their numbers]: the count to
-    go on from (default: a fresh one at position 0), advanced in place to the end of ``flat``;
-    the result is the last 21 entries from position ``first`` on."""
+    go on from (None or empty: a fresh one from position ``first``), advanced in place to the end
+    of ``flat`` (unless None); the result is the last 21 entries from position ``first`` on."""
     out = []
-    n0, prev, tr, total_i = run if run is not None else (0, None, [], 0)
+    n0, prev, tr, total_i = run if run else (first, None, [], 0)   # (entries numbered from any start)
     # tr: counted changes (entry number, time), oldest first; total_i: sum of their entry numbers
     m = len(flat) // 3
     last = m - HIST_N
-    n = n0 - 1
     for p in range(first, m):
         n = n0 + p - first
         cls, t = flat[3 * p], flat[3 * p + 1]
@@ -151,7 +136,7 @@ def _entries(flat: list, run: list | None = None, first: int = 0) -> list[list[A
             total = 0.75 * k + 0.5 * (_W * k - n * k + total_i) / _W if k else 0.0
             out.append([cls, t, flat[3 * p + 2], round(100.0 * total / (HIST_N - 1), 2)])
     if run is not None:
-        run[:] = [n + 1, prev, tr, total_i]
+        run[:] = [n0 + m - first, prev, tr, total_i]
     return out
 
 
@@ -183,7 +168,7 @@ def flap_state(flat: list, sent: list | None, now: float, policy: Any, subject: 
         return None, [], False  # fewer than 8 classes, or nothing recent
     if memo is None:
         hist, summaries = _entries(flat), {}
-    else:   # (_cached, one call less: this runs for every subject on every plan)
+    else:   # (the memo entry itself: this runs for every subject on every plan)
         m = memo.entry(subject, flat)
         hist, summaries = m[4], m[5]
     key = (policy.flap_high, policy.flap_low)

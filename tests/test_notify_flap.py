@@ -280,7 +280,7 @@ def test_the_callers_memo_extends_a_grown_list_as_computed_from_scratch(back):
         for _ in range(rnd.choice((1, 1, 1, 2, 2, 5, 25))):
             state[s] = _grow(rnd, lists[s], *state[s], back)
         assert entries(lists[s], s, memo) == _entries(list(lists[s]))
-        extended += memo.by_subject[s][6] is not None
+        extended += bool(memo.by_subject[s][6])
         for pol in (P, Policy(flap_high=30.0, flap_low=10.0)):
             now = lists[s][-2] + rnd.choice((0.0, 100.0, 3599.0, 3700.0))
             assert flap_state(lists[s], None, now, pol, s, memo) == flap_state(list(lists[s]), None, now, pol)
@@ -305,3 +305,34 @@ def test_the_callers_memo_recomputes_a_list_edited_in_place():
     entries(h, "agent:c", memo)
     del h[:3]                                  # ... cut at the front, nothing appended
     assert entries(h, "agent:c", memo) == entries(list(h))
+
+
+def test_the_callers_memo_extends_every_way_the_fold_grows_a_list():
+    """Times in order: one class, two, five, then past the 41 kept (trimmed), then 25 at once:
+    every look extends the kept entries (the running count is kept, never computed anew) and
+    gives the entries of the list computed anew; all changes within the hour, so each new
+    entry's percent counts every one of its 20 predecessors' changes (a count started one
+    entry late would miss the oldest)."""
+    memo = FlapMemo()
+    f = flat("AB" * 12)                                   # 24 classes, 1 s apart, each a change
+    assert entries(f, "agent:a", memo) == entries(list(f))
+    seq, t = 24, T + 23
+    for k in (1, 2, 5, 1, 20, 1, 25, 1):
+        for _ in range(k):
+            seq, t = seq + 1, t + 1
+            f += ["AB"[(seq - 1) % 2], t, seq]
+            del f[:max(0, len(f) - 3 * 41)]
+        got = entries(f, "agent:a", memo)
+        assert got == entries(list(f)) and got[-1][3] == 100.0
+        assert memo.by_subject["agent:a"][6], k            # extended, not computed anew
+
+
+def test_the_callers_memo_keeps_the_entries_of_a_long_list_cut_at_the_front():
+    """Longer than the fold keeps (45 classes), cut at the front, nothing appended: the kept
+    percents each still have their 20 predecessors, so the memo keeps them (extends by none)."""
+    memo = FlapMemo()
+    h = flat("AB" * 22 + "A")
+    entries(h, "agent:c", memo)
+    del h[:3]
+    assert entries(h, "agent:c", memo) == entries(list(h))
+    assert memo.by_subject["agent:c"][6]
