@@ -118,3 +118,116 @@ def test_a_flooding_worker_is_cut_at_max_out(log, tmp_path, monkeypatch):
     assert rebuild_par.worker_result(proc, timeout=60) is None and proc.poll() is not None
     p, encoded = rebuild_par.rebuild_parallel(log, python="yes")
     assert (p.seq, encoded) == (seq, want)
+
+
+def test_each_group_stops_at_upto_inside_a_batch(tmp_path):
+    """fold_group reads in batches of BATCH rows (CHUNK_TYPED a query for the worker's types):
+    rows appended after ``upto`` — in the same batch or later ones — are not folded, by either
+    group, and each group's states are the one-process replay's at ``upto``."""
+    elog = churn(str(tmp_path / "e.db"), appends=120, seed=11)
+    try:
+        upto = elog.head()[0]
+        assert upto % rebuild_par.BATCH and upto > 3 * rebuild_par.CHUNK_TYPED   # upto falls inside a batch
+        seq, want = serial(elog)
+        more = churn(str(tmp_path / "more.db"), appends=40, seed=12)
+        extra = [r.event for r in more.read(0)]
+        more.close()
+        elog.append(extra, 1_900_000_000.0)
+        local = tuple(n for n in want if n not in rebuild_par.WORKER)
+        for names, typed in ((rebuild_par.WORKER, True), (local, False)):
+            p = rebuild_par.fold_group(elog, names, upto, types=typed)
+            assert p.encoded() == {n: want[n] for n in names}
+        assert p.seq == seq == upto
+    finally:
+        elog.close()
+
+
+def test_damaged_rows_are_skipped_and_reported_as_in_one_process(tmp_path):
+    """A row whose data does not decode (a hostile edit), at a batch's edge and inside one:
+    the two-process rebuild skips and reports the same seqs as the one-process replay and folds
+    the same states (the worker skips them too: its own read skips what it cannot decode)."""
+    import apsw
+
+    from events import schema as evschema
+
+    path = str(tmp_path / "e.db")
+    churn(path, appends=220, seed=19).close()
+    c = apsw.Connection(path)
+    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
+    bad = (rebuild_par.BATCH, rebuild_par.BATCH + 1, 777, rebuild_par.CHUNK_TYPED + 3)
+    for s in bad:
+        c.execute("UPDATE events SET data = ? WHERE seq = ?", (b"{not json", s))
+    c.execute("UPDATE events SET data = ? WHERE seq = ?", ("text, not a blob", 901))
+    evschema.restore_guards(c)
+    c.close()
+    one = EventLog(path, create=False, readonly=True)
+    seq, want = serial(one)
+    two = EventLog(path, create=False, readonly=True)
+    try:
+        p, encoded = rebuild_par.rebuild_parallel(two)
+        assert (p.seq, encoded) == (seq, want)
+        assert sorted(two.damaged) == sorted(one.damaged) == sorted((*bad, 901))
+    finally:
+        one.close()
+        two.close()
+
+
+# ---- the folds' speed edits (fleet, dod, report: issue 19's rebuild row) keep their rules ---------
+def _rec(seq: int, ev, t: float):
+    from events.log import Recorded, iso
+    from events.types import encode_data, tag_of
+
+    return Recorded(seq, f"id{seq}", iso(t), tag_of(ev), ev.subject, 1, ev, encode_data(ev), b"")
+
+
+def test_fleet_keeps_the_recorded_target_when_a_tick_saw_none():
+    from events.types import AgentClassified
+    from projections import fleet
+
+    st = fleet.initial()
+    for seq, (agent, target) in enumerate((("a", ""), ("b", "t1"), ("b", ""), ("b", None), ("c", None)), 1):
+        st = fleet.fold(st, _rec(seq, AgentClassified(agent=agent, to="TRABAJANDO", target=target), 1e9 + seq))
+    assert {a: r["target"] for a, r in st["agents"].items()} == {"a": None, "b": "t1", "c": None}
+
+
+@pytest.mark.parametrize("n, at", [(300, 512), (1100, 2048)])
+def test_fleet_and_dod_prune_on_prune_dues_seqs_only(n, at):
+    """With n agents closed over a week ago, the first agent.classified at a seq prune_due
+    accepts (a multiple of 512, or past 512 agents of the power of two at or above their count:
+    2048 for 1,107) forgets them, in fleet and in dod; classified events at other multiples of
+    512 (1536) do not."""
+    from events.types import AgentClassified
+    from projections import dod, fleet
+
+    t0 = 1.8e9
+    fs, ds = fleet.initial(), dod.initial()
+    recs = [_rec(i + 1, AgentClassified(agent=f"x{i}", to="CERRADO"), t0) for i in range(n)]
+    seq, live = n, 0
+    while seq < 2100:
+        seq += 1
+        live += 1
+        recs.append(_rec(seq, AgentClassified(agent=f"live{live % 7}", to="TRABAJANDO"), t0 + 8 * 86400))
+    gone_at = None
+    for r in recs:
+        fs, ds = fleet.fold(fs, r), dod.fold(ds, r)
+        closed = sum(a.startswith("x") for a in fs["agents"])
+        assert closed == sum(a.startswith("x") for a in ds["agents"])
+        if gone_at is None and r.seq > n and closed == 0:
+            gone_at = r.seq
+    assert gone_at == at
+
+
+def test_report_books_no_negative_time_for_a_clock_stepped_back():
+    """An agent's next class at an earlier time (a clock stepped back): its stay counts 0 s,
+    not a negative span (close_class's max(0, t - since))."""
+    from events.types import AgentClassified
+    from projections import report
+    from watcher.runtime.state import TimeCache
+
+    times = TimeCache(report.TIME).__getitem__
+    st = report.initial()
+    for seq, (to, t) in enumerate((("RECLAMA", 1.8e9 + 100), ("TRABAJANDO", 1.8e9), ("ESTANCADO", 1.8e9 + 50)), 1):
+        st = report.fold(st, _rec(seq, AgentClassified(agent="a", to=to), t), times)
+    assert st["per_agent"]["a"]["time"] == {"RECLAMA": 0.0, "TRABAJANDO": 50.0}
+    assert st["samples"]["reclama"] == [0.0]
+    assert all(d["reclama_s"] >= 0 for d in st["days"].values())

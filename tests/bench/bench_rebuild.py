@@ -4,7 +4,8 @@
    packages, circuits, swarm children, steps, source edges), written in large batches.
 2. Rebuild (every projection replayed from seq 1 as `fleetwatch rebuild` does,
    ``watcher.runtime.rebuild_par.rebuild``: on two cores half the folds run in a second process,
-   each process reading the log itself; info: the same in one process) against the floor
+   each process reading the log itself; the row gives each process's CPU time, so it says how
+   even the halves are; info: the same in one process) against the floor
    measured in the same run: the raw row fetch + msgspec decode of each row's data into its event
    Struct + a dict fold (count per type, last seq per subject). Target: rebuild ≥ 0.35× the
    floor's events/s (every projection folds every event it reads; the floor folds nothing).
@@ -195,30 +196,48 @@ def _first_output_ms(args: list[str], env: dict, whole: bool = False) -> float:
     return dt * 1000
 
 
-def rebuild_and_snapshot(path: str, one_process: bool = False) -> tuple[int, int, float]:
+def rebuild_and_snapshot(path: str, one_process: bool = False) -> tuple[int, int, float, float, float]:
     """`fleetwatch rebuild`'s rebuild (``rebuild_par.rebuild``: half the folds in a second process
-    on two cores), or with ``one_process`` all of them here (``state.rebuild``)."""
+    on two cores), or with ``one_process`` all of them here (``state.rebuild``): (seq, projections,
+    wall s, this process's CPU s, the worker's CPU s)."""
+    import resource
+
     from watcher.runtime import rebuild_par, state
 
+    def cpu(who: int) -> float:
+        r = resource.getrusage(who)
+        return r.ru_utime + r.ru_stime
+
     elog = EventLog(path, durability="normal", create=False)
+    c0, w0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     if one_process:
         p, _ = state.rebuild(elog, check=False, store=True)
     else:
         p, _ = rebuild_par.rebuild(elog, check=False, store=True)   # stores the snapshots status answers from
     dt = time.perf_counter() - t0
+    c1, w1 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
     elog.close()
-    return p.seq, len(p.mods), dt
+    return p.seq, len(p.mods), dt, c1 - c0, w1 - w0
 
 
-def run(quick: bool = False, budget_s: float = 300.0) -> list[dict]:
+def run(quick: bool = False, budget_s: float = 300.0, log: str | None = None) -> list[dict]:
+    """The rows. ``log``: a copy of a log ``generate`` wrote (``--log PATH``, for one's own repeated
+    runs; `make bench` always generates its own)."""
     n = 100_000 if quick else 1_000_000
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "events.db")
-        gen_s = generate(path, n)
-        rows.append({"name": f"generate {n:,} events (batched appends)", "figure": f"{gen_s:.1f} s "
-                     f"({n / gen_s:,.0f} ev/s)", "ratio": None, "target": "setup", "ok": None})
+        if log is not None:
+            import shutil
+
+            shutil.copyfile(log, path)
+            with EventLog(path, create=False, readonly=True) as elog:
+                n = elog.head()[0]
+        else:
+            gen_s = generate(path, n)
+            rows.append({"name": f"generate {n:,} events (batched appends)", "figure": f"{gen_s:.1f} s "
+                         f"({n / gen_s:,.0f} ev/s)", "ratio": None, "target": "setup", "ok": None})
         fn, fdt = floor(path)
         frate = fn / fdt
         rates = fold_rates(path)
@@ -238,15 +257,15 @@ def run(quick: bool = False, budget_s: float = 300.0) -> list[dict]:
             rebuild_and_snapshot(small)
             rows += status_rows(small, 100_000, tmp, " (fallback log: full rebuild skipped)")
             return rows
-        seq1, _, odt = rebuild_and_snapshot(path, one_process=True)
-        seq, nmods, rdt = rebuild_and_snapshot(path)
+        seq1, _, odt, _, _ = rebuild_and_snapshot(path, one_process=True)
+        seq, nmods, rdt, mine, theirs = rebuild_and_snapshot(path)
         assert seq == seq1 == fn == n
         ratio = (n / rdt) / frate
         from watcher.runtime.rebuild_par import cores
 
         rows.append({"name": f"rebuild {nmods} projections vs floor (fetch+decode+dict fold)",
-                     "figure": f"rebuild {n / rdt:,.0f} ev/s ({rdt:.2f} s, {min(cores(), 2)} processes); "
-                               f"floor {frate:,.0f} ev/s ({fdt:.2f} s)",
+                     "figure": f"rebuild {n / rdt:,.0f} ev/s ({rdt:.2f} s, {min(cores(), 2)} processes: CPU "
+                               f"{mine:.2f} s here, {theirs:.2f} s in the worker); floor {frate:,.0f} ev/s ({fdt:.2f} s)",
                      "ratio": round(ratio, 3), "target": ">= 0.35x floor", "ok": ratio >= 0.35})
         rows.append({"name": "rebuild in one process vs floor (info)",
                      "figure": f"rebuild {n / odt:,.0f} ev/s ({odt:.2f} s); floor {frate:,.0f} ev/s",
@@ -256,5 +275,6 @@ def run(quick: bool = False, budget_s: float = 300.0) -> list[dict]:
 
 
 if __name__ == "__main__":
-    for r in run(quick="--quick" in sys.argv):
+    cached = sys.argv[sys.argv.index("--log") + 1] if "--log" in sys.argv else None
+    for r in run(quick="--quick" in sys.argv, log=cached):
         print(f"{r['name']}: {r['figure']}  ratio={r['ratio']}  target={r['target']}  ok={r['ok']}")

@@ -4,8 +4,11 @@ replay takes about half the wall time on two cores; each process also pays its o
 
 - This process reads every row up to the head it found at the start (``upto``), exactly as the
   one-process replay does: the same damaged rows skipped and reported, the same last seq. It
-  folds ``LOCAL`` (notify and the small folds: about half the fold cost, bench_rebuild's fold
-  rates), the worker ``WORKER``.
+  folds the projections not in ``WORKER`` (notify and swarms), the worker the others: the halves
+  even in CPU time on bench_rebuild's log, where this process reads ~20 % more rows and the
+  worker also starts an interpreter and encodes its states (2026-12-01, 1M events, a loaded
+  machine: each ~12 s of CPU; when the worker folded only report, fleet, dod and runs, this
+  process took 1.4-3 s more than it).
 - The worker (``python -m watcher.runtime.rebuild_par PATH UPTO NAMES``) opens the log read-only,
   reads only the event types its group folds, up to ``upto`` (a damaged row skipped as here), and
   writes one msgpack document to stdout: its encoded states (the snapshot bytes this process
@@ -26,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from itertools import takewhile
+from itertools import islice, takewhile
 from typing import Any
 
 import msgspec
@@ -34,10 +37,13 @@ import msgspec
 from events import sqlrows
 from events.log import EventLog
 
-WORKER = ("report", "fleet", "dod", "runs")   # ~half the fold cost of a realistic log, and ~80 % of its rows
+WORKER = ("report", "fleet", "dod", "runs", "missions", "fanout")   # ~half the fold cost, ~80 % of the rows
 MIN_EVENTS = 200_000                          # below this a second interpreter's start-up (~0.1 s) is not worth it
 MAX_OUT = 256 << 20                           # bytes of worker output taken (its states: ~1 MB at 1M events, ~40 MB at 50k agents)
 WAIT_MIN_S = 30.0                             # the worker may take twice this process's own folding, or this
+BATCH = 100                                   # records per fold batch (fold_group: small enough for the L2 cache)
+CHUNK = 100                                   # rows per read query of every row
+CHUNK_TYPED = 500                             # rows per read query of some types (the worker's)
 
 
 class Result(msgspec.Struct):
@@ -71,9 +77,16 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True, parallel: bo
 
 def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool) -> Any:
     """Projections of ``names`` folded over the rows up to ``upto``. ``types``: read only the
-    event types those projections fold (the worker); else every row."""
+    event types those projections fold (the worker); else every row.
+
+    Folded in batches of BATCH records read CHUNK rows a query (CHUNK_TYPED with ``types``): a
+    record with its event and columns is ~1-2 KB of objects, so a batch that stays in the core's
+    L2 cache (1 MiB) while each fold walks it misses it about half as often as the replay's
+    2000 (cachegrind, L2 as LL, bench_rebuild's log, per event: every row 131 -> 64 misses at
+    100; the worker's types 115 -> 78 at 500/100). A query with the worker's ``type IN (...)``
+    costs ~0.1 M instructions of its own, so those read 500 rows a query."""
     from projections.base import registry
-    from watcher.runtime.state import Projections, batches, gc_paused
+    from watcher.runtime.state import Projections, gc_paused
 
     p = Projections(registry(names))
     wanted = None
@@ -81,7 +94,11 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool) ->
         sets = [getattr(m, "TYPES", None) for m in p.mods.values()]
         wanted = None if any(s is None for s in sets) else sorted(set().union(*sets))
     with gc_paused():
-        for batch in batches(takewhile(lambda r: r.seq <= upto, log.read(0, types=wanted))):
+        it = log.read(0, types=wanted, chunk=CHUNK if wanted is None else CHUNK_TYPED)
+        while batch := list(islice(it, BATCH)):
+            if batch[-1].seq > upto:   # rows appended since upto: not ours (one check a batch, not a row)
+                p.fold_many(list(takewhile(lambda r: r.seq <= upto, batch)))
+                break
             p.fold_many(batch)
     return p
 
