@@ -57,7 +57,7 @@ class FlapMemo:
 
     def __init__(self) -> None:
         # subject -> [flat, len, first seq, last seq, entries, {(high, low): summary},
-        #             running count (see _entries; empty until extended), times in order]
+        #             running count (see _entries; empty until extended)]
         self.by_subject: dict[str, list] = {}
         self.synthetic: dict[str, tuple] = {}
 
@@ -74,7 +74,7 @@ class FlapMemo:
             self.by_subject.clear()
             self.synthetic.clear()
         m = self.by_subject[subject] = [flat, len(flat), flat[2], flat[-1], _entries(flat), {}]
-        m += [[], _in_order(flat[1::3])]
+        m.append([])
         return m
 
 
@@ -88,14 +88,14 @@ def _extended(m: list, flat: list) -> list | None:
     cannot be (times out of order, the old last entry gone or replaced, a short list trimmed)."""
     last = m[3]                        # the seq of the last entry computed
     n = len(flat) // 3
-    k = 0                              # entries appended since
-    while k < n and flat[3 * (n - 1 - k) + 2] > last:
-        k += 1
-    # a trimmed front is fine once every kept percent's 20 predecessors are in the list (the fold
-    # trims only a full list); a list trimmed shorter than that (never by the fold) is recomputed
-    # (k == n: the index is -1, the newest seq, which is not ``last``)
-    if not (m[7] and flat[3 * (n - 1 - k) + 2] == last and (n >= HIST_KEEP or flat[2] == m[2])
-            and _in_order(flat[1::3])):
+    k = next((i for i in range(n) if flat[3 * (n - 1 - i) + 2] <= last), n)   # entries appended since
+    # (k == n: the index is -1, the newest seq, which is not ``last``). A trimmed front is fine
+    # once every kept percent's 20 predecessors are in the list (the fold trims only a full
+    # list); a list trimmed shorter than that (never by the fold) is recomputed. Times in order
+    # over the whole list: every kept percent's window is in order, and there the running count
+    # holds exactly its changes within the hour, whatever came before (also for the percents
+    # kept from a list whose front, since trimmed, was out of order)
+    if not (flat[3 * (n - 1 - k) + 2] == last and (n >= HIST_KEEP or flat[2] == m[2]) and _in_order(flat[1::3])):
         return None
     # the first time, a count started at the first new entry's 20th predecessor
     new = _entries(flat, m[6], n - k if m[6] else max(0, n - k - HIST_N + 1))
