@@ -716,7 +716,7 @@ def _memo_world(rnd: random.Random, steps: int, agents: int,
         want = plan(w.state, t, pol, inflight, quiet)
         _plans_equal(got, want)
         flaps += sum(d.stage == "flap" for d in got.decisions)
-        extended += sum(m[6] is not None for m in memo.by_subject.values())
+        extended += sum(bool(m[6]) for m in memo.by_subject.values())
         for m in pending:                      # delivered while the next events came in
             if rnd.random() < 0.8:
                 w.sent(m, t)
