@@ -43,12 +43,12 @@ class FlapMemo:
     the front, so those identify the content. Bounded: cleared beyond MAX subjects.
     Saves: the percents of every subject on every plan (the notifier plans each tick).
 
-    A list that only grew (its old last seq still there) and
-    whose times never stepped back is extended (:func:`_extended`): the percents of the new
-    entries continue the running count kept with the entry, the old ones are kept. With times in
-    order the count at an entry holds exactly the changes of its 20 predecessors within the hour
-    whatever entry the count started from, so this is :func:`_entries` of the whole list (pinned
-    by tests/test_notify_flap.py's differential test); a clock that stepped back recomputes.
+    A list that only grew (its old last seq still there) and whose times are in order is
+    extended (:func:`_extended`): the percents of the new entries continue the running count
+    kept with the entry, the old ones are kept. With times in order the count at an entry holds
+    exactly the changes of its 20 predecessors within the hour whatever entry the count started
+    from, so this is :func:`_entries` of the whole list (pinned by tests/test_notify_flap.py's
+    differential tests); while a clock step back is in the list, it is computed anew.
     ``synthetic``: subject -> (episode start, last entry, cid, condition) of the FLAPPING
     condition the planner built from an entry (``projections.notify_plan.flap_conds``)."""
 
