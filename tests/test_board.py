@@ -342,3 +342,21 @@ def test_mouse_click_on_the_selected_row_jumps_and_q_in_the_filter_does_not_quit
             await pilot.pause()
             assert app.is_running and app.needle == "q" and table.row_count == 0
     run(go())
+
+
+def test_a_tick_during_teardown_is_no_crash(tmp_path):
+    """What broke (CI): the board's interval fired once more while the app closed and its
+    widgets were gone: NoMatches '#head' out of the timer. A tick without the board's widgets
+    does nothing; with them, a lookup that fails is still an error."""
+    db = str(tmp_path / "e.db")
+    seed(db, 3)
+
+    async def go():
+        app = Board(Feed(db), compact=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await app.query_one("#head").remove()
+            app._drawn_at = -10.0          # due for a redraw
+            app.tick()                     # no '#head': the teardown case, nothing drawn
+            assert not app.query("#head")
+    run(go())
