@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from itertools import islice, takewhile
 from typing import Any
@@ -36,6 +35,7 @@ import msgspec
 
 from events import sqlrows
 from events.log import EventLog
+from watcher.runtime.child import cores, read_capped
 
 WORKER = ("report", "fleet", "dod", "runs", "missions", "fanout")   # ~half the fold cost, ~80 % of the rows
 MIN_EVENTS = 200_000                          # below this a second interpreter's start-up (~0.1 s) is not worth it
@@ -49,13 +49,6 @@ CHUNK_TYPED = 500                             # rows per read query of some type
 class Result(msgspec.Struct):
     states: dict[str, bytes]
     upto_hash: bytes = b""          # the chain hash of row ``upto`` in the worker's file (b"": none)
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def worthwhile(log: EventLog) -> bool:
@@ -119,22 +112,15 @@ def worker_result(proc: subprocess.Popen | None, timeout: float = 3600.0) -> Res
     finish within ``timeout`` s (killed)."""
     if proc is None or proc.stdout is None:
         return None
-    timer = threading.Timer(timeout, proc.kill)   # a hung worker is killed: its read below ends
-    timer.start()
-    parts, n = [], 0
+    out = None
     try:
-        fd = proc.stdout.fileno()
-        while n <= MAX_OUT and (chunk := os.read(fd, 1 << 20)):   # a flood stops at MAX_OUT
-            parts.append(chunk)
-            n += len(chunk)
-        if n > MAX_OUT:
+        out = read_capped(proc.stdout.fileno(), MAX_OUT, timeout)   # a hung or flooding worker: None
+    finally:
+        if out is None:
             proc.kill()
         proc.stdout.close()
         proc.wait()
-    finally:
-        timer.cancel()
-    out = b"".join(parts)
-    if proc.returncode != 0 or len(out) > MAX_OUT:
+    if out is None or proc.returncode != 0:
         return None
     try:
         return msgspec.msgpack.decode(out, type=Result)

@@ -101,15 +101,18 @@ class GlobSource:
     def _read(self, path: str, st: os.stat_result) -> Any:
         """The observation of a regular file ``st`` stat'ed: read_new checks its kind and size
         again on the open descriptor (it may have changed since the stat)."""
-        folder_id = _folder_id(path)
-        mtime = st.st_mtime
         try:
             _, raw, bad = read_new(path, self.max_bytes)  # no 1 MB buffer per file
         except NotRegular as e:  # replaced by a FIFO (or other) between the stat and the open
-            return self.error_obs(folder_id, path, e.strerror)
+            return self.error_obs(_folder_id(path), path, e.strerror)
         except OSError as e:
-            return self.error_obs(folder_id, path, f"unreadable: {e.strerror or type(e).__name__}")
-        return self.error_obs(folder_id, path, bad) if bad else self.parse(raw, path, folder_id, mtime)
+            return self.error_obs(_folder_id(path), path, f"unreadable: {e.strerror or type(e).__name__}")
+        return self._observed(path, raw, bad, st.st_mtime)
+
+    def _observed(self, path: str, raw: bytes, why: str | None, mtime: float) -> Any:
+        """The observation of bytes read from ``path``: its parse, or the error ``why``."""
+        folder_id = _folder_id(path)
+        return self.error_obs(folder_id, path, why) if why else self.parse(raw, path, folder_id, mtime)
 
     def error_obs(self, folder_id: str, path: str, reason: str) -> Any:
         raise NotImplementedError
@@ -277,8 +280,7 @@ class GlobSource:
             st, raw, why = read_new(path, self.max_bytes)
         except OSError:
             return None, None
-        folder_id = _folder_id(path)
-        return st, self.error_obs(folder_id, path, why) if why else self.parse(raw, path, folder_id, st.st_mtime)
+        return st, self._observed(path, raw, why, st.st_mtime)
 
     def _poll_simple(self) -> SourceResult:
         """The usual layout: one listdir, one stat per folder; when ROOT lists the same folders,

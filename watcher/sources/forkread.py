@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import signal
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgspec
+
+from watcher.runtime.child import cores, read_capped
 
 log = logging.getLogger("fleetwatch.sources")
 
@@ -62,12 +63,7 @@ Read = tuple[Any, Any]   # (St or os.stat_result, observation), or (None, None):
 
 def usable(n: int) -> bool:
     """Whether ``n`` files are worth a second process here."""
-    if n < FORK_MIN or not hasattr(os, "fork"):
-        return False
-    try:
-        return len(os.sched_getaffinity(0)) >= 2
-    except (AttributeError, OSError):
-        return (os.cpu_count() or 1) >= 2
+    return n >= FORK_MIN and hasattr(os, "fork") and cores() >= 2
 
 
 def _child(w: int, paths: list[str], read_one: Callable[[str], Read]) -> None:
@@ -105,34 +101,19 @@ def _or_none(x: Any) -> Any:
 
 def _collect(pid: int, r: int, wait_s: float) -> bytes | None:
     """The child's whole answer, or None (late, too large, or it died); the child is reaped."""
-    chunks: list[bytes] = []
-    size = 0
-    end = time.monotonic() + wait_s
-    ok = False
     try:
-        while True:
-            left = end - time.monotonic()
-            if left <= 0 or not select.select([r], [], [], left)[0]:
-                break
-            b = os.read(r, 1 << 20)
-            if not b:
-                ok = True
-                break
-            size += len(b)
-            if size > MAX_OUT:
-                break
-            chunks.append(b)
+        data = read_capped(r, MAX_OUT, wait_s)
     finally:
         os.close(r)
-        if not ok:
+        if data is None:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         _, status = os.waitpid(pid, 0)
-    if not ok or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+    if data is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
-    return b"".join(chunks)
+    return data
 
 
 def read_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type) -> list[Read]:
