@@ -11,6 +11,11 @@ from functools import lru_cache
 _iso_last: tuple[float, str] = (float("nan"), "")
 _iso_minutes: dict[int, str] = {}  # epoch minute -> its "YYYY-MM-DDTHH:MM:" text (bounded: MINUTES)
 MINUTES = 4096
+# "SS." and "mmmZ" of every second and millisecond: the tail of a minute's text is two look-ups
+# and one concatenation (~1 us less than formatting "{sec:02d}.{ms:03d}Z": a first tick formats
+# one last activity per agent)
+_SECONDS = tuple(f"{s:02d}." for s in range(60))
+_MILLIS = tuple(f"{m:03d}Z" for m in range(1000))
 
 
 def iso(ts: float | datetime) -> str:
@@ -33,7 +38,7 @@ def iso(ts: float | datetime) -> str:
         if len(_iso_minutes) >= MINUTES:
             _iso_minutes.clear()
         _iso_minutes[m] = head
-    out = f"{head}{sec:02d}.{ms:03d}Z"
+    out = head + _SECONDS[sec] + _MILLIS[ms]
     _iso_last = (ts, out)
     return out
 

@@ -60,21 +60,26 @@ def initial() -> dict[str, Any]:
     return {"agents": {}}
 
 
+# an agent's record at first sight (every value immutable: each agent gets a copy, and a copy of
+# this dict is ~0.5 us cheaper than building the 16-key literal: a first tick makes one per agent)
+_NEW_AGENT: dict[str, Any] = {
+    "contract_sha256": None,   # fixed at first sight
+    "contract_len": 0,
+    "current_sha256": None,    # last known digest (changes are events)
+    "contract_changes": 0,
+    "class": None, "class_since": None,
+    "claim_seq": 0, "claim_since": None, "claim_flagged": False,
+    "verdict": None,           # {"verdict","verifier","evidence","source","at","seq"}
+    "goal_key": None,          # "status|verifier" of the last goal.json verdict
+    "self_key": None, "self_seq": 0, "self_at": None, "self_detail": "",
+    "flags": 0,
+}
+
+
 def _agent(state: dict[str, Any], agent: str) -> dict[str, Any]:
     a = state["agents"].get(agent)
     if a is None:
-        a = state["agents"][agent] = {
-            "contract_sha256": None,   # fixed at first sight
-            "contract_len": 0,
-            "current_sha256": None,    # last known digest (changes are events)
-            "contract_changes": 0,
-            "class": None, "class_since": None,
-            "claim_seq": 0, "claim_since": None, "claim_flagged": False,
-            "verdict": None,           # {"verdict","verifier","evidence","source","at","seq"}
-            "goal_key": None,          # "status|verifier" of the last goal.json verdict
-            "self_key": None, "self_seq": 0, "self_at": None, "self_detail": "",
-            "flags": 0,
-        }
+        a = state["agents"][agent] = _NEW_AGENT.copy()
     return a
 
 
