@@ -231,3 +231,29 @@ def test_report_books_no_negative_time_for_a_clock_stepped_back():
     assert st["per_agent"]["a"]["time"] == {"RECLAMA": 0.0, "TRABAJANDO": 50.0}
     assert st["samples"]["reclama"] == [0.0]
     assert all(d["reclama_s"] >= 0 for d in st["days"].values())
+
+
+def test_an_orphaned_worker_stops_folding(log, monkeypatch):
+    """Regression: a `rebuild` killed with kill -9 left its worker folding on for seconds (a
+    core's worth) for nobody. The worker's fold stops once its parent is another pid."""
+    monkeypatch.setattr(rebuild_par, "ORPHAN_CHECK", 1)
+    upto = log.head()[0]
+    with pytest.raises(rebuild_par.Orphaned):
+        rebuild_par.fold_group(log, rebuild_par.WORKER, upto, types=True, parent=os.getppid() + 1_000_000)
+    p = rebuild_par.fold_group(log, rebuild_par.WORKER, upto, types=True, parent=os.getppid())
+    assert p.seq == upto
+
+
+def test_a_worker_told_another_parent_does_nothing(log):
+    """The worker run as rebuild runs it, but with a parent pid that is not its parent (what it
+    sees after a kill -9 of its `rebuild`: it was reparented): exit 1, nothing written, before
+    it reads anything."""
+    import subprocess
+
+    upto = log.head()[0]
+    out = subprocess.run([sys.executable, "-m", "watcher.runtime.rebuild_par", log.path, str(upto),
+                          ",".join(rebuild_par.WORKER), str(os.getpid() + 1_000_000)], capture_output=True)
+    assert out.returncode == 1 and out.stdout == b""
+    own = subprocess.run([sys.executable, "-m", "watcher.runtime.rebuild_par", log.path, str(upto),
+                          ",".join(rebuild_par.WORKER), str(os.getpid())], capture_output=True)
+    assert own.returncode == 0 and msgspec.msgpack.decode(own.stdout, type=rebuild_par.Result).upto_hash
