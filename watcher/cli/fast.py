@@ -102,6 +102,10 @@ def _command(name: str):
     return getattr(mod, name)
 
 
+# Modules msgspec's import pulls in and these paths never use (import_msgspec_lean)
+STAND_INS = ("platform", "textwrap", "msgspec.inspect")
+
+
 def import_msgspec_lean() -> None:
     """Import msgspec without typing_extensions (which imports inspect, ast, dis, tokenize): about
     a tenth of `status`'s start (bench_rebuild.py's CLI rows). msgspec takes typing_extensions'
@@ -112,16 +116,20 @@ def import_msgspec_lean() -> None:
     tests/test_fast_cli.py checks no module imports it). The block lasts only for msgspec's own
     import: anything imported later gets typing_extensions as usual.
 
-    Two more modules msgspec's import pulls in and never uses on these paths are stood in for by
-    ``Deferred`` modules while it imports (~3-4 ms of `status`'s start, 2026-12-01): ``platform``,
-    which ``uuid`` imports only to ask ``platform.system()`` once (answered from ``os.uname()``, as
-    platform does on POSIX), and ``textwrap``, which ``msgspec.json``'s schema generator uses
-    (``msgspec.json.schema``). Both compile regular expressions at import. Any other use of either
-    imports the real module then; after msgspec's import ``import platform``/``textwrap`` give the
-    real modules as usual."""
+    Three more modules msgspec's import pulls in and never uses on these paths are stood in for by
+    ``Deferred`` modules while it imports (STAND_INS): ``platform``, which ``uuid`` imports only to
+    ask ``platform.system()`` once (answered from ``os.uname()``, as platform does on POSIX), and
+    ``textwrap``, which ``msgspec.json``'s schema generator uses (``msgspec.json.schema``); both
+    compile regular expressions at import (~3-4 ms of `status`'s start, 2026-12-01). And
+    ``msgspec.inspect`` (~1.4 ms: some thirty Struct classes), which ``msgspec/__init__`` and the
+    schema generator bind as a module and call only for ``msgspec.inspect.*`` or a schema. Any other
+    use of one of them imports the real module then; after msgspec's import ``import platform``,
+    ``textwrap``, ``msgspec.inspect`` give the real modules as usual (``msgspec.inspect`` then is
+    the real module too). ``datetime`` is loaded as Python 3.12 lays it out (``datetime_from_c``)."""
     if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
         return
-    stand_ins = {n: Deferred(n) for n in ("platform", "textwrap") if n not in sys.modules}
+    datetime_from_c()
+    stand_ins = {n: Deferred(n) for n in STAND_INS if n not in sys.modules}
     if "platform" in stand_ins:
         import os
 
@@ -135,6 +143,34 @@ def import_msgspec_lean() -> None:
         for n, mod in stand_ins.items():
             if sys.modules.get(n) is mod:
                 del sys.modules[n]
+
+
+DATETIME_ALL = ("date", "datetime", "time", "timedelta", "timezone", "tzinfo", "MINYEAR", "MAXYEAR", "UTC")
+
+
+def datetime_from_c() -> None:
+    """On Python 3.11 make ``datetime`` the module 3.12 makes it: the C ``_datetime``'s names (and
+    ``__all__``, ``sys``), without first running the pure-Python implementation that
+    ``datetime.py`` defines and then replaces with ``from _datetime import *`` (1.3 ms of
+    `status`'s start, 2026-12-01; msgspec imports datetime). The classes are the very same C types
+    either way, so every date, time and pickle behaves as before; only the unused pure-Python
+    definitions are never made. ``__file__``/``__spec__`` name datetime.py. Python >= 3.12, no
+    ``_datetime`` (another implementation) or datetime already imported: nothing done."""
+    if sys.version_info >= (3, 12) or "datetime" in sys.modules:
+        return
+    try:
+        import _datetime
+    except ImportError:  # pragma: no cover - CPython always has it
+        return
+    import os
+
+    mod = type(sys)("datetime", _datetime.__doc__)
+    mod.__dict__.update({k: v for k, v in vars(_datetime).items() if not k.startswith("__")})
+    mod.__all__ = DATETIME_ALL  # type: ignore[attr-defined]
+    mod.sys = sys  # type: ignore[attr-defined]  # datetime.py's one other public leftover
+    mod.__file__ = os.path.join(os.path.dirname(os.__file__), "datetime.py")
+    mod.__spec__ = type(os.__spec__)("datetime", None, origin=mod.__file__)  # a ModuleSpec, no importlib
+    sys.modules["datetime"] = mod
 
 
 class Deferred(type(sys)):  # type: ignore[misc]  # a module type

@@ -1,0 +1,100 @@
+"""The fast start path's lean msgspec import (watcher/cli/fast.py, issue 19): ``datetime`` built
+from the C ``_datetime`` as Python 3.12 lays it out, and ``msgspec.inspect`` stood in for while
+msgspec imports. Both must leave every answer as with the real modules: checked in fresh real
+processes (the stand-ins only act before msgspec is first imported), on a real log."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from events.log import EventLog
+from events.types import AgentClassified, DodVerdict
+from watcher.runtime.state import rebuild
+
+T0 = 1_800_000_000.0
+
+LEAN = '''
+import sys
+from watcher.cli.fast import Deferred, import_msgspec_lean
+import_msgspec_lean()
+import datetime, _datetime, pickle, msgspec
+'''
+
+DATETIME = LEAN + '''
+real = {n for n in dir(datetime) if not n.startswith("__")}
+want = {n for n in dir(_datetime) if not n.startswith("__")} | {"sys"}
+assert real == want, real ^ want
+assert datetime.__all__ == ("date", "datetime", "time", "timedelta", "timezone", "tzinfo", "MINYEAR", "MAXYEAR", "UTC")
+assert datetime.datetime is _datetime.datetime and datetime.timezone.utc is _datetime.UTC
+assert datetime.__file__.endswith("datetime.py") and datetime.__spec__.name == "datetime"
+d = datetime.datetime(2027, 1, 15, 8, 0, 50, 123000, tzinfo=datetime.timezone.utc)
+assert pickle.loads(pickle.dumps(d)) == d
+assert msgspec.json.decode(msgspec.json.encode(d), type=datetime.datetime) == d
+from events.timefmt import iso, parse_iso
+print(iso(parse_iso("2027-01-15T08:00:50.123Z")), datetime.date.fromisoformat("2027-01-15").isoformat())
+'''
+
+INSPECT = LEAN + '''
+assert "msgspec.inspect" not in sys.modules and isinstance(msgspec.inspect, Deferred)
+class S(msgspec.Struct):
+    a: int
+ti = msgspec.inspect.type_info(S)            # the stand-in imports the real module on first use
+import msgspec.inspect as mi
+assert not isinstance(mi, Deferred) and sys.modules["msgspec.inspect"] is mi and msgspec.inspect is mi
+print(type(ti).__name__, [f.name for f in ti.fields], msgspec.json.schema(S)["$defs"]["S"]["required"])
+'''
+
+
+def run(code: str) -> str:
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_datetime_built_from_c_is_the_module_python_3_12_makes():
+    if sys.version_info >= (3, 12):  # there datetime.py is that module already: nothing is done
+        assert run(LEAN + "print(datetime.__spec__.loader is not None)") == "True"
+        return
+    assert run(DATETIME) == "2027-01-15T08:00:50.123Z 2027-01-15"
+
+
+def test_msgspec_inspect_stood_in_answers_as_the_real_module():
+    assert run(INSPECT) == "StructType ['a'] ['a']"
+
+
+def test_stand_ins_stay_out_when_datetime_or_msgspec_came_first():
+    code = ("import sys, datetime; real = datetime\nfrom watcher.cli.fast import import_msgspec_lean\n"
+            "import_msgspec_lean(); import datetime\nprint(datetime is real, datetime.__spec__.loader is not None)")
+    assert run(code) == "True True"
+
+
+def test_fast_status_prints_what_the_real_modules_print(tmp_path):
+    """`status` (table and --json) and `summary` through the console script's fast path, against
+    the same functions in a process that imported datetime and msgspec as usual."""
+    db = str(tmp_path / "e.db")
+    elog = EventLog(db, durability="normal")
+    elog.append([AgentClassified(agent="a1", to="RECLAMA", state="waiting", phase="haciendo", reason="waiting",
+                                 source="fleet", last_activity="2027-01-15T08:00:50.000Z"),
+                 AgentClassified(agent="a2", to="DICE_TERMINADO", state="idle", phase="hecho", reason="done",
+                                 source="fleet")], T0)
+    elog.append([DodVerdict(agent="a2", verdict="met", verifier="v1", evidence="pytest -q: green")], T0 + 30)
+    rebuild(elog)
+    elog.close()
+    env = dict(os.environ, FLEETWATCH_DB=db, XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    usual = ("import datetime, msgspec, msgspec.inspect, sys, time\n"
+             "time.time = lambda: 1_800_000_600.0\n"
+             "from watcher.cli import status\n"
+             "getattr(status, sys.argv[1])(json='--json' in sys.argv)\n")
+    clock = "import time; time.time = lambda: 1_800_000_600.0\n"
+    fast = clock + ("import sys; from watcher.cli import fast; rc = fast.main(sys.argv[1:])\n"
+                    "assert sys.version_info >= (3, 12) or sys.modules['datetime'].__spec__.loader is None\n"
+                    "assert 'msgspec.inspect' not in sys.modules\nsys.exit(rc)\n")
+    for args in (["status"], ["status", "--json"], ["summary"], ["summary", "--json"]):
+        a = subprocess.run([sys.executable, "-c", fast, *args], capture_output=True, env=env)
+        b = subprocess.run([sys.executable, "-c", usual, *args], capture_output=True, env=env)
+        assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+        assert a.stdout == b.stdout and a.stdout, args
+    r = subprocess.run([exe, "status"], capture_output=True, env=env)   # the console script itself
+    assert r.returncode == 0 and r.stdout.startswith(b"fleet: 2 agent(s)"), r.stderr
