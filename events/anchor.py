@@ -54,6 +54,11 @@ def read(log_path: str) -> tuple[int, str] | None:
     return int(seq_s), h
 
 
+def line(seq: int, hash_: bytes) -> bytes:
+    """The anchor's bytes for head (seq, hash): ``SEQ:HASH`` and a newline, always _WIDTH long."""
+    return b"%020d:%s\n" % (seq, hash_.hex().encode())
+
+
 class HeadFile:
     """The writer's handle on ``<log>.head``: opened on the first write, one pwrite per commit.
     A write that fails is skipped silently (the anchor is a witness, never a reason to fail a
@@ -65,7 +70,11 @@ class HeadFile:
         self.failed = 0
 
     def write(self, seq: int, hash_: bytes) -> None:
-        line = f"{seq:020d}:{hash_.hex()}\n".encode()
+        self.write_line(line(seq, hash_))
+
+    def write_line(self, text: bytes) -> None:
+        """Write ``text`` (from :func:`line`): the writer builds it before its COMMIT, so all that
+        is left after the commit is this one pwrite."""
         try:
             if self._fd is None:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
@@ -75,7 +84,7 @@ class HeadFile:
                     self.failed += 1
                     return
                 self._fd = fd
-            os.pwrite(self._fd, line, 0)
+            os.pwrite(self._fd, text, 0)
         except OSError:
             self.failed += 1
 
@@ -92,4 +101,4 @@ def write_once(log_path: str, seq: int, hash_: bytes) -> None:
     h.close()
 
 
-__all__ = ["SUFFIX", "HeadFile", "label", "path_of", "read", "write_once"]
+__all__ = ["SUFFIX", "HeadFile", "label", "line", "path_of", "read", "write_once"]

@@ -14,8 +14,9 @@ Every strategy returns exactly the seqs a full scan would (tests/test_log_integr
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from typing import cast
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 
 import apsw
 
@@ -127,6 +128,26 @@ def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
     return sorted(heapq.nlargest(n, (s for run in runs for s in run)))
 
 
+def follow(data_version: Callable[[], int], read: Callable[[int], Iterator[Any]], since: int,
+           types: Sequence[str] | None, subject: str | None, poll: float, stop: Callable[[], bool]) -> Iterator[Any]:
+    """``EventLog.follow``: the records ``read(since)`` yields, filtered, each time ``data_version()``
+    moved; between polls a sleep of ``poll`` s."""
+    last_dv = None
+    while not stop():
+        dv = data_version()
+        if dv != last_dv:
+            last_dv = dv
+            for rec in read(since):
+                since = rec.seq
+                if types and rec.type not in types:
+                    continue
+                if subject and not rec.subject.startswith(subject):
+                    continue
+                yield rec
+        else:
+            time.sleep(poll)
+
+
 def known_ids(db: apsw.Connection, ids: list[str]) -> dict[str, int]:
     """{id: seq} for the given ids that are already stored: through the partial index (ids not
     of the generated form) and, for an id of the generated form, the row at the seq it names."""
@@ -148,4 +169,4 @@ def known_ids(db: apsw.Connection, ids: list[str]) -> dict[str, int]:
     return found
 
 
-__all__ = ["MAX_SUBJECTS", "filters", "known_ids", "last_seqs"]
+__all__ = ["MAX_SUBJECTS", "filters", "follow", "known_ids", "last_seqs"]
