@@ -18,7 +18,9 @@
      WAL, same synchronous, the library's other defaults), if installed (a bench-only extra),
      else "skipped".
    Targets: append ≥ 0.6× raw apsw at batch ≥ 100, ≥ 0.9× at batch 1 with durability full
-   (fsync-bound), 0.6× at batch 1 normal; ≥ 1.5× the eventsourcing recorder.
+   (fsync-bound), 0.6× at batch 1 normal; ≥ 1.5× the eventsourcing recorder. (info) At batch 1
+   full, fleetwatch without the head anchor and without the INSERT trigger, against raw in one
+   run: what the two guarantees the "same guarantees" floor leaves out cost a commit.
 2. Replay: ``EventLog.read(verify=True)`` (read, decode every row to its Struct, check contiguity
    and the sha256 chain) against a raw fetch of the same rows + msgspec decode to Structs.
    Target ≥ 0.6× the raw decode. (info) Against raw with the same check (``replay_floor``: the
@@ -341,6 +343,13 @@ def fw_notrigger_appender(path: str, durability: str):
     return (lambda batch: log.append(batch, NOW)), log.close
 
 
+def fw_noanchor_appender(path: str, durability: str):
+    """fleetwatch without the head anchor's pwrite after each commit (what ``<log>.head`` costs)."""
+    log = EventLog(path, durability=durability)
+    log._anchor = None  # the writer's HeadFile: None is a read-only connection's (no anchor written)
+    return (lambda batch: log.append(batch, NOW)), log.close
+
+
 def build_big(path: str, n: int) -> None:
     """``n`` events of the usual mix plus 10 rule.violated spread through the log (a rare type),
     appended by EventLog with the INSERT trigger dropped for the build (speed), then put back: a
@@ -421,6 +430,15 @@ def run(quick: bool = False) -> list[dict]:
                 else:
                     rows.append(_row(f"append batch={batch} {durability} vs eventsourcing",
                                      "skipped (pip install eventsourcing)", None, "≥ 1.5× eventsourcing", None))
+        # (info) the two guarantees that raw with the same guarantees leaves out, at batch 1 full:
+        # fleetwatch without the head anchor, without the INSERT guard, and raw, in one run
+        best = measure_append({"fw": fw_appender, "noanchor": fw_noanchor_appender, "notrig": fw_notrigger_appender,
+                               "raw": raw_appender}, tmp, "full", 1, plan[1][0], reps)
+        fw, raw, na, nt = best["fw"], best["raw"], best["noanchor"], best["notrig"]
+        rows.append(_row("append batch=1 full: cost of the head anchor and the INSERT guard (info)",
+                         f"{fw / raw:.2f}× raw; without the anchor {na / raw:.2f}× ({1e6 / fw - 1e6 / na:+.0f} µs a "
+                         f"commit), without events_no_replace {nt / raw:.2f}× ({1e6 / fw - 1e6 / nt:+.0f} µs)",
+                         fw / raw, "info: what the two cost", None))
         bound = max(WAL_AUTOCHECKPOINT * 4096 + 2 * 10_000 * 4096 // 10, JOURNAL_SIZE_LIMIT)
         rows.append(_row("WAL size at the end of an append run (max)", f"{wal.get('fw', 0) / 2**20:.1f} MiB "
                          f"(autocheckpoint {WAL_AUTOCHECKPOINT} pages)", None, f"≤ {bound / 2**20:.0f} MiB",
