@@ -43,6 +43,7 @@ def _mods() -> dict[str, Any]:
     return registry(("dod", "runs", "missions", "swarms"))  # the ones read here (fleet, notify: by shape)
 
 
+# The DoD fields of an agent row (its "dod"), in this order; agent_rows writes them out as a literal
 DOD_KEYS = ("verdict", "verifier", "verdict_at", "claim_age_s", "contract_changed", "contract_changes", "checks")
 
 
@@ -70,7 +71,10 @@ def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -
             "last_activity": get("last_activity"), "activity_age_s": age_s(get("last_activity")),
             "reason": get("reason", ""), "source": get("source", ""),
             "dod_status": d.get("status", "pending"),
-            "dod": dict(zip(DOD_KEYS, map(d.get, DOD_KEYS))) if d else None})
+            # DOD_KEYS as a literal: ~2 M instructions less than dict(zip(...)) over 500 agents
+            "dod": {"verdict": d.get("verdict"), "verifier": d.get("verifier"), "verdict_at": d.get("verdict_at"),
+                    "claim_age_s": d.get("claim_age_s"), "contract_changed": d.get("contract_changed"),
+                    "contract_changes": d.get("contract_changes"), "checks": d.get("checks")} if d else None})
     rank, last = classes.RANK, len(classes.TABLE)
     rows.sort(key=lambda x: (rank.get(x["class"], last), x["agent"]))
     return rows

@@ -98,3 +98,41 @@ def test_fast_status_prints_what_the_real_modules_print(tmp_path):
         assert a.stdout == b.stdout and a.stdout, args
     r = subprocess.run([exe, "status"], capture_output=True, env=env)   # the console script itself
     assert r.returncode == 0 and r.stdout.startswith(b"fleet: 2 agent(s)"), r.stderr
+
+
+FORWARD_REF = LEAN + '''
+import typing, msgspec._utils
+from watcher.cli.fast import probe_forward_ref
+assert typing.ForwardRef.__module__ == "typing" and isinstance(typing.ForwardRef, type)   # the real one again
+ref = msgspec._utils._forward_ref("Foo")                    # msgspec chose the is_class variant, as with the real one
+assert type(ref) is typing.ForwardRef and ref.__forward_is_class__ and not ref.__forward_is_argument__
+probe = probe_forward_ref(typing.ForwardRef)
+probe("Foo", is_class=True); probe("Foo", False, None, is_class=False)
+for bad in ({"no_such": 1},):
+    try:
+        probe("Foo", **bad)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError(bad)
+class Old:                                                   # a ForwardRef without is_class: the probe refuses it
+    def __init__(self, arg, is_argument=True, module=None): pass
+try:
+    probe_forward_ref(Old)("Foo", is_class=True)
+except TypeError:
+    print("ok")
+'''
+
+
+def test_forward_ref_probe_answers_msgspec_as_the_real_class():
+    assert run(FORWARD_REF) == "ok"
+
+
+def test_agent_rows_dod_fields_are_dod_keys(tmp_path):
+    from projections import views
+
+    dod = {"a1": {"status": "met", **{k: k.upper() for k in views.DOD_KEYS}, "evidence": "x"}}
+    fleet = {"agents": {"a1": {"class": "RECLAMA", "since": None}, "a2": {"class": "RECLAMA", "since": None}}}
+    rows = {r["agent"]: r for r in views.agent_rows({"fleet": fleet}, T0, dod)}
+    assert list(rows["a1"]["dod"].items()) == [(k, k.upper()) for k in views.DOD_KEYS]
+    assert rows["a2"]["dod"] is None and rows["a2"]["dod_status"] == "pending"

@@ -125,7 +125,9 @@ def import_msgspec_lean() -> None:
     schema generator bind as a module and call only for ``msgspec.inspect.*`` or a schema. Any other
     use of one of them imports the real module then; after msgspec's import ``import platform``,
     ``textwrap``, ``msgspec.inspect`` give the real modules as usual (``msgspec.inspect`` then is
-    the real module too). ``datetime`` is loaded as Python 3.12 lays it out (``datetime_from_c``)."""
+    the real module too). ``datetime`` is loaded as Python 3.12 lays it out (``datetime_from_c``),
+    and ``typing.ForwardRef`` answers msgspec's one import-time probe without compiling
+    (``probe_forward_ref``)."""
     if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
         return
     datetime_from_c()
@@ -136,13 +138,38 @@ def import_msgspec_lean() -> None:
         stand_ins["platform"].system = lambda: os.uname().sysname  # type: ignore[attr-defined]
     sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # "import" raises ImportError
     sys.modules.update(stand_ins)
+    import typing
+
+    forward_ref = typing.ForwardRef
+    typing.ForwardRef = probe_forward_ref(forward_ref)  # type: ignore[misc]
     try:
         import msgspec  # noqa: F401
     finally:
+        typing.ForwardRef = forward_ref  # type: ignore[misc]
         del sys.modules["typing_extensions"]
         for n, mod in stand_ins.items():
             if sys.modules.get(n) is mod:
                 del sys.modules[n]
+
+
+def probe_forward_ref(real: Any) -> Any:
+    """What ``typing.ForwardRef`` is while msgspec imports: ``msgspec._utils`` calls
+    ``typing.ForwardRef("Foo", is_class=True)`` once at import, only to learn whether
+    ``ForwardRef`` takes ``is_class``; every later use looks ``typing.ForwardRef`` up again (the real
+    one by then). The real class compiles its string, and a process's first ``compile()`` builds
+    CPython's AST types: ~10 M instructions, 2-3 ms of `status`'s start (valgrind, 2026-12-01),
+    for a name nobody evaluates. This stand-in answers the probe as the real class would (raises
+    TypeError exactly when the real ``__init__`` takes no keyword it is given) and compiles nothing.
+    It pays only while nothing else on the path compiles an annotation string (typing.NamedTuple
+    fields under ``from __future__ import annotations`` do: each is a ForwardRef)."""
+    code = real.__init__.__code__
+    takes = set(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+
+    def probe(arg: Any, *args: Any, **kw: Any) -> None:
+        if len(args) > 2 or not set(kw) <= takes:
+            raise TypeError(f"ForwardRef() got an unexpected argument {sorted(set(kw) - takes)}")
+
+    return probe
 
 
 DATETIME_ALL = ("date", "datetime", "time", "timedelta", "timezone", "tzinfo", "MINYEAR", "MAXYEAR", "UTC")
