@@ -43,20 +43,24 @@ def chain_rows(prev: bytes, heads: list[tuple[int, str, str, str, str, int]],
                events: list[Any]) -> list[tuple[int, str, str, str, str, int, bytes, bytes]]:
     """The rows to insert: each header (seq, id, time, type, subject, version) with its event's
     ``data`` (events/types.py ``encode_data``) and chain hash, chained from ``prev``. The headers and
-    the events are each encoded in one call (``encode_lines``, split at its newlines: compact JSON
-    has none of its own): the same bytes as one ``encode`` a row, ~0.1 µs a row less."""
+    the events are each encoded in one call (``encode_lines``: compact JSON has no newline or
+    carriage return of its own, so the headers split with their newline kept, the preimage's
+    separator, and the events at theirs): the same bytes as one ``encode`` a row, ~0.1 µs a row
+    less (and one concatenation fewer; ``h + (d, hash)`` builds the row: 67 ns against 134 for
+    ``(*h, d, hash)``)."""
     sha = hashlib.sha256
     if len(heads) == 1:  # a batch of one (the watcher's usual commit): no list, no split
         h, d = heads[0], _encoder.encode(events[0])
-        return [(*h, d, sha(prev + _canon.encode(h) + b"\n" + d).digest())]
-    canon = _canon.encode_lines(heads).split(b"\n")
+        return [h + (d, sha(prev + _canon.encode(h) + b"\n" + d).digest())]
+    canon = _canon.encode_lines(heads).splitlines(keepends=True)  # header + b"\n", one a row
     data = _encoder.encode_lines(events).split(b"\n")
-    if len(canon) != len(heads) + 1 or len(data) != len(heads) + 1:  # never for JSON (a line each, then an
-        canon, data = [_canon.encode(h) for h in heads], [_encoder.encode(e) for e in events]  # empty tail): a guard
+    if len(canon) != len(heads) or len(data) != len(heads) + 1:  # never for JSON (a line each; the events'
+        canon = [_canon.encode(h) + b"\n" for h in heads]     # split leaves an empty tail): a guard
+        data = [_encoder.encode(e) for e in events]
     rows = []
     for h, c, d in zip(heads, canon, data):  # == row_hash(prev, *h, d), inlined
-        prev = sha(prev + c + b"\n" + d).digest()
-        rows.append((*h, d, prev))
+        prev = sha(prev + c + d).digest()
+        rows.append(h + (d, prev))
     return rows
 
 

@@ -15,7 +15,7 @@ from events.types import AgentClassified, DodVerdict, NoticeSent, StepChanged, e
 
 NOW = 1_764_443_000.0  # virtual clock
 NASTY = ["", "plain", "line\nbreak", "cr\rlf\r\n", 'quote " and \\ backslash', "tab\tnul\x00bell\x07",
-         "\u2028\u2029 separators", "ünïcödé ✓ 日本", "\U0001f600 astral", "\x7f del", '{"type":"x"}\n[1]']
+         "\u2028\u2029 separators", "vt\x0bff\x0cfs\x1cgs\x1drs\x1enel\x85", "ünïcödé ✓ 日本", "\U0001f600 astral", "\x7f del", '{"type":"x"}\n[1]']
 
 
 def _mixed(texts: list[str]) -> list:
