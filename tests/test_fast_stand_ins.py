@@ -27,7 +27,7 @@ want = {n for n in dir(_datetime) if not n.startswith("__")} | {"sys"}
 assert real == want, real ^ want
 assert datetime.__all__ == ("date", "datetime", "time", "timedelta", "timezone", "tzinfo", "MINYEAR", "MAXYEAR", "UTC")
 assert datetime.datetime is _datetime.datetime and datetime.timezone.utc is _datetime.UTC
-assert datetime.__file__.endswith("datetime.py") and datetime.__spec__.name == "datetime"
+assert datetime.__file__.endswith("datetime.py") and datetime.__spec__.name == "datetime" and datetime.__package__ == ""
 d = datetime.datetime(2027, 1, 15, 8, 0, 50, 123000, tzinfo=datetime.timezone.utc)
 assert pickle.loads(pickle.dumps(d)) == d
 assert msgspec.json.decode(msgspec.json.encode(d), type=datetime.datetime) == d

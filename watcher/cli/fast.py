@@ -197,6 +197,7 @@ def datetime_from_c() -> None:
     mod.sys = sys  # type: ignore[attr-defined]  # datetime.py's one other public leftover
     mod.__file__ = os.path.join(os.path.dirname(os.__file__), "datetime.py")
     mod.__spec__ = type(os.__spec__)("datetime", None, origin=mod.__file__)  # a ModuleSpec, no importlib
+    mod.__package__ = ""
     sys.modules["datetime"] = mod
 
 
