@@ -136,3 +136,38 @@ def test_agent_rows_dod_fields_are_dod_keys(tmp_path):
     rows = {r["agent"]: r for r in views.agent_rows({"fleet": fleet}, T0, dod)}
     assert list(rows["a1"]["dod"].items()) == [(k, k.upper()) for k in views.DOD_KEYS]
     assert rows["a2"]["dod"] is None and rows["a2"]["dod_status"] == "pending"
+
+
+def joined_ljust(doc):
+    """status_plain as it was written before its one-format-per-line form (the reference)."""
+    from projections.tables import tables
+    from watcher.cli.render import headline
+
+    out = [headline(doc)]
+    for title, head, rows in tables(doc):
+        w = [max(map(len, col)) for col in zip(head, *rows)]
+        out += ["", title, "  " + "  ".join(map(str.ljust, head, w)).rstrip()]
+        out += ["  " + "  ".join(map(str.ljust, r, w)).rstrip() for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def test_status_plain_is_the_joined_ljust_text(tmp_path):
+    """Hostile and odd cells (a %-format, trailing spaces, wide and escaped characters, empty
+    values) on a real log: the same text as joining ljust-padded cells."""
+    from watcher.cli import render
+    from watcher.cli.status import TABLE_READS, build_status, load_states
+
+    db = str(tmp_path / "e.db")
+    elog = EventLog(db, durability="normal")
+    elog.append([AgentClassified(agent=a, to=c, state=s, phase="haciendo", reason="r", source="fleet", task=t,
+                                 target=tg, last_activity="2027-01-15T08:00:50.000Z")
+                 for a, c, s, t, tg in (("a%s", "RECLAMA", "%d%%", "fix %(x)s ", "✓ wide ✗"),
+                                        ("a\x1b[2J", "ESTANCADO", "", "  ", None),
+                                        ("b1", "TRABAJANDO", None, "tab\there", "t%"))], T0)
+    elog.append([DodVerdict(agent="b1", verdict="failed", verifier="v%s", evidence="x")], T0 + 5)
+    rebuild(elog)
+    elog.close()
+    cfg, states, head, _ = load_states(None, db, TABLE_READS)
+    doc = build_status(cfg, states, head, T0 + 600)
+    got = render.status_plain(doc)
+    assert got == joined_ljust(doc) and "fix %(x)s" in got
