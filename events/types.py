@@ -5,7 +5,7 @@ Invariant: a field added in a later version always has a default, so old rows ke
 Events carry ids, states, classes, reasons and digests only, never session content (``dod``
 text) or secrets.
 """
-from __future__ import annotations
+# No `from __future__ import annotations`: msgspec would compile each string annotation (test_cli_start.py)
 
 from typing import Any, Union, cast
 

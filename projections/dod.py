@@ -20,7 +20,10 @@ Invariants
 - Status precedence: unevaluable; else the most recent of verdict / self-approval / claim
   (by seq; ties: verdict > self-approval > claim); else pending.
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
+# of its string field annotations (a ForwardRef each), and a process's first compile() builds
+# CPython's AST types; `status` loads it, and five such modules were ~12 M instructions of its
+# start (tests/test_cli_start.py: the fast paths compile nothing)
 
 import enum
 from itertools import compress, repeat

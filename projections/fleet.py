@@ -12,7 +12,10 @@ Within a class, ``agent.updated`` records what else changed (state, phase, task,
 activity when it moved by ``ACTIVITY_STEP`` or more), so the state holds the values of the last
 tick, not of the last class change (CONTRACT: status agrees with the files within one tick).
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
+# of its string field annotations (a ForwardRef each), and a process's first compile() builds
+# CPython's AST types; `status` loads it, and five such modules were ~12 M instructions of its
+# start (tests/test_cli_start.py: the fast paths compile nothing)
 
 import math
 from itertools import compress

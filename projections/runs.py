@@ -21,7 +21,10 @@ Per-run rules: ``projections.runs_rules``; rules across runs (board quota, dupli
 concurrency, daily cap, inactive boards): ``projections.runs_quota``, with the policy
 ``board_daily_quota``, ``sessions_per_day``, ``inactive_boards`` ([steps] config keys).
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
+# of its string field annotations (a ForwardRef each), and a process's first compile() builds
+# CPython's AST types; `status` loads it, and five such modules were ~12 M instructions of its
+# start (tests/test_cli_start.py: the fast paths compile nothing)
 
 import math
 from typing import Any, Literal, NamedTuple, TypedDict

@@ -256,3 +256,25 @@ def test_a_readers_one_connection_still_refuses_foreign_and_newer_files(tmp_path
             EventLog(str(path), create=False, readonly=True)
     assert {p: p.read_bytes() for p in (foreign, newer)} == before
     assert not [n for n in os.listdir(tmp_path) if n.startswith("foreign.db") and n != "foreign.db"]
+
+
+# source text compiled by the process, but collections.namedtuple's own eval of its __new__
+COMPILES = ("import sys\nn = []\n"
+            "sys.addaudithook(lambda e, a: n.append(a[1]) if e == 'compile' and a[1] == '<string>'\n"
+            "                 and not (isinstance(a[0], bytes) and a[0].startswith(b'lambda _cls')) else None)\n"
+            + PROBE.replace("print(sorted(sys.modules), file=sys.stderr)", "print(len(n), file=sys.stderr)"))
+
+
+@pytest.mark.parametrize("args", [["status"], ["summary"], ["tail", "-n", "5"]])
+def test_fast_path_compiles_no_source_text(tmp_path, args):
+    """Regression: `status` compiled 42 annotation strings at start (typing.NamedTuple turns each
+    string field annotation into a ForwardRef, which compiles it; the first compile() of a process
+    also builds CPython's AST types: ~12 M instructions, ~4 % of its start). A fast path compiles
+    no source text (imports of modules without bytecode are not counted: their filename is a path;
+    nor collections.namedtuple's eval of each tuple's ``__new__``, which builds no AST types)."""
+    db = str(tmp_path / "e.db")
+    history(db)
+    r = subprocess.run([sys.executable, "-c", COMPILES, *args], capture_output=True, text=True,
+                       env=dict(os.environ, FLEETWATCH_DB=db), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "0"

@@ -37,3 +37,10 @@ def test_iso_minute_memo_stays_bounded():
 def test_iso_out_of_range_still_raises(bad):
     with pytest.raises((OverflowError, ValueError, OSError)):
         iso(bad)
+
+
+def test_iso_tail_tables_are_the_formatted_text():
+    """The "SS." and "mmmZ" tables (built by concatenation, cheap at import) are exactly what
+    formatting each second and millisecond gives."""
+    assert timefmt._SECONDS == tuple(f"{s:02d}." for s in range(60))
+    assert timefmt._MILLIS == tuple(f"{m:03d}Z" for m in range(1000))

@@ -16,7 +16,7 @@ import msgspec
 from events.errors import ConfigError
 from watcher.config_limits import MAX_CONFIG_BYTES, check_ranges, private_dir, read_regular  # noqa: F401
 
-_DUR = re.compile(r"^\s*(\d{1,15})\s*(ms|s|m|h|d)\s*$")
+_DUR = r"^\s*(\d{1,15})\s*(ms|s|m|h|d)\s*$"   # patterns as text: re compiles each at first use (its cache), not at import
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 MAX_DURATION = 36500 * 86400.0   # a century ("never" in tests is 10000d); more is a typo that overflows timers
 
@@ -30,7 +30,7 @@ def parse_duration(value: object, key: str = "duration") -> float:
     if isinstance(value, int) and value >= 0:
         secs = float(value) if value <= MAX_DURATION else MAX_DURATION + 1
     elif isinstance(value, str):
-        m = _DUR.match(value)
+        m = re.match(_DUR, value)
         if m:
             secs = int(m.group(1)) * _UNIT[m.group(2)]
     if secs is None:
@@ -227,13 +227,13 @@ def db_path(cfg: Config | None, explicit: str | None = None) -> str:
     return os.path.join(xdg("state"), "events.db")
 
 
-_KEY_RE = re.compile(r"`\$\.([^`]*)`")
+_KEY_RE = r"`\$\.([^`]*)`"
 
 
 def _where(err: msgspec.ValidationError) -> str:
     """The path msgspec names in a validation error (``$.sources[0].kind`` -> ``sources[0].kind``);
     empty at the top level."""
-    m = _KEY_RE.search(str(err))
+    m = re.search(_KEY_RE, str(err))
     return m.group(1) if m else ""
 
 
@@ -326,7 +326,7 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
         raise bad("nudge.argv", "nudge is enabled but has no argv")
 
 
-_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")   # a NATS subject token / stream name, no wildcards
+_TOKEN = r"^[A-Za-z0-9_-]{1,64}$"   # a NATS subject token / stream name, no wildcards
 
 
 def _check_nats(sec: Forward | Hub | None, name: str, bad) -> None:
@@ -339,14 +339,14 @@ def _check_nats(sec: Forward | Hub | None, name: str, bad) -> None:
     for u in urls:
         if not re.match(r"^(nats|tls|ws|wss)://[^\s/]+(:\d+)?/?$", u):
             raise bad(f"{name}.nats", f"expected nats://HOST:PORT (or tls://, ws://), got {u!r}")
-    if not _TOKEN.match(sec.stream):
+    if not re.match(_TOKEN, sec.stream):
         raise bad(f"{name}.stream", "letters, digits, - and _ only (1-64)")
     if isinstance(sec, Forward):
-        if sec.host and not _TOKEN.match(sec.host):
+        if sec.host and not re.match(_TOKEN, sec.host):
             raise bad(f"{name}.host", "letters, digits, - and _ only (1-64): it is a subject token")
         parse_duration(sec.heartbeat, f"{name}.heartbeat")
     else:
-        if not _TOKEN.match(sec.consumer):
+        if not re.match(_TOKEN, sec.consumer):
             raise bad(f"{name}.consumer", "letters, digits, - and _ only (1-64)")
         for k in ("silent_after", "ack_wait"):
             if parse_duration(getattr(sec, k), f"{name}.{k}") <= 0:
@@ -393,7 +393,7 @@ def _validate_phone(cfg: Config, bad) -> None:
     if n.heartbeat_url and not re.match(r"^https?://", n.heartbeat_url):
         raise bad("notify.heartbeat_url", "must be an http:// or https:// URL")
     for i, w in enumerate(n.quiet):
-        if not _QUIET.match(w):
+        if not re.match(_QUIET, w):
             raise bad(f"notify.quiet[{i}]", f"expected HH:MM-HH:MM, got {w!r}")
     if n.quiet_tz:
         try:
@@ -423,4 +423,4 @@ def _validate_phone(cfg: Config, bad) -> None:
             raise bad("web.token_ttl", "must be between 1m and 30d")
 
 
-_QUIET = re.compile(r"^\s*([01]\d|2[0-3]):[0-5]\d\s*-\s*([01]\d|2[0-4]):[0-5]\d\s*$")
+_QUIET = r"^\s*([01]\d|2[0-3]):[0-5]\d\s*-\s*([01]\d|2[0-4]):[0-5]\d\s*$"
