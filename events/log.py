@@ -41,7 +41,6 @@ from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, iso, parse_iso, rea
 from events.chain import chain_rows, snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
 from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict
-from events.backup import backup_to
 from events.records import Damaged, Pending, Recorded, _problem, _writable, damaged_json  # noqa: F401
 from events.lock import WriterLock, check_identity
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
@@ -487,6 +486,8 @@ class EventLog:
         every commit up to a point, WAL included), written to a temporary file beside ``dest``,
         verified, given its own head anchor, then renamed into place (mode 0600). ``dest`` must
         not exist. Raises StoreError (nothing left at ``dest``) when the copy does not verify."""
+        from events.backup import backup_to  # only `backup` needs it: not loaded by every reader
+
         return backup_to(self, dest, type(self))
 
 
