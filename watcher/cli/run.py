@@ -100,6 +100,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     w = Watcher(cfg, elog)
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
     w.snap_budget = cfg.dur("watch.debounce")  # a due snapshot: a debounce's worth of it per tick at most
+    w.snap_fork = not once  # ... or none of it in the loop: a forked child encodes, a thread stores (SnapshotRound)
     w.polls.on_done = lambda: waker.event.set()  # a slow poll that ends late is taken at once
     settle_gc()  # after start-up: imports, config and the loaded projections are long-lived
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
