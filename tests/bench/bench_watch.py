@@ -173,9 +173,12 @@ def proc_rss_mb(pid: int) -> float:
 
 
 def proc_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and of its children it has reaped (utime, stime, cutime, cstime):
+    the watcher hands work to children (the first poll's second reader, the snapshot round's
+    encoder, watcher/runtime/state.py SnapshotRound), and that work is the watcher's cost."""
     with open(f"/proc/{pid}/stat") as f:
         parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / CLK
+    return sum(int(x) for x in parts[11:15]) / CLK
 
 
 def wait_classified(elog: EventLog, n: int, p: subprocess.Popen, timeout: float = 600) -> None:
