@@ -198,7 +198,7 @@ def test_class_counts_kept_by_the_commits_equal_a_full_count(tmp_path):
                     goal(fleet_dir, a, state=rng.choice(("busy", "waiting", "done")), last_activity=t)
                 changed.add(str(p))
             w.tick(t, full=step % 5 == 0, changed=None if step % 5 == 0 else changed)
-            kept += w._counts[0] == w.proj.seq   # the commits' own counts, before any full count
+            kept += w.counts.seq == w.proj.seq   # the commits' own counts, before any full count
             assert w.class_counts() == _count_all(w), step
         assert kept > 200
     finally:

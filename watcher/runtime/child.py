@@ -1,6 +1,8 @@
 """What the watcher needs to run a helper process it cannot trust to behave: how many CPUs it may
-use, and a bounded read of the helper's answer (the first poll's forked reader,
-watcher/sources/forkread.py; the rebuild's worker, watcher/runtime/rebuild_par.py).
+use, a forked child that holds nothing of the watcher's (:func:`fork_child`: the first poll's
+second reader, watcher/sources/forkread.py; the snapshot encoder, watcher/runtime/snapround.py),
+and a bounded read of a helper's answer (those, and the rebuild's worker,
+watcher/runtime/rebuild_par.py).
 
 ``read_capped`` reads a pipe to its end, but never more than ``limit`` bytes and never past
 ``wait_s`` seconds in all: a helper that hangs or floods gives None (the caller kills and reaps
@@ -9,7 +11,50 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import time
+from collections.abc import Callable
+from typing import Any
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def fork_child(work: Callable[[int], None], what: str, log: Any) -> tuple[int, int] | None:
+    """Fork a child that runs ``work(w)``, ``w`` the write end of a pipe, and exits: 0 when
+    ``work`` returned, 1 when it raised. Here: (its pid, the read end), or None when this system
+    cannot fork (a warning: "``what``: cannot fork (...)"). Before ``work`` the child restores the
+    stop signals' default actions (a SIGTERM ends it, never runs the watcher's handler) and closes
+    every descriptor but its pipe (``close_range(2)`` where there is one): a child stuck in a read
+    holds no lock, log or database of the watcher's. It never returns into the caller's code."""
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as e:
+        os.close(r)
+        os.close(w)
+        log.warning("%s: cannot fork (%s)", what, e.strerror or e)
+        return None
+    if pid == 0:  # pragma: no cover - the child (its work is checked through what it writes)
+        code = 1
+        try:
+            os.close(r)
+            for s in _STOP_SIGNALS:
+                signal.signal(s, signal.SIG_DFL)
+            os.closerange(3, w)
+            os.closerange(w + 1, max(w + 1, os.sysconf("SC_OPEN_MAX")))
+            work(w)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (a pipe takes it in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def cores() -> int:

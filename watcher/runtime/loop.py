@@ -30,12 +30,14 @@ from events.log import EventLog
 from events.types import WatcherStarted, WatcherStopped
 from projections import dod, fanout, fleet
 from watcher.config import Config
+from watcher.runtime.counts import ClassCounts
 from watcher.runtime.logs import LineBudget
 from watcher.runtime.merged import Merger
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
 from projections.base import encode_state
-from watcher.runtime.state import Projections, SnapshotRound, gc_paused
+from watcher.runtime.snapround import SnapshotRound
+from watcher.runtime.state import Projections, gc_paused
 from watcher.runtime.waker import Waker  # noqa: F401  (re-exported: run and the tests take it from here)
 
 log = logging.getLogger("fleetwatch.watcher")
@@ -105,7 +107,7 @@ class Watcher:
         self.log_budget = LineBudget(log)     # transition lines within the journal's rate limit
         self.merger = Merger()                # the last merge, patched where sources changed
         self._touched: set[str] | None = set()  # agents whose folded records changed since the last detect
-        self._counts: tuple[int, dict[str, int]] = (-1, {})  # class counts at a seq
+        self.counts = ClassCounts()           # agents per class at a seq (sd_notify's status line)
 
     # ---- pure-ish stages ------------------------------------------------------------------
     def observe(self, now: float, full: bool, changed: set[str] | None = None):
@@ -218,10 +220,10 @@ class Watcher:
                 note = self._note
                 for r in recs:
                     note(r)
-                before = self._classes_before(recs) if recs else None
+                before = self.counts.before(recs, proj)
                 proj.fold_many(recs)  # one projection at a time: the same states, ~1.3x the rate
                 if before is not None:
-                    self._count_moves(before)
+                    self.counts.moved(before, proj)
                 return None
 
             try:
@@ -231,7 +233,7 @@ class Watcher:
                 log.error("append failed, %d transitions kept for the next tick: %s", len(batch), e)
                 self.proj = Projections.load(self.log)
                 self._touched = None  # every record is a new object now
-                self._counts = (-1, {})  # counted past a batch that is not in the log
+                self.counts.reset()  # counted past a batch that is not in the log
                 self.pending = [e for e in batch if _keep(e)]
                 raise
             self.pending = []
@@ -390,56 +392,9 @@ class Watcher:
             return None
 
     def class_counts(self) -> dict[str, int]:
-        """Agents per class (sd_notify's status line, every tick, systemd or not). Kept by this
-        watcher's commits (:meth:`_count_moves`, the agents a batch names: a full count of 50,000
-        agents was ~11 ms a tick in every write's path); counted in full when the log moved
-        otherwise (another writer's events, a source's edge, a prune, a reload)."""
-        if self._counts[0] == self.proj.seq:
-            return self._counts[1]
-        counts: dict[str, int] = {}
-        for a in self.proj["fleet"]["agents"].values():
-            counts[a["class"]] = counts.get(a["class"], 0) + 1
-        self._counts = (self.proj.seq, counts)
-        return counts
-
-    def _classes_before(self, recs: list[Any]) -> dict[str, str | None] | None:
-        """Before ``recs`` are folded: the class of each agent they name (None: not in the
-        fleet), if the counts are those of the seq just before them; None when they are not, or
-        when a batch holds a fleet event that names no agent (a source's edge may move many)."""
-        if self._counts[0] != recs[0].seq - 1 or self._counts[0] != self.proj.seq:
-            return None
-        agents = self.proj["fleet"]["agents"]
-        types = fleet.TYPES
-        out: dict[str, str | None] = {}
-        for r in recs:
-            if r.type in types:
-                aid = getattr(r.event, "agent", None)
-                if not isinstance(aid, str):
-                    return None
-                if aid not in out:
-                    a = agents.get(aid)
-                    out[aid] = None if a is None else a["class"]
-        return out
-
-    def _count_moves(self, before: dict[str, str | None]) -> None:
-        """The counts after the fold: each named agent moved from its class before to its class
-        now; a fold that also forgot agents it did not name (``fleet.prune_closed``) leaves the
-        sum off the fleet's size, and then the next ask counts in full."""
-        agents = self.proj["fleet"]["agents"]
-        counts = dict(self._counts[1])
-        for aid, old in before.items():
-            a = agents.get(aid)
-            new = None if a is None else a["class"]
-            if new == old:
-                continue
-            if old is not None and counts[old] == 1:
-                del counts[old]
-            elif old is not None:
-                counts[old] -= 1
-            if new is not None:
-                counts[new] = counts.get(new, 0) + 1
-        if sum(counts.values()) == len(agents):
-            self._counts = (self.proj.seq, counts)
+        """Agents per class (sd_notify's status line, every tick): kept by this watcher's commits
+        (watcher/runtime/counts.py), counted in full when the log moved otherwise."""
+        return self.counts.of(self.proj)
 
     def started(self, now: float) -> None:
         self.commit([WatcherStarted(version=version(), pid=os.getpid())], now)

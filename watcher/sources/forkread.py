@@ -39,14 +39,13 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from watcher.runtime.child import cores, read_capped
+from watcher.runtime.child import cores, fork_child, read_capped, write_all
 
 log = logging.getLogger("fleetwatch.sources")
 
 FORK_MIN = 2000            # files: below, one process (a fork and its decode cost more than they save)
 MAX_OUT = 256 << 20        # bytes of the child's answer
 WAIT_MIN_S = 10.0          # s the child may take at least after this process's half
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class St(NamedTuple):
@@ -67,28 +66,19 @@ def usable(n: int) -> bool:
 
 
 def _child(w: int, paths: list[str], read_one: Callable[[str], Read]) -> None:
-    """In the forked child: read ``paths``, write the answer to ``w``; never returns."""
-    try:
-        for s in _STOP_SIGNALS:
-            signal.signal(s, signal.SIG_DFL)
-        os.closerange(3, w)  # close_range(2) where there is one; else a loop up to the fd limit
-        os.closerange(w + 1, max(w + 1, os.sysconf("SC_OPEN_MAX")))
-        out = []
-        for p in paths:
-            try:
-                st, obs = read_one(p)
-            except Exception:
-                st = obs = None
-            out.append(None if st is None else (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mtime, obs))
+    """In the forked child (``fork_child``): read ``paths``, write the answer to ``w``."""
+    out = []
+    for p in paths:
         try:
-            data = msgspec.msgpack.encode(out)
-        except Exception:  # one observation that does not encode (a steps doc's huge int): that one here
-            data = msgspec.msgpack.encode([_or_none(x) for x in out])
-        view = memoryview(data)
-        while view:
-            view = view[os.write(w, view):]
-    finally:
-        os._exit(0)
+            st, obs = read_one(p)
+        except Exception:
+            st = obs = None
+        out.append(None if st is None else (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mtime, obs))
+    try:
+        data = msgspec.msgpack.encode(out)
+    except Exception:  # one observation that does not encode (a steps doc's huge int): that one here
+        data = msgspec.msgpack.encode([_or_none(x) for x in out])
+    write_all(w, data)
 
 
 def _or_none(x: Any) -> Any:
@@ -121,18 +111,10 @@ def read_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type
     docstring); the same answer either way, up to the stat's type (:class:`St` for the child's)."""
     half = len(paths) // 2
     mine, theirs = paths[:half], paths[half:]
-    r, w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError as e:
-        os.close(r)
-        os.close(w)
-        log.warning("first poll in one process: cannot fork (%s)", e.strerror or e)
+    child = fork_child(lambda w: _child(w, theirs, read_one), "first poll in one process", log)
+    if child is None:
         return [read_one(p) for p in paths]
-    if pid == 0:  # pragma: no cover - the child (its work is checked through the parent's answer)
-        os.close(r)
-        _child(w, theirs, read_one)
-    os.close(w)
+    pid, r = child
     t = time.monotonic()
     try:
         out = [read_one(p) for p in mine]
