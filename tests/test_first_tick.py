@@ -127,3 +127,32 @@ def test_a_tick_runs_without_young_collections_and_gives_the_gc_back(tmp_path):
     finally:
         w.close()
         elog.close()
+
+
+def test_a_big_fleets_trickle_buys_no_snapshot_round_a_minute(tmp_path):
+    """Regression: at 50,000 agents an idle watcher wrote a round (~1 s of CPU) every 60 s for a
+    handful of events since the last one (the idle row at 50k: 5.8 % of a core). By time a round
+    is due once one event per SNAPSHOT_SHARE agents came; by count as before."""
+    from watcher.runtime import loop
+
+    fleet_dir = tmp_path / "fleet"
+    n = 3 * loop.SNAPSHOT_SHARE
+    for i in range(n):
+        d = fleet_dir / f"a{i}"
+        d.mkdir(parents=True)
+        (d / "goal.json").write_text(json.dumps({"agent": f"a{i}", "state": "busy", "last_activity": T0}))
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    elog = EventLog(str(tmp_path / "e.db"))
+    w = Watcher(cfg, elog)
+    w.tick(T0)
+    w.snapshot()   # stored at the head: nothing behind
+    assert w.snap_seq == w.proj.seq
+    w.snap_mono -= 3600   # a minute and more since
+    for k in range(1, 4):  # three agents change: 1, 2, then 3 events behind (3 = n // SNAPSHOT_SHARE)
+        (fleet_dir / f"a{k}" / "goal.json").write_text(
+            json.dumps({"agent": f"a{k}", "state": "waiting", "last_activity": T0}))
+        assert w.tick(T0 + 2 * k) == 1
+        assert w.snapshot_due() is (k == 3), k
+    w.close()
+    elog.close()

@@ -44,6 +44,7 @@ log = logging.getLogger("fleetwatch.watcher")
 
 SNAPSHOT_EVERY_EVENTS = 2000
 SNAPSHOT_EVERY_SECONDS = 60.0
+SNAPSHOT_SHARE = 100   # agents per event folded that make a round due by time (snapshot_due)
 SLOW_TICK_S = 5.0  # a tick this long is logged as a warning with where its time went (debug: every tick)
 # events the notifier hands back are not re-derivable from sources: keep them until committed
 _KEEP_TYPES = ("notice.", "agent.nudged")
@@ -262,10 +263,14 @@ class Watcher:
     def snapshot_due(self) -> bool:
         """Every ``max(SNAPSHOT_EVERY_EVENTS, agents)`` events (a snapshot's cost grows with the
         fleet: one per that many events keeps it O(1) per event), or every
-        SNAPSHOT_EVERY_SECONDS when anything was folded."""
+        SNAPSHOT_EVERY_SECONDS when at least one event per SNAPSHOT_SHARE agents was folded
+        since (at least one): a round costs ~20 us an agent (~1 s of CPU at 50,000), and a few
+        events after the last one cost a restart or a `status` next to nothing to fold — an
+        idle big fleet's trickle (a source's edge, a notice) no longer buys a round a minute."""
         behind = self.proj.seq - self.snap_seq
-        every = max(SNAPSHOT_EVERY_EVENTS, len(self.proj["fleet"]["agents"]))
-        return behind >= every or (behind > 0 and time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS)
+        agents = len(self.proj["fleet"]["agents"])
+        return behind >= max(SNAPSHOT_EVERY_EVENTS, agents) or (
+            behind >= max(1, agents // SNAPSHOT_SHARE) and time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS)
 
     def snapshot(self) -> None:
         """Store every projection's state now, here (a round in flight is ended), at the seq it
