@@ -16,6 +16,18 @@ from watcher.runtime.state import Projections
 T0 = 1_800_000_000.0
 
 
+def _fleet(tmp_path, n: int):
+    """``n`` busy agents' goal.json under tmp_path/fleet, and a config watching them."""
+    fleet_dir = tmp_path / "fleet"
+    for i in range(n):
+        d = fleet_dir / f"a{i}"
+        d.mkdir(parents=True)
+        (d / "goal.json").write_text(json.dumps({"agent": f"a{i}", "state": "busy", "last_activity": T0}))
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    return fleet_dir, cfg
+
+
 def test_prune_scans_at_most_once_per_agent_count_of_seqs():
     """A scan of N agents comes at most every N seqs (the O(N²) first tick at 50k agents)."""
     small = {f"a{i}": {} for i in range(100)}
@@ -44,13 +56,7 @@ def test_closed_agents_are_still_forgotten_in_a_big_fleet(tmp_path):
 
 
 def test_first_tick_commits_without_a_snapshot_and_the_next_tick_writes_it(tmp_path):
-    fleet_dir = tmp_path / "fleet"
-    for i in range(50):
-        d = fleet_dir / f"a{i}"
-        d.mkdir(parents=True)
-        (d / "goal.json").write_text(json.dumps({"agent": f"a{i}", "state": "busy", "last_activity": T0}))
-    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
-                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    fleet_dir, cfg = _fleet(tmp_path, 50)
     elog = EventLog(str(tmp_path / "e.db"))
     w = Watcher(cfg, elog)
     w.snap_mono -= 3600  # the snapshot is due by time as soon as anything was folded
@@ -135,14 +141,7 @@ def test_a_big_fleets_trickle_buys_no_snapshot_round_a_minute(tmp_path):
     is due once one event per SNAPSHOT_SHARE agents came; by count as before."""
     from watcher.runtime import loop
 
-    fleet_dir = tmp_path / "fleet"
-    n = 3 * loop.SNAPSHOT_SHARE
-    for i in range(n):
-        d = fleet_dir / f"a{i}"
-        d.mkdir(parents=True)
-        (d / "goal.json").write_text(json.dumps({"agent": f"a{i}", "state": "busy", "last_activity": T0}))
-    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
-                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet_dir}/*/goal.json"\n')
+    fleet_dir, cfg = _fleet(tmp_path, 3 * loop.SNAPSHOT_SHARE)
     elog = EventLog(str(tmp_path / "e.db"))
     w = Watcher(cfg, elog)
     w.tick(T0)
