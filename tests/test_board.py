@@ -4,6 +4,7 @@ real `fleetwatch run`) that shows the fleet and follows a goal.json change. Real
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -41,6 +42,15 @@ def append(db: str, *events) -> None:
 
 def run(coro):
     return asyncio.run(coro)
+
+
+@contextlib.asynccontextmanager
+async def opened(db: str, size: tuple[int, int] = (120, 40)):
+    """The board on ``db`` (rows, not tiles) in a headless terminal of ``size``, first frame drawn."""
+    app = Board(Feed(db), compact=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        yield app, pilot
 
 
 async def until(pilot, cond, timeout: float = 10.0) -> bool:
@@ -99,9 +109,7 @@ def test_a_new_commit_shows_without_a_key(tmp_path):
     seed(db, 3)
 
     async def go():
-        app = Board(Feed(db), compact=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause()
+        async with opened(db) as (app, pilot):
             append(db, AgentClassified(agent="a01", from_="TRABAJANDO", to="RECLAMA", state="waiting",
                                        source="fleet", contract_sha256="x"),
                    SourceFailed(source="tmux", error="timed out after 5s"))
@@ -132,9 +140,7 @@ def test_closed_agents_hidden_unless_asked(tmp_path):
     append(db, AgentClassified(agent="a01", from_="TRABAJANDO", to="CERRADO", source="fleet"))
 
     async def go():
-        app = Board(Feed(db), compact=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause()
+        async with opened(db) as (app, pilot):
             assert [a["agent"] for a in app.rows] == ["a00"]
             await pilot.press("c")
             await pilot.pause()
@@ -147,9 +153,7 @@ def test_silence_key_records_a_silence(tmp_path):
     seed(db, 2)
 
     async def go():
-        app = Board(Feed(db), compact=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause()
+        async with opened(db) as (app, pilot):
             await pilot.press("s")
             await pilot.pause()
             await pilot.press("enter", *"typo", "enter")          # for: 1h (default), reason
@@ -352,9 +356,7 @@ def test_a_tick_during_teardown_is_no_crash(tmp_path):
     seed(db, 3)
 
     async def go():
-        app = Board(Feed(db), compact=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause()
+        async with opened(db) as (app, pilot):
             await app.query_one("#head").remove()
             app._drawn_at = -10.0          # due for a redraw
             app.tick()                     # no '#head': the teardown case, nothing drawn

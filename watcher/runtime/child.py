@@ -1,8 +1,8 @@
 """What the watcher needs to run a helper process it cannot trust to behave: how many CPUs it may
 use, a forked child that holds nothing of the watcher's (:func:`fork_child`: the first poll's
 second reader, watcher/sources/forkread.py; the snapshot encoder, watcher/runtime/snapround.py),
-and a bounded read of a helper's answer (those, and the rebuild's worker,
-watcher/runtime/rebuild_par.py).
+and bounded reads of a helper's answer (``read_capped``: to its end; ``read_exact``: so many bytes;
+those, and the rebuild's worker, watcher/runtime/rebuild_par.py).
 
 ``read_capped`` reads a pipe to its end, but never more than ``limit`` bytes and never past
 ``wait_s`` seconds in all: a helper that hangs or floods gives None (the caller kills and reaps
@@ -25,7 +25,10 @@ def fork_child(work: Callable[[int], None], what: str, log: Any) -> tuple[int, i
     cannot fork (a warning: "``what``: cannot fork (...)"). Before ``work`` the child restores the
     stop signals' default actions (a SIGTERM ends it, never runs the watcher's handler) and closes
     every descriptor but its pipe (``close_range(2)`` where there is one): a child stuck in a read
-    holds no lock, log or database of the watcher's. It never returns into the caller's code."""
+    holds no lock, log or database of the watcher's. It never returns into the caller's code.
+    Without ``os.fork`` (not POSIX): None, nothing said."""
+    if not hasattr(os, "fork"):
+        return None
     r, w = os.pipe()
     try:
         pid = os.fork()
@@ -72,8 +75,7 @@ def read_capped(fd: int, limit: int, wait_s: float, chunk: int = 1 << 20) -> byt
     size = 0
     end = time.monotonic() + wait_s
     while True:
-        left = end - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if not _readable(fd, end):
             return None
         b = os.read(fd, chunk)
         if not b:
@@ -82,3 +84,23 @@ def read_capped(fd: int, limit: int, wait_s: float, chunk: int = 1 << 20) -> byt
         if size > limit:
             return None
         parts.append(b)
+
+
+def read_exact(fd: int, n: int, end: float) -> bytes | None:
+    """``n`` bytes from ``fd`` before the monotonic ``end``; None if it ends or is late first."""
+    parts: list[bytes] = []
+    while n > 0:
+        if not _readable(fd, end):
+            return None
+        b = os.read(fd, min(n, 1 << 20))
+        if not b:
+            return None
+        parts.append(b)
+        n -= len(b)
+    return b"".join(parts)
+
+
+def _readable(fd: int, end: float) -> bool:
+    """Whether ``fd`` has something to read (or its end) before the monotonic ``end``."""
+    left = end - time.monotonic()
+    return left > 0 and bool(select.select([fd], [], [], left)[0])

@@ -16,7 +16,7 @@ from typing import Any
 
 from events.log import EventLog
 from projections.base import encode_state
-from watcher.runtime.child import fork_child, write_all
+from watcher.runtime.child import fork_child, read_exact, write_all
 
 log = logging.getLogger("fleetwatch.watcher")
 CHILD_NICE = 10     # the snapshot encoder's niceness above the watcher's (SnapshotRound)
@@ -47,7 +47,7 @@ class SnapshotRound:
     The child runs ``CHILD_NICE`` steps nicer than the watcher: on a machine whose cores are
     busy the loop's ticks (and the writes they commit) go first and the round takes longer.
 
-    Invariants (those of watcher/sources/forkread.py's child): the child resets the stop signals,
+    Invariants (``watcher.runtime.child.fork_child``'s): the child resets the stop signals,
     closes every descriptor but its pipe, takes no lock of this process's (no logging, no
     imports, no SQLite), writes only to its pipe and ends with ``os._exit``; its answer is
     bounded (MAX_OUT bytes within WAIT_S, else it is killed and reaped and the round failed:
@@ -75,8 +75,6 @@ class SnapshotRound:
         store, so the loop's commit waits for the row being stored and no longer (SQLite's busy
         handler would sleep in steps of up to 100 ms; and a commit between the store's read of
         the chain hash and its write would make it start again)."""
-        if not hasattr(os, "fork"):
-            return None
         names = list(states)
         child = fork_child(lambda w: _encode_child(w, [states[n] for n in names]), "snapshot in this process", log)
         if child is None:
@@ -112,9 +110,9 @@ class SnapshotRound:
                     return
                 elog.set_autocheckpoint(BACKSTOP_PAGES)  # as the watcher's: checkpoints are the Checkpointer's
                 for name in self.names:  # one projection at a time: as much memory as the loop's own round
-                    head = _read_exact(self._r, 8, end)
+                    head = read_exact(self._r, 8, end)
                     size = int.from_bytes(head, "little") if head is not None else self.MAX_OUT + 1
-                    data = _read_exact(self._r, size, end) if size <= self.MAX_OUT else None
+                    data = read_exact(self._r, size, end) if size <= self.MAX_OUT else None
                     if data is None:
                         if not self._closing:
                             log.error("snapshot round at seq %d: the encoder gave no usable answer for %s; "
@@ -143,23 +141,6 @@ class SnapshotRound:
                 pass
             os.waitpid(self._pid, 0)
             self._ok = ok
-
-
-def _read_exact(fd: int, n: int, end: float) -> bytes | None:
-    """``n`` bytes from ``fd`` before the monotonic ``end``; None if it ends or is late first."""
-    import select
-
-    parts: list[bytes] = []
-    while n > 0:
-        left = end - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
-        b = os.read(fd, min(n, 1 << 20))
-        if not b:
-            return None
-        parts.append(b)
-        n -= len(b)
-    return b"".join(parts)
 
 
 def _encode_child(w: int, states: list[Any]) -> None:
