@@ -147,3 +147,39 @@ def test_the_child_holds_no_descriptor_of_the_parents(tmp_path):
     fds = {int(x) for x in child[0].split(",")}
     assert held not in fds
     assert len(fds - {0, 1, 2}) <= 2      # its pipe, and listdir's own descriptor of /proc/self/fd
+
+
+def test_a_first_poll_that_fails_midway_leaves_no_child(tmp_path, monkeypatch):
+    """The first poll files each of its own half as it reads it, while the child still reads
+    (forkread.iter_split): an error in that filing must kill and reap the child at once, not
+    leave it (or a zombie) behind."""
+    _fleet(tmp_path, N)
+    src = GoalsSource(Source(name="fleet", kind="goals", glob=f"{tmp_path}/*/goal.json"))
+    calls = {"n": 0}
+    real = src._update
+
+    def update(*a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 100:
+            raise RuntimeError("boom")
+        return real(*a, **kw)
+    monkeypatch.setattr(src, "_update", update)
+    with pytest.raises(RuntimeError, match="boom"):
+        src._first_poll(sorted(str(p) for p in tmp_path.glob("*/goal.json")))
+    with pytest.raises(ChildProcessError):  # killed and reaped: no child left
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_closing_the_split_early_kills_and_reaps_the_child(tmp_path):
+    paths = []
+    for i in range(N):
+        p = tmp_path / f"a{i}"
+        p.write_text("{}")
+        paths.append(str(p))
+    parent = os.getpid()
+    it = forkread.iter_split(paths, _reader(parent, lambda: __import__("time").sleep(600)), AgentObs)
+    first = [next(it) for _ in range(10)]
+    assert [o.agent for _, o in first] == [f"a{i}" for i in range(10)]
+    it.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)

@@ -260,16 +260,19 @@ class GlobSource:
         open, ~15 % of a first poll), under ``_update``'s rules; anything but a readable regular
         file (gone, a dangling symlink, a FIFO, a folder, unreadable) takes ``_update``'s path.
         From ``forkread.FORK_MIN`` files on, a forked second process reads half of them
-        (watcher/sources/forkread.py: the very same reads, else this process's own)."""
+        (watcher/sources/forkread.py: the very same reads, else this process's own); this
+        process files each of its own half as it reads it, then the child's."""
         cache: dict[str, _Entry] = {}
-        reads = forkread.read_split(paths, self._read_new, self.OBS) if forkread.usable(len(paths)) \
-            else map(self._read_new, paths)  # a big first poll: half read by a second process
-        for path, (st, obs) in zip(paths, reads):
-            if st is None:  # NotRegular too: the careful way, with its own stat (None: gone)
-                st = _stat(path)
-            ent = None if st is None else self._update(path, st, None, obs)
-            if ent is not None:
-                cache[path] = ent
+        reads = forkread.iter_split(paths, self._read_new, self.OBS)  # from FORK_MIN files: 2 processes
+        try:
+            for path, (st, obs) in zip(paths, reads):
+                if st is None:  # NotRegular too: the careful way, with its own stat (None: gone)
+                    st = _stat(path)
+                ent = None if st is None else self._update(path, st, None, obs)
+                if ent is not None:
+                    cache[path] = ent
+        finally:
+            reads.close()  # after an error above: the second process is killed and reaped now
         self.cache = cache
         return self._emit(changed=True)
 
