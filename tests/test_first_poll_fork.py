@@ -87,6 +87,16 @@ def test_a_steps_doc_the_child_cannot_send_is_read_here(tmp_path, monkeypatch):
     assert sum(1 for r in two.runs if r.doc and r.doc.get("huge") == 1 << 70) == N // 100
 
 
+def _small_files(root) -> list[str]:
+    """N files of "{}" (a child that gets far enough reads them)."""
+    paths = []
+    for i in range(N):
+        p = root / f"a{i}"
+        p.write_text("{}")
+        paths.append(str(p))
+    return paths
+
+
 def _reader(parent: int, misbehave):
     def read_one(path: str):
         if os.getpid() != parent:
@@ -98,11 +108,7 @@ def _reader(parent: int, misbehave):
 
 @pytest.mark.parametrize("how", ["dies", "hangs", "floods", "wrong type"])
 def test_a_bad_second_process_is_killed_and_its_half_read_here(tmp_path, monkeypatch, caplog, how):
-    paths = []
-    for i in range(N):
-        p = tmp_path / f"a{i}"
-        p.write_text("{}")
-        paths.append(str(p))
+    paths = _small_files(tmp_path)
     parent = os.getpid()
     monkeypatch.setattr(forkread, "WAIT_MIN_S", 0.5)
     obs_type = AgentObs
@@ -171,11 +177,7 @@ def test_a_first_poll_that_fails_midway_leaves_no_child(tmp_path, monkeypatch):
 
 
 def test_closing_the_split_early_kills_and_reaps_the_child(tmp_path):
-    paths = []
-    for i in range(N):
-        p = tmp_path / f"a{i}"
-        p.write_text("{}")
-        paths.append(str(p))
+    paths = _small_files(tmp_path)
     parent = os.getpid()
     it = forkread.iter_split(paths, _reader(parent, lambda: __import__("time").sleep(600)), AgentObs)
     first = [next(it) for _ in range(10)]
