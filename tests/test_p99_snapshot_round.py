@@ -204,3 +204,34 @@ def test_class_counts_kept_by_the_commits_equal_a_full_count(tmp_path):
     finally:
         w.close()
         elog.close()
+
+
+def test_the_rounds_snapshots_reach_the_disk_in_its_thread_not_in_the_loops_commit(tmp_path, monkeypatch):
+    """Snapshots are stored with durability normal; left at that, the loop's next commit
+    (durability full) flushed them in its own fsync — ~25 MB a projection at 50,000 agents, and
+    every write waited (p99 650 ms in the 1 % churn at 50k). The round's thread fsyncs the WAL
+    itself after each projection, with the watcher's write lock released. A spy on the real
+    os.fsync records, for each flush of the WAL, whether the lock was held."""
+    from watcher.runtime import snapround
+    _, elog, w = _watcher(tmp_path, "sync", 60, True)
+    wal = os.path.realpath(elog.path) + "-wal"
+    seen: list[bool] = []
+    real = os.fsync
+
+    def spy(fd):
+        if os.path.realpath(f"/proc/self/fd/{fd}") == wal:
+            seen.append(w.write_lock.locked())
+        return real(fd)
+    monkeypatch.setattr(snapround.os, "fsync", spy)
+    try:
+        w.snap_mono -= 3600
+        assert w.tick(T0) >= 60
+        assert w.snapshot_if_due(0.1) is True
+        _wait_round(w)
+        assert w.snapshot_if_due(0.1) is True and w._round is None
+        names = [r[0] for r in elog.db.execute("SELECT name FROM snapshots")]
+        assert names and len(seen) >= len(names)   # one flush a projection stored at least
+        assert not any(seen)                        # none of them under the write lock
+    finally:
+        w.close()
+        elog.close()
