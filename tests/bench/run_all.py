@@ -6,8 +6,9 @@ Each module exposes ``run(quick: bool = False) -> list[dict]`` with rows
 ``{"name", "figure", "ratio", "target", "ok"}``; ratios are against baselines measured in the same
 run. ``--quick`` (or ``FW_BENCH_QUICK=1``) is a smoke test at smaller sizes and shorter windows:
 its figures are not the report (the rows name the size they measured). What each row measures and
-against what: docs/bench.md. The load average before and after is printed and stored: on a shared
-machine a figure is only as good as the quiet it was measured in. A module that raises gives one row with ``ok: false`` and the error, and the others still run.
+against what: docs/bench.md. The load average before and after is printed and stored, and so is
+the share of CPU time the host stole during the run (``/proc/stat``'s steal column, on a virtual
+machine): on a shared machine a figure is only as good as the quiet it was measured in. A module that raises gives one row with ``ok: false`` and the error, and the others still run.
 Exit status: 0 if no row has ``ok: false``, else 1.
 """
 from __future__ import annotations
@@ -71,6 +72,23 @@ def table(results: dict[str, list[dict]]) -> str:
     return "\n".join(out)
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(steal, total) clock ticks of every CPU so far, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_pct(t0: tuple[int, int] | None, t1: tuple[int, int] | None) -> float | None:
+    """The percentage of CPU time stolen by the host between two ``cpu_ticks`` readings."""
+    if t0 is None or t1 is None or t1[1] <= t0[1]:
+        return None
+    return 100.0 * (t1[0] - t0[0]) / (t1[1] - t0[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="much shorter runs (smoke test)")
@@ -80,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     args.quick = args.quick or os.environ.get("FW_BENCH_QUICK", "") not in ("", "0")
-    load0 = os.getloadavg()
+    load0, ticks0 = os.getloadavg(), cpu_ticks()
     results: dict[str, list[dict]] = {}
     seconds: dict[str, float] = {}
     for path in discover(args.only):
@@ -88,15 +106,17 @@ def main(argv: list[str] | None = None) -> int:
         results[path.stem], seconds[path.stem] = run_one(path, args.quick)
     print(table(results))
     failed = sum(1 for rows in results.values() for r in rows if r.get("ok") is False)
-    load1 = os.getloadavg()
+    load1, steal = os.getloadavg(), steal_pct(ticks0, cpu_ticks())
+    stolen = "" if steal is None else f"; {steal:.1f} % of CPU time stolen by the host"
     print(f"\n{sum(len(r) for r in results.values())} rows, {failed} below target; "
           f"{sum(seconds.values()):.1f} s; load average {load0[0]:.1f} before, {load1[0]:.1f} after "
-          f"({os.cpu_count()} cores); results in {args.out}")
+          f"({os.cpu_count()} cores){stolen}; results in {args.out}")
     Path(args.out).write_text(json.dumps({
         "quick": args.quick, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(), "machine": platform.machine(),
         "seconds": {k: round(v, 2) for k, v in seconds.items()}, "cores": os.cpu_count(),
         "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in load1],
+        "steal_pct": None if steal is None else round(steal, 2),
         "results": results}, indent=2) + "\n")
     return 1 if failed else 0
 

@@ -1,0 +1,41 @@
+"""The bench runner's own figures (tests/bench/run_all.py): the share of CPU time the host stole
+during a run, read from the real /proc/stat, and the steal line in a real quick run's summary and
+JSON."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RUN_ALL = Path(__file__).parent / "bench" / "run_all.py"
+spec = importlib.util.spec_from_file_location("run_all", RUN_ALL)
+run_all = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_all)
+
+pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs /proc/stat")
+
+
+def test_steal_is_a_share_of_the_cpu_time_between_two_readings():
+    t0 = run_all.cpu_ticks()
+    sum(i * i for i in range(300_000))  # some CPU time between the readings
+    t1 = run_all.cpu_ticks()
+    assert t0 is not None and t1 is not None
+    assert 0 <= t0[0] <= t0[1] and t1[1] >= t0[1] and t1[0] >= t0[0]
+    pct = run_all.steal_pct(t0, t1)
+    assert pct is None or 0.0 <= pct <= 100.0
+    assert run_all.steal_pct(t0, t0) is None          # no time between them: nothing to say
+    assert run_all.steal_pct((10, 100), (35, 200)) == 25.0
+    assert run_all.steal_pct(None, t1) is None
+
+
+def test_a_quick_run_prints_and_stores_the_steal(tmp_path):
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, str(RUN_ALL), "--quick", "--only", "hook", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 1), p.stderr
+    assert "% of CPU time stolen by the host" in p.stdout
+    assert isinstance(json.loads(out.read_text())["steal_pct"], float)
