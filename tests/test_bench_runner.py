@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,30 @@ def test_a_quick_run_prints_and_stores_the_steal(tmp_path):
     assert p.returncode in (0, 1), p.stderr
     assert "% of CPU time stolen by the host" in p.stdout
     assert isinstance(json.loads(out.read_text())["steal_pct"], float)
+
+
+def test_the_watch_rows_count_a_running_childs_cpu_as_it_is_spent():
+    """bench_watch.proc_cpu_s: a child's CPU counts while it runs, not only once reaped (a
+    snapshot round in flight looked like quiet to wait_settled, and its ~2 s then landed in the
+    50k idle window: 5.03 %). A real parent whose forked child burns ~1 s of CPU."""
+    sys.path.insert(0, str(RUN_ALL.parent))
+    import bench_watch
+
+    code = ("import os, time\npid = os.fork()\nif pid == 0:\n    t = time.process_time()\n"
+            "    while time.process_time() - t < 1.0:\n        pass\n    os._exit(0)\n"
+            "os.waitpid(pid, 0)\ntime.sleep(30)")
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        seen = []
+        while time.monotonic() < deadline:
+            seen.append(bench_watch.proc_cpu_s(p.pid))
+            if seen[-1] >= 0.9:
+                break
+            time.sleep(0.05)
+        running = [c for c in seen if 0.1 < c < 0.9]   # readings taken while the child ran
+        assert running, seen                           # before: 0 until it was reaped, then ~1
+        assert seen == sorted(seen) and seen[-1] >= 0.9
+    finally:
+        p.kill()
+        p.wait()
