@@ -124,7 +124,7 @@ def test_a_bad_second_process_is_killed_and_its_half_read_here(tmp_path, monkeyp
         obs_type = RunObs  # an answer that does not decode as what was asked
         misbehave = lambda: None  # noqa: E731
     with caplog.at_level(logging.WARNING, logger="fleetwatch.sources"):
-        got = forkread.read_split(paths, _reader(parent, misbehave), obs_type)
+        got = list(forkread.iter_split(paths, _reader(parent, misbehave), obs_type))
     assert [o.agent for _, o in got] == [f"a{i}" for i in range(N)]
     assert all(st.st_size == 2 for st, _ in got)
     assert any("no usable answer" in r.getMessage() for r in caplog.records)
@@ -145,7 +145,7 @@ def test_the_child_holds_no_descriptor_of_the_parents(tmp_path):
         st = os.stat(path)
         return st, AgentObs(agent="x", source="s", task=",".join(map(str, fds)) if os.getpid() != parent else None)
     try:
-        got = forkread.read_split(paths, read_one, AgentObs)
+        got = list(forkread.iter_split(paths, read_one, AgentObs))
     finally:
         keep.close()
     child = [o.task for _, o in got[N // 2:]]

@@ -23,7 +23,6 @@ from projections.base import decode_state, encode_state, registry
 FOLD_BATCH = 2000   # events folded per projection at a time by catch_up and rebuild (one read chunk)
 
 
-
 class TimeCache(dict):
     """``parse(s)`` by ``s``: the events of one append share their ``time``, so a replay parses
     each time once instead of once per event and projection. Its ``__getitem__`` is what a fold

@@ -52,7 +52,6 @@ log = logging.getLogger("fleetwatch.sources")
 FORK_MIN = 2000            # files: below, one process (a fork and its decode cost more than they save)
 MAX_OUT = 256 << 20        # bytes of the child's answer
 WAIT_MIN_S = 10.0          # s the child may take at least after this process's half
-MINE = 0.5                 # the share of the files this process reads (it also files every entry)
 
 
 class St(NamedTuple):
@@ -118,24 +117,17 @@ def _collect(pid: int, r: int, wait_s: float) -> bytes | None:
     return data
 
 
-def read_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type) -> list[Read]:
-    """``[read_one(p) for p in paths]``, the second half read by a forked child (see the module's
-    docstring); the same answer either way, up to the stat's type (:class:`St` for the child's)."""
-    return list(iter_split(paths, read_one, obs_type))
-
-
 def iter_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type) -> Iterator[Read]:
-    """:func:`read_split` one path at a time, in order: the first half is read here as it is
-    consumed (so what the caller does with each — the first poll's cache entry — runs while the
-    child still reads), then the child's answer is collected. Closing it early (or an error in
-    this process's reads) kills and reaps the child. Below ``FORK_MIN`` files (``usable``): one
-    process, the same reads."""
-    if not usable(len(paths)):
-        yield from map(read_one, paths)
-        return
-    half = int(len(paths) * MINE)
+    """``map(read_one, paths)``, the second half read by a forked child (see the module's
+    docstring): the same answers in the same order, up to the stat's type (:class:`St` for the
+    child's). The first half is read here as it is consumed (so what the caller does with each,
+    the first poll's cache entry, runs while the child still reads), then the child's answer is
+    collected. Closing it early (or an error in this process's reads) kills and reaps the child.
+    Below ``FORK_MIN`` files (``usable``), or where there is no fork: one process, the same reads."""
+    half = len(paths) // 2
     mine, theirs = paths[:half], paths[half:]
-    child = fork_child(lambda w: _child(w, theirs, read_one), "first poll in one process", log)
+    child = fork_child(lambda w: _child(w, theirs, read_one), "first poll in one process", log) \
+        if usable(len(paths)) else None
     if child is None:
         yield from map(read_one, paths)
         return
