@@ -88,8 +88,8 @@ def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name
     c["oneshot"] = oneshot
     if oneshot:
         _expire(state, "exp_day", t + ONESHOT_KEEP_S, cid)
-    if len(state["conds"]) > MAX_CONDS:
-        prune(state, t)
+    if len(state["conds"]) > MAX_CONDS and (state["exp_cleared"] or state["exp_day"] or t >= state["sweep_at"]):
+        prune(state, t)  # over the cap, only what the expiry queues hold can go: empty, and no sweep due, is a no-op
     return cid
 
 

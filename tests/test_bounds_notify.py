@@ -169,3 +169,35 @@ def test_silences_are_kept_a_day_past_their_end_then_swept():
     w.cls("a", "TRABAJANDO", t + 1)
     w.cls("b", "TRABAJANDO", t + 1 + notify.CLEARED_KEEP_S + notify.SWEEP_S + 1)   # the next prune and sweep
     assert set(w.state["silences"]) == {"new"}
+
+
+def test_past_max_conds_a_new_active_condition_runs_no_prune_that_can_drop_nothing(monkeypatch):
+    """Regression (issue 19, a first tick over a stalled fleet of 10k-50k agents): past MAX_CONDS,
+    every new condition ran ``prune``, though with both expiry queues empty it could drop nothing
+    (active conditions are never dropped): 48,000 no-op prunes at 50k ESTANCADO agents, ~100 of
+    the notify fold's ~330 ms. Now a prune runs past the cap only when a queue holds something or
+    the sweep is due; the state is the same as the old fold's, a prune after every new condition
+    past the cap (each skipped one was a no-op), and the sweep still runs on time."""
+    calls = []
+    real = notify.prune
+
+    def counting(st, t):
+        calls.append(t)
+        real(st, t)
+
+    def fold_all(extra_prune: bool) -> dict:
+        w = World()
+        for i in range(MAX_CONDS + 3000):  # 60 s of event time in 1/50 s steps: the sweep comes due once
+            t = T0 + i / 50
+            w.cls(f"a{i}", "ESTANCADO", t, state="idle")
+            if extra_prune and len(w.state["conds"]) > MAX_CONDS:  # as the fold did: a prune per new one
+                real(w.state, t)
+        return w.state
+
+    monkeypatch.setattr(notify, "prune", counting)
+    state = fold_all(extra_prune=False)
+    assert len(state["conds"]) == MAX_CONDS + 3000                  # every active one kept
+    assert len(calls) <= 2, len(calls)                              # the sweeps due, not one a condition
+    assert state["sweep_at"] > T0 + (MAX_CONDS + 3000) / 50 - 60    # the sweep ran when due
+    monkeypatch.setattr(notify, "prune", real)
+    assert encode_state(state) == encode_state(fold_all(extra_prune=True))
