@@ -9,7 +9,9 @@
    10k and ≤ 2× at 50k. A full resync with 1 % changed (≤ 0.3×) and with none (≤ 0.2×). Info:
    µs per agent at each size (linearity), and where a first tick goes (observe / detect / commit).
    From 2,000 files the watcher's first poll runs in two processes (watcher/sources/forkread.py);
-   the floor is one process, and the row says so.
+   the floor is one process, and the row says so. (info) The same first tick over a fleet in
+   every class (``MIX``: waiting, stalled, claiming done, no contract, as after a night), which
+   opens notify conditions and report intervals an all-working fleet never does.
 2. A real ``fleetwatch run`` per size (interval 2 s, debounce 100 ms, resync 30 s, inotify):
    - idle for 60 s (quick: 10 s) after its start-up (all classified, then its CPU under 15 % for
      two 1 s samples: inotify's watches come after the first tick): CPU % from /proc (target < 1 % at 10k,
@@ -53,12 +55,12 @@ RSS_TARGET_MB = {10_000: 150.0}
 SETTLED_PCT = 15.0  # % of a core over 1 s: below it twice in a row, start-up is over (wait_settled)
 
 
-def write_goal(root: Path, agent: str, state: str = "busy", t: float | None = None) -> None:
+def write_goal(root: Path, agent: str, state: str = "busy", t: float | None = None, **fields) -> None:
     d = root / agent
     d.mkdir(parents=True, exist_ok=True)
     doc = {"agent": agent, "task": f"task {agent}", "state": state, "phase": "haciendo",
            "dod": "moving summary " * 8, "dod_contract": f"pytest tests/test_{agent}.py passes; ruff clean",
-           "dod_status": "pending", "last_activity": t or time.time()}
+           "dod_status": "pending", "last_activity": t or time.time(), **fields}
     tmp = d / "goal.json.tmp"
     tmp.write_text(json.dumps(doc, indent=2))
     os.replace(tmp, d / "goal.json")
@@ -67,6 +69,26 @@ def write_goal(root: Path, agent: str, state: str = "busy", t: float | None = No
 def fleet(root: Path, n: int) -> None:
     for i in range(n):
         write_goal(root, f"a{i:05d}")
+
+
+# A fleet after a night, in every class (mixed_rows): 60 % working, 15 % waiting for the human,
+# 15 % busy but silent for an hour (past busy_silence), 5 % claiming done, 5 % with no contract.
+MIX = ((12, "TRABAJANDO", {}), (3, "RECLAMA", {"state": "waiting"}), (3, "ESTANCADO", {"age": 3600.0}),
+       (1, "DICE_TERMINADO", {"state": "idle", "phase": "hecho"}), (1, "MAL_LANZADO", {"dod_contract": ""}))
+
+
+def mixed_fleet(root: Path, n: int) -> dict[str, int]:
+    """``n`` agents in MIX's proportions (by id modulo 20); returns the count per class."""
+    kinds = [(cls, f) for k, cls, f in MIX for _ in range(k)]
+    want: dict[str, int] = {}
+    now = time.time()
+    for i in range(n):
+        cls, f = kinds[i % len(kinds)]
+        f = dict(f)
+        t = now - f.pop("age", 0.0)
+        write_goal(root, f"a{i:05d}", f.pop("state", "busy"), t, **f)
+        want[cls] = want.get(cls, 0) + 1
+    return want
 
 
 def config_text(db: str, root: Path, interval: str = "2s") -> str:
@@ -336,6 +358,41 @@ def run_rows(n: int, tmp: Path, idle_s: float, churn_s: float) -> list[dict]:
     return rows
 
 
+def mixed_rows(n: int, tmp: Path, reps: int = 2) -> list[dict]:
+    """(info) The first tick over a fleet in every class (MIX), as after a restart: every agent
+    new, but RECLAMA, ESTANCADO, DICE_TERMINADO and MAL_LANZADO ones also open a notify condition
+    and a report interval, which an all-working fleet never does. Best of ``reps`` on a fresh log
+    each, against the floor on the same files; the classes the log recorded are checked."""
+    import shutil
+
+    root = tmp / f"mixed{n}"
+    want = mixed_fleet(root, n)
+    pattern = f"{root}/*/goal.json"
+    floor_once(pattern)
+    floors, firsts = [], []
+    got: dict[str, int] = {}
+    for rep in range(reps):
+        floors.append(floor_once(pattern))
+        w, elog = _fresh(tmp, root, f"m{n}-{rep}")
+        t = time.perf_counter()
+        w.tick(time.time())
+        firsts.append(time.perf_counter() - t)
+        got = {}
+        for r in elog.read(0, types=["agent.classified"]):
+            got[r.event.to] = got.get(r.event.to, 0) + 1
+        w.close()
+        elog.close()
+        os.remove(f"{tmp}/m{n}-{rep}.db")
+        _unsettle()
+    shutil.rmtree(root)
+    assert got == want, (got, want)
+    fl, first = min(floors), min(firsts)
+    return [{"name": f"first tick, {n:,} agents in every class (info)",
+             "figure": f"{first * 1000:.0f} ms ({first / n * 1e6:.1f} µs/agent); floor {fl * 1000:.0f} ms; "
+                       + ", ".join(f"{v:,} {k}" for k, v in want.items()),
+             "ratio": round(first / fl, 3), "target": "info: a fleet after a night", "ok": None}]
+
+
 def run(quick: bool = False) -> list[dict]:
     sizes = (1_000, 5_000) if quick else (10_000, 50_000)
     idle_s = 10.0 if quick else 60.0
@@ -345,6 +402,8 @@ def run(quick: bool = False) -> list[dict]:
         tmp = Path(d)
         for n in ((100,) if quick else (1_000,)) + sizes:
             rows += tick_rows(n, tmp, reps=2 if quick else 3)
+        for n in sizes:
+            rows += mixed_rows(n, tmp)
         for n in sizes:
             rows += run_rows(n, tmp, idle_s, churn_s)
     return rows
