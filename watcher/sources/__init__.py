@@ -47,12 +47,14 @@ def duplicate(claims: list[Any]) -> Any:
     masked by a copy. Whatever order the sources listed them in, the result is the same: the
     fields of the first path's file, the reason "duplicate id 'x' in A and B[, C ...]" (at most
     ~600 characters of paths)."""
+    from watcher.sources.filestat import shown_name  # a path with bytes that are not UTF-8
+
     first, second, *rest = sorted(claims, key=lambda o: o.path)
-    error = f"duplicate id {first.agent!r} in {first.path} and {second.path}"
+    error = f"duplicate id {first.agent!r} in {shown_name(first.path)} and {shown_name(second.path)}"
     for o in rest:
         if len(error) > 600:
             break
-        error = f"{error}, {o.path}"
+        error = f"{error}, {shown_name(o.path)}"
     return msgspec.structs.replace(first, error=error)
 
 

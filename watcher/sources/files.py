@@ -37,7 +37,7 @@ from projections.observations import AgentObs, RunObs, SourceResult
 from watcher.config import Source, expand
 from watcher.config_limits import NotRegular
 from watcher.sources import forkread
-from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _stat, read_new
+from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _stat, read_new, shown_name
 from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
@@ -230,7 +230,7 @@ class GlobSource:
     def _failed(self, e: OSError) -> SourceResult:
         self._items = None
         return SourceResult(name=self.name, kind=self.spec.kind, ok=False,
-                            error=f"cannot list {self.pattern}: {e.strerror or type(e).__name__}",
+                            error=f"cannot list {shown_name(self.pattern)}: {e.strerror or type(e).__name__}",
                             error_class="unlistable")
 
     def _missing_root(self) -> SourceResult:
@@ -241,7 +241,7 @@ class GlobSource:
         self._items = None
         self._root_key = None
         return SourceResult(name=self.name, kind=self.spec.kind, ok=False, error_class="root-missing",
-                            error=f"folder {_glob_root(self.pattern)} is missing")
+                            error=f"folder {shown_name(_glob_root(self.pattern))} is missing")
 
     def _rebuild(self, stats: list[tuple[str, os.stat_result | OSError]]) -> SourceResult:
         """A new cache from every (path, stat), in listing order."""

@@ -12,9 +12,17 @@ from watcher.config_limits import file_kind, open_regular, read_fd
 
 
 def _folder_id(path: str) -> str:
-    """The name of the folder holding ``path`` (os.path.basename(os.path.dirname(path)))."""
+    """The name of the folder holding ``path`` (os.path.basename(os.path.dirname(path))), as text
+    that encodes: see :func:`shown_name`."""
     parts = path.rsplit(os.sep, 2)
-    return parts[-2] if len(parts) > 1 else ""
+    name = parts[-2] if len(parts) > 1 else ""
+    return name if name.isascii() else shown_name(name)
+
+
+def shown_name(name: str) -> str:
+    """A file name's bytes that are not UTF-8 (os.fsdecode's lone surrogates, which no event, snapshot
+    or terminal can encode) as ``\\xNN`` escapes; valid UTF-8 names are returned as they are."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _stat(path: str) -> os.stat_result | OSError | None:
