@@ -164,6 +164,38 @@ def test_silence_key_records_a_silence(tmp_path):
     assert len(recs) == 1 and recs[0].event.subject_match == "agent:a00" and recs[0].event.reason == "typo"
 
 
+def test_board_silence_of_an_id_with_glob_characters_mutes_only_that_agent(tmp_path):
+    """Silences match subjects by glob: `s` on agent ``a*`` once recorded ``agent:a*``, which muted
+    a1's RECLAMA too (found by hand with the board in tmux: a1's push was notice.silenced)."""
+    from projections.notify_policy import matching_silence
+
+    db = str(tmp_path / "e.db")
+    elog = EventLog(db, durability="normal")
+    elog.append([AgentClassified(agent=a, to="RECLAMA", state="waiting", phase="haciendo", task="t",
+                                 source="fleet", contract_sha256="x") for a in ("a*", "a1", "b[12]")],
+                time.time())
+    elog.close()
+
+    async def go():
+        async with opened(db) as (app, pilot):
+            for agent in ("a*", "b[12]"):
+                app.select(agent)
+                await pilot.press("s")
+                await pilot.pause()
+                await pilot.press("enter", "enter")
+                await pilot.pause()
+                assert "muted until" in str(app.query_one("#msg").render())
+    run(go())
+    recs = list(EventLog(db, create=False).read(0, types=["silence.added"]))
+    silences = {r.event.silence: {"subject": r.event.subject_match, "cls": None, "until": time.time() + 3000}
+                for r in recs}
+    assert len(silences) == 2
+    now = time.time()
+    for subject, muted in (("agent:a*", True), ("agent:b[12]", True), ("agent:a1", False), ("agent:b1", False)):
+        got = matching_silence({"subject": subject, "cls": "RECLAMA"}, silences, now)
+        assert (got is not None) == muted, subject
+
+
 def test_verdict_key_records_and_refuses_self_approval(tmp_path):
     db = str(tmp_path / "e.db")
     seed(db, 1)

@@ -5,6 +5,7 @@ into the UI; messages are escaped by the caller.
 """
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import time
@@ -88,7 +89,8 @@ def silence(db: str, agent: str, seconds: float, reason: str = "from the board",
     if not seconds > 0:
         return Outcome(False, "a silence needs a duration longer than 0")
     sid = uuid.uuid4().hex[:8]
-    ev = SilenceAdded(silence=sid, subject_match=f"agent:{agent}", class_match=None,
+    # glob-escaped (silences match by glob): an agent id holding * ? [ silences only itself
+    ev = SilenceAdded(silence=sid, subject_match=glob.escape(f"agent:{agent}"), class_match=None,
                       until=iso(time.time() + seconds), reason=reason[:200])
     try:
         _append(db, [ev], durability)
