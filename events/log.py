@@ -41,7 +41,7 @@ from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, iso, parse_iso, rea
 from events.chain import chain_rows, snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
 from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict
-from events.records import Damaged, Pending, Recorded, _problem, _writable, damaged_json  # noqa: F401
+from events.records import Damaged, Pending, Recorded, _problem, _writable, check_time, damaged_json  # noqa: F401
 from events.lock import WriterLock, check_identity
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
 from events.types import Unknown, _E, _decoders, _encoder, decode_data, encode_data, tag_of  # noqa: F401  (Unknown, _E re-exported)
@@ -409,6 +409,7 @@ class EventLog:
         where, args = query.filters(types, subject)
         left = limit
         decs, slow, Rec = _decoders, decode_data, Recorded
+        last_t = None  # the last time checked: the events of one append share it
         while True:
             n = chunk if left is None else min(chunk, left)
             if n <= 0:
@@ -421,6 +422,9 @@ class EventLog:
                             raise TypeError
                         d = decs.get(ty)
                         ev: Any = d.decode(da) if d is not None else slow(ty, da)
+                        if t != last_t:  # a time the folds cannot parse: damaged too (found: run crashed)
+                            check_time(t)
+                            last_t = t
                     except Exception as e:  # a damaged row: reported by seq, never a traceback
                         why = _problem(da, e)
                         if not yield_damaged:

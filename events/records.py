@@ -4,10 +4,12 @@ Re-exported by ``events.log``."""
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
+from events.timefmt import parse_iso
 from events.types import data_dict
 
 
@@ -61,10 +63,26 @@ def _writable(path: str) -> bool:
     return os.access(path, os.W_OK) and os.access(os.path.dirname(path) or ".", os.W_OK | os.X_OK)
 
 
+class BadTime(ValueError):
+    """A row's ``time`` that is not an ISO-8601 text: the folds parse it, so the row is damaged."""
+
+
+def check_time(t: Any) -> None:
+    """Raise :class:`BadTime` unless ``t`` parses as the folds parse it (events.timefmt.parse_iso)."""
+    try:
+        parse_iso(t)
+        if len(t) == 24 and t[23] == "Z":  # the report fold's own parse of that shape (projections/report.py)
+            datetime.fromisoformat(t[:16] + ":00+00:00").timestamp() + float(t[17:23])
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        raise BadTime(f"time is not ISO-8601: {str(t)[:40]!r}") from None
+
+
 def _problem(da: Any, e: Exception | None) -> str:
+    if type(e) is BadTime:
+        return str(e)
     if type(da) is not bytes:
         return f"data is {type(da).__name__}, not a blob"
     return f"data does not decode: {type(e).__name__}: {str(e)[:120]}"
 
 
-__all__ = ["Damaged", "Pending", "Recorded", "damaged_json"]
+__all__ = ["BadTime", "Damaged", "Pending", "Recorded", "check_time", "damaged_json"]
