@@ -356,6 +356,21 @@ def test_install_dry_run_force_and_bad_file(tmp_path):
     assert s.read_text() == "{ nope"
 
 
+def test_install_settings_given_as_a_bare_file_name_is_written(tmp_path):
+    """`--settings settings.local.json` (no folder: the current one) failed with "cannot write
+    settings: No such file or directory" (os.makedirs("")), new file or existing one alike."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE_"))}
+    (tmp_path / "settings.json").write_text(json.dumps(OTHER) + "\n")
+    for name in ("settings.local.json", "settings.json"):
+        r = subprocess.run([FLEETWATCH, "hook", "install", "--settings", name, "--command", "fleetwatch",
+                            "--events", "core"], capture_output=True, text=True, cwd=tmp_path, env=e, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"{name}: written" in r.stdout
+        data = json.loads((tmp_path / name).read_text())
+        assert data["hooks"]["Stop"][-1] == {"hooks": [{"type": "command", "command": "fleetwatch hook", "timeout": 10}]}
+    assert json.loads((tmp_path / "settings.json.fleetwatch.bak").read_text()) == OTHER
+
+
 def test_install_project_flag(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = runner.invoke(app, ["hook", "install", "--project", "--command", "fleetwatch", "--goals-dir", "~/fleet"])

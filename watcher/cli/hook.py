@@ -263,7 +263,7 @@ def install(
     # a symlinked settings.json (dotfiles repos) is edited where it points: the link stays a link
     target = os.path.realpath(path) if os.path.islink(path) else path
     try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)  # `--settings settings.json`: here
         mode = os.stat(target).st_mode & 0o7777 if before_text else 0o644
         if before_text:
             write_atomic(path + ".fleetwatch.bak", before_text.encode(), mode)
