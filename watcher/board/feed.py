@@ -62,6 +62,13 @@ class Feed:
 
         from events.errors import FleetwatchError
 
+        if self.log is not None:
+            try:  # the file at the path is still the one followed (a log deleted or replaced: the
+                self.log.check_identity()  # restarted watcher's new log is shown, not the old one forever)
+            except FleetwatchError:
+                self.close()
+                self.proj = None
+                self.recent.clear()
         if self.log is None and not self._open():
             return 0
         n = 0

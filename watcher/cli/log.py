@@ -149,6 +149,29 @@ def _missing(path: str) -> bool:
     return True
 
 
+class _Moved:
+    """``tail -f``'s check that the file at the log's path is still the one it follows: a log
+    deleted or replaced (the watcher then exits, and its restart starts the file now at the path)
+    would otherwise be followed in silence forever, nothing new ever shown. One stat a call."""
+
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self.error: Exception | None = None
+
+    def __call__(self) -> bool:
+        from events.errors import FleetwatchError
+
+        try:
+            self.log.check_identity()
+        except FleetwatchError:
+            self.error = FleetwatchError(
+                "the event log was deleted or replaced while `tail -f` followed it; nothing more is "
+                "appended to the file it followed", op="follow", path=self.log.given,
+                hint="run `fleetwatch tail -f` again to follow the log now at the path")
+            return True
+        return False
+
+
 class _Stopper:
     """SIGTERM/SIGINT set a flag that ``follow``'s ``stop`` reads; handlers restored on exit."""
 
@@ -233,10 +256,13 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
                     recs = _only(recs, exact, lines if since is not None else None)
                 last = _emit(out, recs)
                 if follow:
-                    for rec in _only(log.follow(max(head, last), types=types, subject=subject, stop=stop,
-                                                yield_damaged=True), exact):
+                    moved = _Moved(log)
+                    for rec in _only(log.follow(max(head, last), types=types, subject=subject,
+                                                stop=lambda: stop() or moved(), yield_damaged=True), exact):
                         out.write(rec)
                         out.flush()
+                    if moved.error is not None:
+                        raise moved.error
             finally:
                 log.close()
     except KeyboardInterrupt:
