@@ -378,8 +378,10 @@ def load(explicit: str | None = None, *, required: bool = False, check_paths: bo
         return Config()
     try:
         text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read config: {e}", key="", path=path, op="config") from e
+    except (OSError, UnicodeDecodeError) as e:  # an OSError's own text only ("[Errno None] a FIFO, ..." before)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise ConfigError(f"cannot read config: {why}", key="", path=path, op="config",
+                          hint="the config is a UTF-8 TOML file (`fleetwatch init` writes one)") from e
     return parse(text, path, check_paths=check_paths)
 
 
