@@ -96,7 +96,10 @@ def escalate_decision(cid: str, c: dict, now: float, policy: Policy, inflight, r
         return EscalateReason.SILENCED, None
     if cid in inflight:
         return EscalateReason.IN_FLIGHT, None
-    due = c["since"] + policy.escalate_after
+    # its first push waited for quiet hours to end (notice.held): unanswered counts from their
+    # end, or it would escalate the moment it is first pushed
+    held = c.get("held")
+    due = (max(c["since"], held) if held is not None and c["sends"] <= 1 else c["since"]) + policy.escalate_after
     if now < due:
         return EscalateReason.NOT_YET, due
     r = retry.get(cid + "@esc")

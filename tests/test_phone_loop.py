@@ -112,6 +112,32 @@ def test_unanswered_reclama_escalates_exactly_once(tmp_path, rx):
     lp.close()
 
 
+def test_reclama_held_by_quiet_hours_escalates_escalate_after_past_their_end_not_at_it(tmp_path, rx):
+    """With quiet_urgent = false, a RECLAMA during quiet hours is first pushed at their end; it
+    was escalated ("unanswered for 15m", to the on-call URL) in the same second, measured from
+    its event (found by hand: a real watcher, a json:// receiver, a window ending two minutes
+    later). Unanswered counts from the end of the quiet hours that held it."""
+    cfg = cfg_for(tmp_path, rx, f'escalate_after = "15m"\nrepeat_interval = "0s"\n'
+                                f'escalate_urls = ["{rx.url(path="/oncall")}"]\n'
+                                'quiet = ["07:00-09:00"]\nquiet_tz = "UTC"\nquiet_urgent = false', web=False)
+    lp = Loop(cfg, str(tmp_path / "e.db"))
+    quiet_end = T0 + 3600                           # T0 is 08:00 UTC
+    lp.append([reclama("a1")], T0 + 60)
+    for t in range(61, 2 * 3600, 15):
+        lp.tick(T0 + t)
+    from events.log import parse_iso
+
+    [push] = rx.got()
+    assert push["title"].startswith("after quiet hours: ") and "a1" in push["message"]
+    [esc] = rx.got("/oncall")
+    assert esc["title"].startswith("unanswered for 15m: ")
+    [sent] = [parse_iso(r.time) for r in lp.log.read(0, types=["notice.sent"])]
+    [escalated] = [parse_iso(r.time) for r in lp.log.read(0, types=["notice.escalated"])]
+    assert quiet_end <= sent < quiet_end + 16
+    assert quiet_end + 900 <= escalated < quiet_end + 900 + 16
+    lp.close()
+
+
 def test_ack_cli_then_no_escalation(tmp_path, rx):
     from typer.testing import CliRunner
 
