@@ -31,8 +31,8 @@ def _stat(path: str) -> os.stat_result | OSError | None:
         return os.stat(path)
     except FileNotFoundError:  # gone, or a dangling symlink (a file that is there but leads nowhere)
         return OSError(errno.ENOENT, "dangling symlink") if os.path.islink(path) else None
-    except OSError as e:
-        return e if os.path.lexists(path) else None
+    except OSError as e:  # EACCES: a folder we may not search, which may hold one (reported, not CERRADO)
+        return e if e.errno in (errno.EACCES, errno.EPERM) or os.path.lexists(path) else None
 
 
 def _not_regular(mode: int) -> str | None:
