@@ -66,6 +66,14 @@ class AppendFailed(FleetwatchError):
     """The append did not commit (disk full, I/O error, busy past the timeout). Nothing was written."""
 
 
+def append_hint(e: Exception) -> str:
+    """The hint of an :class:`AppendFailed` from SQLite's error ``e``: a read-only log (this user may
+    not write the file or its folder: a CLI writer said "the batch is kept and retried" there)."""
+    if type(e).__name__ == "ReadOnlyError":
+        return "the log or its folder is not writable by this user: check their owner and mode"
+    return "disk full or I/O error? the batch is kept and retried"
+
+
 class ConfigError(FleetwatchError):
     """The config is invalid: ``key`` names the offending key."""
 

@@ -40,7 +40,7 @@ from events import anchor, query, schema, sqlrows
 from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, iso, parse_iso, read_verified, row_hash
 from events.chain import chain_rows, snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
-from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict
+from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict, append_hint
 from events.records import Damaged, Pending, Recorded, _problem, _writable, check_time, damaged_json  # noqa: F401
 from events.lock import WriterLock, check_identity
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
@@ -347,7 +347,7 @@ class EventLog:
             if isinstance(e, apsw.Error):
                 raise AppendFailed(f"append failed, nothing written: {type(e).__name__}: {e}",
                                    op="append", path=self.path,
-                                   hint="disk full or I/O error? the batch is kept and retried") from e
+                                   hint=append_hint(e)) from e
             raise
         if DATA_VERSION:
             self._committed = (seq, prev, db.data_version())  # after COMMIT: the version that commit left
