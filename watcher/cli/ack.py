@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         """Push "fleetwatch stopped: <result>" (run by the OnFailure= unit). Exit 0 delivered, 1 not."""
         from projections.text import safe
         from watcher.cli.util import context
-        from watcher.runtime.deliver import Deliverer
+        from watcher.runtime.deliver import Deliverer, exit_if_deliveries_hang
 
         cfg, _ = context(config, db)
         res = safe(result or os.environ.get("MONITOR_SERVICE_RESULT") or "failed", 40)
@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
         out = Deliverer(cfg).send(f"fleetwatch stopped: {res}", body, "failure", "", priority=True)
         if out.ok:
             typer.echo("delivered")
+            exit_if_deliveries_hang(0)
             return
         typer.echo(f"not delivered: {out.error}", err=True)
+        exit_if_deliveries_hang(1)
         raise typer.Exit(1)

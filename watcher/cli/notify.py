@@ -175,6 +175,7 @@ def register(app: typer.Typer) -> None:
     def notify_test(config: ConfigOpt = None, db: DbOpt = None) -> None:
         """Send one test push through the configured [notify] URLs. Exit 0 if delivered, 1 if not."""
         from watcher.cli.util import context
+        from watcher.runtime.deliver import exit_if_deliveries_hang
         from watcher.runtime.notifier import Deliverer
 
         cfg, _ = context(config, db)
@@ -185,6 +186,8 @@ def register(app: typer.Typer) -> None:
         out = d.send("fleetwatch test", "If you can read this, fleetwatch can reach you.", "info", "")
         if out.ok:
             typer.echo("delivered" + (f" ({out.error})" if out.error else ""))
+            exit_if_deliveries_hang(0)
             return
         typer.echo(f"not delivered: {out.error}", err=True)
+        exit_if_deliveries_hang(1)
         raise typer.Exit(1)

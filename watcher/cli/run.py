@@ -232,9 +232,11 @@ def register(app: typer.Typer) -> None:
         watcher holds the log, 2 on a bad config or log path, 1 if the log vanished or was
         replaced while running (systemd restarts it)."""
         from watcher.cli.util import context, explicit_db
+        from watcher.runtime.deliver import exit_if_deliveries_hang
         from watcher.runtime.logs import setup_logging
 
         setup_logging(log_level)
         cfg, path = context(config, db, need_config=True, check_paths=True)
-        raise typer.Exit(serve(cfg, path, once=once, config_arg=config, db_arg=db,
-                               parents=create or not explicit_db(db)))
+        rc = serve(cfg, path, once=once, config_arg=config, db_arg=db, parents=create or not explicit_db(db))
+        exit_if_deliveries_hang(rc)
+        raise typer.Exit(rc)

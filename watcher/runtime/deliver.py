@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -146,6 +147,26 @@ def url_problems(cfg: Config) -> list[str]:
     if n.config and not os.path.isfile(expand(n.config)):
         out.append("notify.config: the apprise config file does not exist")
     return out
+
+
+def exit_if_deliveries_hang(code: int) -> None:
+    """End the process now when apprise still runs a delivery it gave up on. A receiver that
+    trickles its answer (a byte within every read timeout) outlives apprise's overall timeout: the
+    call returns, its thread reads on, and the interpreter joins that thread at exit, so a stopped
+    `fleetwatch run` (watcher.stopped recorded, log closed) lived on for as long as the receiver
+    held the connection. Call it only when everything is recorded and closed (apprise's own CLI
+    does the same)."""
+    running = getattr(sys.modules.get("apprise.apprise"), "any_abandoned_calls_still_running", None)
+    if running is None or not running():
+        return
+    log.warning("a push receiver still holds a delivery that timed out: exiting without waiting for it")
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 class _RedactFilter(logging.Filter):
