@@ -45,6 +45,9 @@ def _err(text: str) -> ConfigError:
     ('[[sources]]\nname = "g"\nkind = "goals"\nglob = "/x/*/goal.json"\nmax_bytes = 0\n', "sources[0].max_bytes"),
     ('[[sources]]\nname = "g"\nkind = "goals"\nglob = "/x/*/goal.json"\nmax_bytes = 9999999999\n',
      "sources[0].max_bytes"),
+    # found by a hostile pass: "07:00-07:00" was accepted and silently quiet for no minute at all
+    ('[notify]\nquiet = ["07:00-07:00"]\n', "notify.quiet[0]"),
+    ('[notify]\nquiet = ["22:00-06:00", "22:00-24:30"]\n', "notify.quiet[1]"),
 ])
 def test_out_of_range_values_name_their_key(text, key):
     e = _err(text)

@@ -397,6 +397,13 @@ def _validate_phone(cfg: Config, bad) -> None:
     for i, w in enumerate(n.quiet):
         if not re.match(_QUIET, w):
             raise bad(f"notify.quiet[{i}]", f"expected HH:MM-HH:MM, got {w!r}")
+        a, _, b = w.strip().partition("-")
+        start, end = (int(x.strip()[:2]) * 60 + int(x.strip()[3:]) for x in (a, b))
+        if end > 24 * 60:
+            raise bad(f"notify.quiet[{i}]", f"{w!r} ends after 24:00")
+        if start == end:  # not a day either way: the window would hold no minute at all
+            raise bad(f"notify.quiet[{i}]", f"{w!r} starts where it ends, so it is empty "
+                                            "(the whole day is \"00:00-24:00\")")
     if n.quiet_tz:
         try:
             import zoneinfo
