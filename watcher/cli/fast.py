@@ -84,7 +84,7 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
                 n = int(value)
             except ValueError:
                 return None
-            if n < 0:  # every int option here has min=0
+            if n < 0 or n >= 1 << 63:  # every int option here has min=0; larger than SQLite takes: typer's way
                 return None
             kw[opt.dest] = n
         elif opt.kind == "list":

@@ -21,6 +21,8 @@ import msgspec
 from events.records import Damaged
 from watcher.cli.plain import context, open_log
 
+SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowError traceback
+
 _enc = msgspec.json.Encoder()
 
 def _json_line(rec: Any) -> str:
@@ -352,7 +354,7 @@ def register(app: Any) -> None:
     def tail_cmd(
         follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new events as they are appended (Ctrl-C to stop).")] = False,
         lines: Annotated[Optional[int], typer.Option("-n", "--lines", min=0, help="How many events: the last N (default 20); with --since, the first N after SEQ (default all).")] = None,
-        since: Annotated[Optional[int], typer.Option("--since", min=0, help="Only events with seq > SEQ.")] = None,
+        since: Annotated[Optional[int], typer.Option("--since", min=0, max=SEQ_MAX, help="Only events with seq > SEQ.")] = None,
         type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only this event type (repeatable; comma lists and globs like 'notice.*').")] = None,
         subject: Annotated[Optional[str], typer.Option("--subject", "-s", help="Only this subject, exactly: a bare agent id (a7) or agent:a7, run:T1; a trailing * (agent:a1*) or : (run:) matches a prefix.")] = None,
         verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Every field of every event (default: the short line a person reads).")] = False,
@@ -389,7 +391,7 @@ def register(app: Any) -> None:
     @app.command("export")
     @errors
     def export_cmd(
-        since: Annotated[int, typer.Option("--since", min=0, help="Only events with seq > SEQ.")] = 0,
+        since: Annotated[int, typer.Option("--since", min=0, max=SEQ_MAX, help="Only events with seq > SEQ.")] = 0,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:

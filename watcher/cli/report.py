@@ -27,7 +27,7 @@ def parse_bound(text: str | None, now: float, key: str) -> tuple[str, float] | N
     if text is None or text == "":
         return None
     t = text.strip()
-    if t.lstrip("#").isdigit():
+    if t.lstrip("#").isdigit() and int(t.lstrip("#")) < 1 << 63:  # larger: SQLite's OverflowError before
         return ("seq", float(int(t.lstrip("#"))))
     from watcher.config import parse_duration
 
