@@ -193,13 +193,28 @@ def _settings_path(settings: str | None, project: bool) -> str:
 
 
 def _load(path: str) -> tuple[str, dict]:
+    """(text, object) of the settings file ("", {} when absent). A FIFO, socket, device or folder
+    (also behind a symlink) is refused before one byte is read: reading a FIFO would wait for a
+    writer forever, a device would never end; so is a file over MAX_CONFIG_BYTES."""
+    from watcher.config_limits import MAX_CONFIG_BYTES, NotRegular, TooLarge, read_regular
+
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        raw = read_regular(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return "", {}
+    except NotRegular as e:
+        raise SettingsError(f"cannot read settings: {e.strerror}", op="hook install", path=path,
+                            hint="--settings takes a Claude Code settings.json file") from None
+    except TooLarge as e:
+        raise SettingsError(f"cannot read settings: {e.strerror}", op="hook install", path=path,
+                            hint="a Claude Code settings.json is a few KB: check the path") from None
     except OSError as e:
         raise SettingsError(f"cannot read settings: {e.strerror}", op="hook install", path=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SettingsError(f"settings.json is not UTF-8 (byte {e.start})", op="hook install", path=path,
+                            hint="fix it by hand (Claude Code would not load it either), then run again") from None
     if not text.strip():
         return text, {}
     try:
