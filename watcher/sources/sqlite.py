@@ -85,11 +85,12 @@ class SqliteSource:
                     cols = [d[0] for d in cur.getdescription()]
                 except apsw.ExecutionCompleteError:
                     cols = []
-                rows = []
-                for r in cur:
-                    rows.append(r)
-                    if len(rows) > MAX_ROWS:
-                        return self._fail(f"query returned more than {MAX_ROWS} rows", "too-large")
+                try:
+                    rows = _fetch(cur)
+                except UnicodeDecodeError:  # a text value that is not UTF-8 (another program wrote it):
+                    rows = _fetch(db.execute(_texts_as_blobs(self.query, cols)))  # as bytes (_plain: U+FFFD)
+                if rows is None:
+                    return self._fail(f"query returned more than {MAX_ROWS} rows", "too-large")
             except apsw.BusyError:
                 return self._fail("database locked (busy past the timeout)", "busy")
             except apsw.InterruptError:
@@ -117,6 +118,24 @@ class SqliteSource:
 
     def close(self) -> None:
         pass
+
+
+def _fetch(cur: Any) -> list[tuple[Any, ...]] | None:
+    """The cursor's rows; None past MAX_ROWS."""
+    rows = []
+    for r in cur:
+        rows.append(r)
+        if len(rows) > MAX_ROWS:
+            return None
+    return rows
+
+
+def _texts_as_blobs(query: str, cols: list[str]) -> str:
+    """``query`` with each text value given as a blob: one row's text that is not UTF-8 made the
+    whole source fail ("internal error: UnicodeDecodeError", a traceback every poll) before."""
+    q = [f'"{c.replace(chr(34), chr(34) * 2)}"' for c in cols]
+    sel = ", ".join(f"CASE WHEN typeof({c}) = 'text' THEN CAST({c} AS BLOB) ELSE {c} END AS {c}" for c in q)
+    return f"SELECT {sel} FROM ({query.strip().rstrip(';')})"
 
 
 def _plain(v: Any) -> Any:
