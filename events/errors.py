@@ -68,10 +68,11 @@ class AppendFailed(FleetwatchError):
 
 def append_hint(e: Exception) -> str:
     """The hint of an :class:`AppendFailed` from SQLite's error ``e``: a read-only log (this user may
-    not write the file or its folder: a CLI writer said "the batch is kept and retried" there)."""
+    not write the file or its folder), else disk full or I/O: a command is not retried."""
     if type(e).__name__ == "ReadOnlyError":
         return "the log or its folder is not writable by this user: check their owner and mode"
-    return "disk full or I/O error? the batch is kept and retried"
+    # not "the batch is kept and retried": true of the watcher (which says so itself), not of a command
+    return "disk full or I/O error? free space or check the disk, then run the command again"
 
 
 class ConfigError(FleetwatchError):
