@@ -62,3 +62,67 @@ def test_install_refuses_settings_over_1_mib_and_non_utf8_settings(tmp_path):
     err = r.stderr.decode()
     assert r.returncode == 1 and err.startswith(f"fleetwatch: settings.json is not UTF-8 (byte 11) ({bad})"), err
     assert "Traceback" not in err and bad.read_bytes() == b'{"model": "\xff"}'
+
+
+# ---------------------------------------------------------------- hook: lone UTF-16 surrogates
+
+def _goal(goals: Path, doc_text: str, agent: str = "a01") -> Path:
+    p = goals / agent / "goal.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(doc_text)
+    return p
+
+
+@pytest.mark.parametrize("payload,field", [
+    ('{"hook_event_name": "SessionStart", "source": "startup", "session_id": "\\ud800"}', "session_id"),
+    ('{"hook_event_name": "SessionEnd", "reason": "clear", "session_id": "\\ud800", "cwd": "/w"}', "session_id"),
+    ('{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "\\ud800"}', "tool_use_id"),
+    ('{"hook_event_name": "PermissionRequest", "agent_id": "\\ud800", "tool_use_id": "t1"}', "agent_id"),
+    ('{"hook_event_name": "StopFailure", "error_type": "\\ud800"}', "error_type"),
+])
+def test_lone_surrogate_in_payload_ids_is_one_clear_line_not_a_unicode_encode_error(tmp_path, payload, field):
+    """JSON accepts "\\ud800" but UTF-8 cannot hold it: writing it to goal.json printed
+    "fleetwatch hook: UnicodeEncodeError: 'utf-8' codec can't encode character ..."."""
+    p = _goal(tmp_path, '{"agent": "a01", "state": "busy", "session_id": "old"}')
+    r = run(["hook", "--agent", "a01", "--goals-dir", str(tmp_path)], payload.encode())
+    err = r.stderr.decode()
+    assert r.returncode == 0
+    assert err == (f"fleetwatch hook: stdin payload has a lone UTF-16 surrogate ('\\ud800') in {field}, "
+                   "not encodable as UTF-8: ignored\n"), err
+    assert p.read_text() == '{"agent": "a01", "state": "busy", "session_id": "old"}'
+    assert sorted(x.name for x in p.parent.iterdir()) == ["goal.json", "goal.json.lock"]  # no temp file left
+
+
+@pytest.mark.parametrize("doc,where", [
+    ('{"agent": "a01", "state": "busy", "session_id": "\\udc80"}', "session_id"),
+    ('{"agent": "a01", "dod": {"checks": ["ok", "\\udc80"]}}', "dod.checks[1]"),
+    ('{"agent": "a01", "\\udc80": 1}', "\\udc80 (a key)"),
+])
+def test_lone_surrogate_in_goal_json_is_left_untouched_with_one_clear_line(tmp_path, doc, where):
+    p = _goal(tmp_path, doc)
+    r = run(["hook", "--agent", "a01", "--goals-dir", str(tmp_path)], b'{"hook_event_name": "Stop"}')
+    err = r.stderr.decode()
+    assert r.returncode == 0
+    assert err == (f"fleetwatch hook: {p} has a lone UTF-16 surrogate ('\\udc80') in {where}, "
+                   "not encodable as UTF-8: left untouched\n"), err
+    assert p.read_text() == doc
+
+
+def test_non_utf8_agent_id_is_refused_before_creating_anything(tmp_path):
+    """--agent $'\\xff' (argv bytes that are not UTF-8) made a folder and lock file for it, then
+    failed with a raw UnicodeEncodeError writing {"agent": ...}; an existing goal.json there is
+    still updated (its agent id is not rewritten)."""
+    r = run(["hook", "--agent", b"\xff", "--goals-dir", str(tmp_path)], b'{"hook_event_name": "Stop"}')
+    err = r.stderr.decode()
+    assert r.returncode == 0
+    assert err == ("fleetwatch hook: agent id '\\udcff' is not UTF-8 (goal.json could not hold it): "
+                   "nothing created\n"), err
+    assert os.listdir(tmp_path) == []
+    folder = os.path.join(os.fsencode(tmp_path), b"\xff")
+    os.mkdir(folder)
+    with open(os.path.join(folder, b"goal.json"), "w") as f:
+        f.write('{"agent": "x", "state": "busy"}')
+    r = run(["hook", "--agent", b"\xff", "--goals-dir", str(tmp_path)], b'{"hook_event_name": "Stop"}')
+    assert (r.returncode, r.stderr) == (0, b"")
+    with open(os.path.join(folder, b"goal.json")) as f:
+        assert json.load(f)["state"] == "idle"

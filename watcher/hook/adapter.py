@@ -22,7 +22,7 @@ import sys
 import time
 
 from watcher.hook.goalfile import (LOCK_TIMEOUT, MAX_GOAL_BYTES, HookError, read_json, read_regular,  # noqa: F401
-                                   update_goal, write_atomic)
+                                   surrogate_in, update_goal, write_atomic)
 from watcher.hook.mapping import (HOOK_KEYS, Decision, Reason, apply, decide, iso_utc,  # noqa: F401
                                   notification_kind)
 
@@ -125,9 +125,30 @@ def _read_stdin() -> bytes:
     return data.encode() if isinstance(data, str) else data
 
 
+def _utf8(s: str) -> bool:
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unencodable(e: UnicodeEncodeError, payload, agent) -> str:
+    """The refusal line for a goal.json that could not be encoded because of what the payload (or
+    the agent id) brought: which field holds the lone surrogate, escaped."""
+    char = e.object[e.start:e.start + 1] if isinstance(e.object, str) else None
+    bad = surrogate_in(payload, char) if isinstance(payload, dict) else None
+    if bad:
+        return f"stdin payload has a lone UTF-16 surrogate ({bad[1]!a}) in {bad[0]}, not encodable as UTF-8: ignored"
+    if isinstance(agent, str) and not _utf8(agent):
+        return f"agent id {agent!a} is not UTF-8 (goal.json could not hold it): ignored"
+    return f"goal.json not written: {e.reason} ({char!a})"
+
+
 def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now: float | None = None) -> int:
     """Entry point of ``fleetwatch hook``. Always 0; its own errors are one stderr line."""
     env = os.environ if env is None else env
+    payload = agent = None
     try:
         agent, goals_dir = parse_args(argv, env)
         raw = _read_stdin() if stdin is None else stdin
@@ -152,10 +173,14 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
         session = payload.get("session_id") if isinstance(payload.get("session_id"), str) else ""
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
         path = os.path.join(goals_dir, agent, "goal.json")
+        if explicit and not agent.isascii() and not _utf8(agent) and not os.path.isfile(path):
+            raise HookError(f"agent id {agent!a} is not UTF-8 (goal.json could not hold it): nothing created")
         update_goal(path, lambda doc: apply(doc, d, agent, at, session=session[:200], cwd=cwd[:4096]),
                     create=explicit)
     except HookError as e:
         print(f"fleetwatch hook: {e}", file=sys.stderr)
+    except UnicodeEncodeError as e:  # goal.json's own surrogates are named by update_goal
+        print(f"fleetwatch hook: {_unencodable(e, payload, agent)}", file=sys.stderr)
     except Exception as e:  # never break the agent: any failure is one line, exit 0
         print(f"fleetwatch hook: {type(e).__name__}: {e}", file=sys.stderr)
     return 0

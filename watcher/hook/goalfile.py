@@ -96,6 +96,28 @@ def read_json(path: str, cap: int = MAX_GOAL_BYTES):
         return None
 
 
+def surrogate_in(obj, char: str | None = None) -> tuple[str, str] | None:
+    """(where, the character) of the first lone UTF-16 surrogate (``char`` only, if given) in a
+    decoded JSON value, keys included: ``json.loads`` accepts ``"\\ud800"`` but such a string cannot
+    be encoded as UTF-8, so goal.json could not be written. None if there is none. For the error
+    path only (walks the whole value); iterative, so any depth is fine."""
+    stack: list = [("", obj)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            for c in v if char is None else (char,) if char in v else ():
+                if "\ud800" <= c <= "\udfff":
+                    return where or "the value", c
+        elif isinstance(v, dict):
+            for k, x in reversed(list(v.items())):
+                key = str(k).encode("utf-8", "backslashreplace").decode()  # printable, escaped
+                at = f"{where}.{key}" if where else key
+                stack += [(at, x), (f"{at} (a key)", k)]
+        elif isinstance(v, list):
+            stack += [(f"{where}[{i}]", x) for i, x in reversed(list(enumerate(v)))]
+    return None
+
+
 def _umask() -> int:
     m = os.umask(0)
     os.umask(m)
@@ -287,7 +309,14 @@ def update_goal(path: str, change, *, create: bool = True, timeout: float = LOCK
                 if new is None:
                     return False
                 mode = got[2].st_mode & 0o7777 if got else 0o644 & ~_umask()
-                data = (json.dumps(new, ensure_ascii=False, indent=2) + "\n").encode()
+                try:
+                    data = (json.dumps(new, ensure_ascii=False, indent=2) + "\n").encode()
+                except UnicodeEncodeError:
+                    bad = surrogate_in(doc) if doc is not None else None
+                    if bad is None:
+                        raise  # it came with the change: its caller names it
+                    raise HookError(f"{path} has a lone UTF-16 surrogate ({bad[1]!a}) in {bad[0]}, "
+                                    "not encodable as UTF-8: left untouched") from None
                 tmp = write_tmp(folder, os.path.basename(path), data, mode)
                 try:
                     if not _install(tmp, path, _identity(got[2]) if got else None):
