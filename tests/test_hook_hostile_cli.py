@@ -126,3 +126,53 @@ def test_non_utf8_agent_id_is_refused_before_creating_anything(tmp_path):
     assert (r.returncode, r.stderr) == (0, b"")
     with open(os.path.join(folder, b"goal.json")) as f:
         assert json.load(f)["state"] == "idle"
+
+
+# ---------------------------------------------------------------- hook: an agent folder that cannot be made
+
+STOP = b'{"hook_event_name": "Stop"}'
+
+
+def _one_line(r: subprocess.CompletedProcess) -> str:
+    err = r.stderr.decode()
+    assert r.returncode == 0 and err.startswith("fleetwatch hook: ") and err.count("\n") == 1, err
+    assert "Errno" not in err and "Error:" not in err, err
+    return err
+
+
+def test_over_long_agent_id_is_one_clear_line_not_a_raw_errno_36(tmp_path):
+    """--agent of 5,000 characters printed "OSError: [Errno 36] File name too long: '<5,000 a>'"."""
+    r = run(["hook", "--agent", "a" * 5000, "--goals-dir", str(tmp_path)], STOP)
+    assert _one_line(r) == ("fleetwatch hook: agent id 'aaaaaaaaaaaaaaaaaaaa...' (5000 characters) is too long "
+                            "for a folder name (at most 255 bytes): use a shorter --agent or $FLEETWATCH_AGENT\n")
+    assert os.listdir(tmp_path) == []
+    deep = tmp_path.joinpath(*["d" * 200] * 25)  # each part fine, the whole path over PATH_MAX
+    r = run(["hook", "--agent", "a01", "--goals-dir", str(deep)], STOP)
+    assert "path of the agent folder too long" in _one_line(r) and "use a shorter --goals-dir" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("how", ["file", "under-a-file", "symlink-to-a-file", "env"])
+def test_goals_dir_that_is_a_file_is_one_clear_line_not_a_raw_not_a_directory_error(tmp_path, how):
+    """--goals-dir FILE printed "NotADirectoryError: [Errno 20] Not a directory: 'FILE/a01'"."""
+    f = tmp_path / "goals"
+    f.write_text("not a folder\n")
+    goals = {"file": f, "under-a-file": f / "sub", "symlink-to-a-file": tmp_path / "link", "env": f}[how]
+    if how == "symlink-to-a-file":
+        goals.symlink_to(f)
+    if how == "env":
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE_"))}
+        r = subprocess.run([FLEETWATCH, "hook", "--agent", "a01"], input=STOP, capture_output=True, timeout=20,
+                           env={**env, "FLEETWATCH_GOALS_DIR": str(goals)})
+    else:
+        r = run(["hook", "--agent", "a01", "--goals-dir", str(goals)], STOP)
+    assert _one_line(r) == (f"fleetwatch hook: goals dir {goals} is not a folder: point --goals-dir or "
+                            "$FLEETWATCH_GOALS_DIR at a folder\n")
+    assert f.read_text() == "not a folder\n"
+
+
+def test_agent_folder_that_is_a_file_is_one_clear_line_not_a_raw_file_exists_error(tmp_path):
+    (tmp_path / "a01").write_text("{}")
+    r = run(["hook", "--agent", "a01", "--goals-dir", str(tmp_path)], STOP)
+    assert _one_line(r) == (f"fleetwatch hook: {tmp_path / 'a01'} is a file, not the agent's folder: "
+                            "move it away or use another --agent\n")
+    assert (tmp_path / "a01").read_text() == "{}"

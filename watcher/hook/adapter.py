@@ -145,10 +145,34 @@ def _unencodable(e: UnicodeEncodeError, payload, agent) -> str:
     return f"goal.json not written: {e.reason} ({char!a})"
 
 
+def _unusable(e: OSError, goals_dir, agent) -> str:
+    """The refusal line, with a hint, for an OSError on the way to goal.json (error path only)."""
+    import errno
+
+    where = "--goals-dir or $FLEETWATCH_GOALS_DIR"
+    if not isinstance(goals_dir, str) or not isinstance(agent, str):
+        return f"cannot update goal.json: {e.strerror or e}"
+    folder = os.path.join(goals_dir, agent)
+    if e.errno == errno.ENAMETOOLONG:
+        if len(agent.encode("utf-8", "surrogatepass")) > 255:
+            return (f"agent id {agent[:20] + '...'!r} ({len(agent)} characters) is too long for a folder name "
+                    "(at most 255 bytes): use a shorter --agent or $FLEETWATCH_AGENT")
+        size = len(folder.encode("utf-8", "surrogatepass"))
+        return f"path of the agent folder too long ({size} bytes): use a shorter {where}"
+    if e.errno in (errno.ENOTDIR, errno.EEXIST):
+        if not os.path.isdir(goals_dir):  # it, or a folder on its path, is a file
+            return f"goals dir {goals_dir} is not a folder: point {where} at a folder"
+        if os.path.lexists(folder) and not os.path.isdir(folder):
+            return f"{folder} is a file, not the agent's folder: move it away or use another --agent"
+    denied = e.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    hint = " (check the owner and mode of the goals dir)" if denied else ""
+    return f"cannot update {e.filename or folder}: {e.strerror or e}{hint}"
+
+
 def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now: float | None = None) -> int:
     """Entry point of ``fleetwatch hook``. Always 0; its own errors are one stderr line."""
     env = os.environ if env is None else env
-    payload = agent = None
+    payload = agent = goals_dir = None
     try:
         agent, goals_dir = parse_args(argv, env)
         raw = _read_stdin() if stdin is None else stdin
@@ -181,6 +205,8 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
         print(f"fleetwatch hook: {e}", file=sys.stderr)
     except UnicodeEncodeError as e:  # goal.json's own surrogates are named by update_goal
         print(f"fleetwatch hook: {_unencodable(e, payload, agent)}", file=sys.stderr)
+    except OSError as e:  # the goals dir or agent folder cannot be made or used
+        print(f"fleetwatch hook: {_unusable(e, goals_dir, agent)}", file=sys.stderr)
     except Exception as e:  # never break the agent: any failure is one line, exit 0
         print(f"fleetwatch hook: {type(e).__name__}: {e}", file=sys.stderr)
     return 0
