@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import os
 import stat
+import time
+from collections.abc import Callable
+from typing import Any
 
 SUFFIX = ".head"
 _WIDTH = 20 + 1 + 64 + 1
@@ -59,13 +62,73 @@ def line(seq: int, hash_: bytes) -> bytes:
     return b"%020d:%s\n" % (seq, hash_.hex().encode())
 
 
+def problem(db: Any, head_seq: int, want: tuple[int, str], who: str) -> tuple[int | None, str] | None:
+    """Why the log behind ``db`` (rows 1..``head_seq``) does not hold the head ``want`` = (seq,
+    hex hash) that ``who`` names: (the first bad seq, or None for a garbled ``want``; the problem),
+    or None when it holds it (a head behind the log's is fine: concurrent writers)."""
+    from events import sqlrows
+
+    es, eh = want
+    if es < 0:
+        return None, f"{who} is garbled ({eh!r}); delete it only if you know why"
+    if head_seq < es:
+        return head_seq + 1, f"log ends at seq {head_seq}, {who} says {es} (truncated tail)"
+    at: object = sqlrows.hash_at(db, es)  # checked: a hash edited to text is a rewritten history
+    if not isinstance(at, bytes) or at.hex() != eh.lower():
+        return es, f"seq {es}: hash differs from {who} (history rewritten or another log)"
+    return None
+
+
+def keep_if_lost(log_path: str, db: Any) -> str | None:
+    """Before a writer's first write of ``<log>.head`` (after its first commit): when the log does
+    not hold the head the file names (its tail was cut, an older copy was put back, another log),
+    that file is the only evidence left and the write would erase it, so it is renamed to
+    ``<log>.head.lost-<UTC time>`` first and a warning says so (``doctor`` lists such files).
+    Returns the kept path, or None. The file is read before the log's head: another writer moves
+    the head forward and writes the file only after its commit, so it is never taken for a cut.
+    A garbled file is left to ``verify``."""
+    from events import sqlrows
+
+    want = read(log_path)
+    if want is None or want[0] < 0:
+        return None
+    head = sqlrows.head(db)
+    why = problem(db, head[0] if head else 0, want, "its head file")
+    if why is None:
+        return None
+    import logging  # not at import: the CLI's fast path reads logs without it (tests/test_cli_start.py)
+
+    log = logging.getLogger("fleetwatch.log")
+    kept = f"{path_of(log_path)}.lost-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    try:
+        os.rename(path_of(log_path), kept)
+    except OSError as e:
+        log.warning("the log %s does not hold the head its head file names (%s), and that file could not be "
+                    "kept aside (%s): it is overwritten now", log_path, why[1], e.strerror)
+        return None
+    log.warning("the log %s does not hold the head its head file named (%s): that file is kept as %s; "
+                "`fleetwatch verify --expect-head %d:%s` checks a copy against it", log_path, why[1], kept, *want)
+    return kept
+
+
+def lost(log_path: str) -> list[str]:
+    """Head files a writer kept aside (:func:`keep_if_lost`), oldest first."""
+    folder, name = os.path.split(path_of(log_path))
+    try:
+        return sorted(os.path.join(folder, f) for f in os.listdir(folder or ".") if f.startswith(name + ".lost-"))
+    except OSError:
+        return []
+
+
 class HeadFile:
     """The writer's handle on ``<log>.head``: opened on the first write, one pwrite per commit.
     A write that fails is skipped silently (the anchor is a witness, never a reason to fail a
-    commit that already happened); ``failed`` counts them."""
+    commit that already happened); ``failed`` counts them. ``db_of`` (a writer's): the log's
+    connection, for :func:`keep_if_lost` before the first write."""
 
-    def __init__(self, log_path: str):
+    def __init__(self, log_path: str, db_of: Callable[[], Any] | None = None):
         self.path = path_of(log_path)
+        self._log_path, self._db_of = log_path, db_of
         self._fd: int | None = None
         self.failed = 0
 
@@ -77,6 +140,8 @@ class HeadFile:
         is left after the commit is this one pwrite."""
         try:
             if self._fd is None:
+                if self._db_of is not None:
+                    keep_if_lost(self._log_path, self._db_of())
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
                              0o600)
                 if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted there: not ours

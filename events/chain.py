@@ -22,6 +22,7 @@ import apsw
 import msgspec
 
 from events import sqlrows
+from events.anchor import problem as anchor_problem
 from events.errors import ChainBroken
 from events.timefmt import iso, parse_iso  # noqa: F401  (re-exported)
 from events.types import _decoders, _encoder, decode_data
@@ -209,14 +210,9 @@ def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chun
     for want, who in ((expect_head, "the expected head"), (anchor, anchor_name)):
         if want is None:
             continue
-        es, eh = want
-        if es < 0:
-            return bad(None, f"{who} is garbled ({eh!r}); delete it only if you know why", who)
-        if head_seq < es:
-            return bad(head_seq + 1, f"log ends at seq {head_seq}, {who} says {es} (truncated tail)", "events")
-        at: object = sqlrows.hash_at(db, es)  # checked: a hash edited to text is a rewritten history
-        if not isinstance(at, bytes) or at.hex() != eh.lower():
-            return bad(es, f"seq {es}: hash differs from {who} (history rewritten or another log)", "events")
+        cut = anchor_problem(db, head_seq, want, who)
+        if cut is not None:
+            return bad(cut[0], cut[1], who if cut[0] is None else "events")
     if guard_problems:
         return bad(None, "append-only guards: " + "; ".join(guard_problems), "events")
     if block_shift:

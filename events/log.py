@@ -113,7 +113,7 @@ class EventLog:
             raise
         st = os.fstat(cast(int, self._lock.fd)) if self._lock is not None else os.stat(self.path)
         self.identity = (st.st_dev, st.st_ino)
-        self._anchor = None if readonly else anchor.HeadFile(self.path)
+        self._anchor = None if readonly else anchor.HeadFile(self.path, lambda: self.db)  # keep_if_lost
         self._cur = self.db.cursor()  # append's BEGIN, INSERTs and COMMIT (one cursor, not one a call)
         self._id_prefix = os.urandom(8).hex()
         self._versions: dict[str, int] = {}

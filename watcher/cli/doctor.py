@@ -145,6 +145,12 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
                "`fleetwatch verify --restore-guards`); keep the file for inspection and start a new log with --db")
         return
     ck.ok(f"log: {path} writable, verify intact ({res.count} events, head seq {res.head_seq})")
+    from events import anchor
+
+    for kept in anchor.lost(path):  # a writer found the log cut (or replaced) and kept its head file
+        ck.warn(f"log: {path} once lost events: the head it had is kept in {kept}",
+                "its line SEQ:HASH is that head: `fleetwatch verify --expect-head SEQ:HASH --db COPY` finds a copy "
+                "that still holds it; delete the file once dealt with")
 
 
 def disabled_plugins() -> dict[str, str]:
