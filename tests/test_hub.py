@@ -158,6 +158,23 @@ def test_verify_cli_on_a_hub_log_lists_each_host(tmp_path, log, cli):
     assert r.exit_code == 1 and "GAPS" in r.output and "missing 1" in r.output
 
 
+def test_a_stale_forwarder_cannot_move_the_position_back(tmp_path):
+    """Regression (CI, once in a full run: the exactly-once test found vm1's position at 57, not
+    100): a forwarder stopped while NATS was away can outlive ``stop`` (still awaiting acks), and
+    its last write then put its older position over its successor's. On one chain the recorded
+    position only moves forward; a new chain (the log recreated) starts again."""
+    db = apsw.Connection(str(tmp_path / "vm1.db"))
+    db.execute(store.POSITION_DDL)
+    store.write_position(db, "FLEETWATCH", "vm1", "c1", 100)   # the successor, caught up
+    store.write_position(db, "FLEETWATCH", "vm1", "c1", 57)    # the stale thread, late
+    assert store.read_position(db, "FLEETWATCH", "vm1") == ("c1", 100)
+    store.write_position(db, "FLEETWATCH", "vm1", "c2", 3)     # a recreated log: a new chain
+    assert store.read_position(db, "FLEETWATCH", "vm1") == ("c2", 3)
+    store.write_position(db, "FLEETWATCH", "vm2", "c1", 5)     # another host: its own row
+    assert store.read_position(db, "FLEETWATCH", "vm1") == ("c2", 3)
+
+
+
 # ---- liveness (virtual clock) ----------------------------------------------------------------
 @pytest.mark.parametrize("seen,silent,mono,want", [
     ({"a": 0.0}, set(), 299.0, []),

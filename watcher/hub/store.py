@@ -35,9 +35,14 @@ def read_position(db: apsw.Connection, stream: str, host: str) -> tuple[str, int
 
 
 def write_position(db: apsw.Connection, stream: str, host: str, chain: str, seq: int) -> None:
+    """Record (chain, seq) as where this host's forwarder is: on the same chain only forward (a
+    stopped forwarder's thread that outlived ``stop`` — still awaiting acks from a NATS that went
+    away — once wrote its older position over its successor's); another chain replaces it."""
     with db:
         db.execute("INSERT INTO fw_position VALUES (?,?,?,?) ON CONFLICT(stream, host) DO UPDATE SET "
-                   "chain=excluded.chain, seq=excluded.seq", (stream, host, chain, seq))
+                   "chain=excluded.chain, seq=excluded.seq "
+                   "WHERE excluded.chain <> fw_position.chain OR excluded.seq > fw_position.seq",
+                   (stream, host, chain, seq))
 
 
 def chain_id(db: apsw.Connection) -> str:
