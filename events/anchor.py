@@ -102,6 +102,8 @@ def keep_if_lost(log_path: str, db: Any) -> str | None:
     kept = f"{path_of(log_path)}.lost-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     try:
         os.rename(path_of(log_path), kept)
+    except FileNotFoundError:  # another writer found the same and kept it first
+        return None
     except OSError as e:
         log.warning("the log %s does not hold the head its head file names (%s), and that file could not be "
                     "kept aside (%s): it is overwritten now", log_path, why[1], e.strerror)
