@@ -470,9 +470,10 @@ class EventLog:
                poll: float = 0.05, stop: Callable[[], bool] = lambda: False,
                yield_damaged: bool = False) -> Iterator[Recorded]:
         """Yield events after ``since``, then wait for new ones (``PRAGMA data_version`` polled
-        every ``poll`` s; a read only when it moved, so an idle follower costs ~nothing)."""
+        every ``poll`` s; a read only when it moved, so an idle follower costs ~nothing; one stat a
+        poll: :class:`LogReplaced` once the file at the path is not this one, deleted or replaced)."""
         return query.follow(self.data_version, lambda s: self.read(s, damaged="yield" if yield_damaged else "skip"),
-                            since, types, subject, poll, stop)
+                            since, types, subject, poll, stop, self.check_identity)
 
     # ---- verify ---------------------------------------------------------------------------
     def verify(self, expect_head: tuple[int, str] | None = None, chunk: int = 20000, *,

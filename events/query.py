@@ -129,9 +129,11 @@ def last_seqs(db: apsw.Connection, n: int, types: Sequence[str] | None = None,
 
 
 def follow(data_version: Callable[[], int], read: Callable[[int], Iterator[Any]], since: int,
-           types: Sequence[str] | None, subject: str | None, poll: float, stop: Callable[[], bool]) -> Iterator[Any]:
+           types: Sequence[str] | None, subject: str | None, poll: float, stop: Callable[[], bool],
+           same_file: Callable[[], None] = lambda: None) -> Iterator[Any]:
     """``EventLog.follow``: the records ``read(since)`` yields, filtered, each time ``data_version()``
-    moved; between polls a sleep of ``poll`` s."""
+    moved; between polls a sleep of ``poll`` s, after ``same_file()`` (it raises when the file at
+    the log's path is no longer the one followed: a deleted or replaced log never moves again)."""
     last_dv = None
     while not stop():
         dv = data_version()
@@ -145,6 +147,7 @@ def follow(data_version: Callable[[], int], read: Callable[[int], Iterator[Any]]
                     continue
                 yield rec
         else:
+            same_file()
             time.sleep(poll)
 
 

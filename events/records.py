@@ -4,12 +4,11 @@ Re-exported by ``events.log``."""
 from __future__ import annotations
 
 import os
-from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from events.timefmt import parse_iso
+from events.timefmt import log_time, parse_iso
 from events.types import data_dict
 
 
@@ -68,11 +67,11 @@ class BadTime(ValueError):
 
 
 def check_time(t: Any) -> None:
-    """Raise :class:`BadTime` unless ``t`` parses as the folds parse it (events.timefmt.parse_iso)."""
+    """Raise :class:`BadTime` unless ``t`` parses as the folds parse it (events.timefmt.parse_iso
+    and log_time)."""
     try:
         parse_iso(t)
-        if len(t) == 24 and t[23] == "Z":  # the report fold's own parse of that shape (projections/report.py)
-            datetime.fromisoformat(t[:16] + ":00+00:00").timestamp() + float(t[17:23])
+        log_time(t)  # the report fold's read of iso's own shape
     except (ValueError, TypeError, AttributeError, OverflowError):
         raise BadTime(f"time is not ISO-8601: {str(t)[:40]!r}") from None
 

@@ -28,11 +28,11 @@ Figures and percentiles for output are in ``projections.report_view``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import date
 from functools import partial
 from typing import Any
 
-from events.timefmt import parse_iso
+from events.timefmt import log_time
 
 NAME = "report"
 KEEP_DAYS = 60
@@ -69,13 +69,7 @@ def day_name(day: int) -> str:
     return d.isoformat() if d.year >= 1000 else d.strftime("%Y-%m-%d")   # (strftime pads no year < 1000)
 
 
-def event_time(time: str) -> float:
-    """Epoch seconds of a log time (``YYYY-MM-DDTHH:MM:SS.mmmZ``, as ``events.timefmt.iso``
-    writes it): the minute's epoch (whole seconds, exact) plus the seconds; any other shape goes
-    through ``parse_iso``. A caller folding many events passes a cache of it (``fold``'s ``times``)."""
-    if len(time) == 24 and time[23] == "Z":
-        return datetime.fromisoformat(time[:16] + ":00+00:00").timestamp() + float(time[17:23])
-    return parse_iso(time)
+event_time = log_time  # epoch seconds of a log time (events.timefmt); a caller folding many events passes a cache of it
 
 
 TIME = event_time   # how fold reads ``rec.time`` (a caller may pass a cache of it as ``times``)

@@ -387,6 +387,8 @@ def load(explicit: str | None = None, *, required: bool = False, check_paths: bo
 
 def _validate_phone(cfg: Config, bad) -> None:
     """[web] and the phone-loop keys of [notify] (escalation, quiet hours, routes, heartbeat)."""
+    from projections.notify_quiet import parse_window
+
     n = cfg.notify
     for key in ("notify.escalate_after", "notify.heartbeat_every"):
         cfg.dur(key)
@@ -397,8 +399,7 @@ def _validate_phone(cfg: Config, bad) -> None:
     for i, w in enumerate(n.quiet):
         if not re.match(_QUIET, w):
             raise bad(f"notify.quiet[{i}]", f"expected HH:MM-HH:MM, got {w!r}")
-        a, _, b = w.strip().partition("-")
-        start, end = (int(x.strip()[:2]) * 60 + int(x.strip()[3:]) for x in (a, b))
+        start, end = parse_window(w)  # minutes after midnight, as quiet hours read them
         if end > 24 * 60:
             raise bad(f"notify.quiet[{i}]", f"{w!r} ends after 24:00")
         if start == end:  # not a day either way: the window would hold no minute at all

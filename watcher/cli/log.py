@@ -146,32 +146,28 @@ def _missing(path: str) -> bool:
 
         raise StoreError(f"the event log path is unusable: {parent} is not a directory", op="open",
                          path=path, hint="point --db / [store] path at a file in a folder")
-    print(f"fleetwatch: no event log at {path} yet (nothing to show)\n"
+    from projections.text import safe
+
+    print(f"fleetwatch: no event log at {safe(path)} yet (nothing to show)\n"
           "  hint: it is created by `fleetwatch run`; pass --db to read another one", file=sys.stderr)
     return True
 
 
-class _Moved:
-    """``tail -f``'s check that the file at the log's path is still the one it follows: a log
-    deleted or replaced (the watcher then exits, and its restart starts the file now at the path)
-    would otherwise be followed in silence forever, nothing new ever shown. One stat a call."""
+def _follow(out: Any, recs: Any, path: str) -> None:
+    """``tail -f``'s output of ``recs`` (a follow); a log deleted or replaced meanwhile (the
+    watcher then exits, and its restart starts the file now at the path) ends it with its own
+    message, not the watcher's."""
+    from events.errors import FleetwatchError, LogReplaced
 
-    def __init__(self, log: Any) -> None:
-        self.log = log
-        self.error: Exception | None = None
-
-    def __call__(self) -> bool:
-        from events.errors import FleetwatchError
-
-        try:
-            self.log.check_identity()
-        except FleetwatchError:
-            self.error = FleetwatchError(
-                "the event log was deleted or replaced while `tail -f` followed it; nothing more is "
-                "appended to the file it followed", op="follow", path=self.log.given,
-                hint="run `fleetwatch tail -f` again to follow the log now at the path")
-            return True
-        return False
+    try:
+        for rec in recs:
+            out.write(rec)
+            out.flush()
+    except LogReplaced:
+        raise FleetwatchError(
+            "the event log was deleted or replaced while `tail -f` followed it; nothing more is "
+            "appended to the file it followed", op="follow", path=path,
+            hint="run `fleetwatch tail -f` again to follow the log now at the path") from None
 
 
 class _Stopper:
@@ -258,13 +254,8 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
                     recs = _only(recs, exact, lines if since is not None else None)
                 last = _emit(out, recs)
                 if follow:
-                    moved = _Moved(log)
-                    for rec in _only(log.follow(max(head, last), types=types, subject=subject,
-                                                stop=lambda: stop() or moved(), yield_damaged=True), exact):
-                        out.write(rec)
-                        out.flush()
-                    if moved.error is not None:
-                        raise moved.error
+                    _follow(out, _only(log.follow(max(head, last), types=types, subject=subject, stop=stop,
+                                                  yield_damaged=True), exact), log.given)
             finally:
                 log.close()
     except KeyboardInterrupt:
@@ -309,7 +300,9 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
         print("\n".join(host_lines))
     if not res.ok:
         where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
-        print(f"fleetwatch: verify failed at {where}: {res.problem}", file=sys.stderr)
+        from projections.text import safe
+
+        print(f"fleetwatch: verify failed at {where}: {safe(res.problem)}", file=sys.stderr)
         raise SystemExit(1)
     if not hosts_ok:
         print("fleetwatch: verify: a host chain is broken or has gaps (see above)", file=sys.stderr)
@@ -327,7 +320,9 @@ def export(since: int = 0, config: str | None = None, db: str | None = None) -> 
         buf: list[str] = []
         for rec in log.read(since, damaged="yield"):
             if type(rec.event) is Damaged:
-                print(f"fleetwatch: seq {rec.seq}: damaged row ({rec.event.problem}); exported raw",
+                from projections.text import safe
+
+                print(f"fleetwatch: seq {rec.seq}: damaged row ({safe(rec.event.problem)}); exported raw",
                       file=sys.stderr)
             buf.append(_json_line(rec))
             if len(buf) >= 1000:
