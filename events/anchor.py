@@ -105,10 +105,11 @@ def keep_if_lost(log_path: str, db: Any) -> str | None:
     except FileNotFoundError:  # another writer found the same and kept it first
         return None
     except OSError as e:
-        log.warning("the log %s does not hold the head its head file names (%s), and that file could not be "
+        log.warning("the log %r does not hold the head its head file names (%s), and that file could not be "
                     "kept aside (%s): it is overwritten now", log_path, why[1], e.strerror)
         return None
-    log.warning("the log %s does not hold the head its head file named (%s): that file is kept as %s; "
+    # paths as repr: a folder name's escapes and newlines stay inert text in a terminal or the journal
+    log.warning("the log %r does not hold the head its head file named (%s): that file is kept as %r; "
                 "`fleetwatch verify --expect-head %d:%s` checks a copy against it", log_path, why[1], kept, *want)
     return kept
 

@@ -240,6 +240,8 @@ def install(
     command: Annotated[Optional[str], typer.Option("--command", help="Program to call instead of this fleetwatch's absolute path.")] = None,
 ) -> None:
     """Merge the fleetwatch hook entries into a Claude Code settings.json (idempotent; diff first)."""
+    from projections.text import safe  # the path as inert text
+
     from watcher.hook.adapter import write_atomic
 
     path = _settings_path(settings, project)
@@ -259,7 +261,7 @@ def install(
         # diff of the normalised JSON: only what the merge changes, not a reformatting
         diff = difflib.unified_diff(render(before).splitlines(keepends=True) if before_text else [],
                                     after_text.splitlines(keepends=True),
-                                    fromfile=f"{path} (before)", tofile=f"{path} (after)")
+                                    fromfile=f"{safe(path)} (before)", tofile=f"{safe(path)} (after)")
         sys.stdout.writelines(diff)
         if before_text and before_text != render(before):
             typer.echo("note: the file is rewritten as 2-space indented JSON (content otherwise unchanged)", err=True)
@@ -270,10 +272,10 @@ def install(
         typer.echo(f"note: a different fleetwatch hook command is already set for {', '.join(kept)}; "
                    "--force replaces it", err=True)
     if not changed:
-        typer.echo(f"{path}: already installed ({summary}); nothing to change")
+        typer.echo(f"{safe(path)}: already installed ({summary}); nothing to change")
         return
     if dry_run:
-        typer.echo(f"dry run: {path} not written ({summary})")
+        typer.echo(f"dry run: {safe(path)} not written ({summary})")
         return
     # a symlinked settings.json (dotfiles repos) is edited where it points: the link stays a link
     target = os.path.realpath(path) if os.path.islink(path) else path
@@ -285,7 +287,7 @@ def install(
         write_atomic(target, after_text.encode(), mode)
     except OSError as e:
         raise SettingsError(f"cannot write settings: {e.strerror}", op="hook install", path=path) from None
-    typer.echo(f"{path}: written ({summary})" + (f"; previous version in {path}.fleetwatch.bak" if before_text else ""))
+    typer.echo(f"{safe(path)}: written ({summary})" + (f"; previous version in {safe(path)}.fleetwatch.bak" if before_text else ""))
 
 
 def register(app: typer.Typer) -> None:

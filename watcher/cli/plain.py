@@ -13,10 +13,15 @@ from events.errors import FleetwatchError
 
 
 def error_text(err: FleetwatchError) -> str:
-    """The message a typed error prints on stderr (its exit code is ``err.exit_code``)."""
-    msg = f"fleetwatch: {err}"
+    """The message a typed error prints on stderr (its exit code is ``err.exit_code``): the
+    message and the hint each one line of inert text (``projections.text.safe``), since either
+    may carry a path, an id or an error text from a file someone else named (a folder called
+    ``ESC]0;…BEL`` retitled the terminal through "no event log here yet (PATH)")."""
+    from projections.text import safe
+
+    msg = f"fleetwatch: {safe(err)}"
     if getattr(err, "hint", ""):
-        msg += f"\n  hint: {err.hint}"
+        msg += f"\n  hint: {safe(err.hint)}"
     return msg
 
 

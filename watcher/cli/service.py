@@ -37,13 +37,14 @@ def register(app: typer.Typer) -> None:
         config: ConfigOpt = None,
     ) -> None:
         """Write a commented default config (exit 1 if one exists)."""
+        from projections.text import safe
         from watcher.config import config_path
 
         path = config_path(config)
         backup = write_config(path, force=force)
         if backup:
-            typer.echo(f"previous config saved as {backup}")
-        typer.echo(f"wrote {path}\nnext: add a [[sources]] entry and notify URLs, then `fleetwatch doctor`")
+            typer.echo(f"previous config saved as {safe(backup)}")
+        typer.echo(f"wrote {safe(path)}\nnext: add a [[sources]] entry and notify URLs, then `fleetwatch doctor`")
 
     @app.command("doctor")
     @errors

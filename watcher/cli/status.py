@@ -75,7 +75,7 @@ def load_states(config: str | None, db: str | None, names: tuple[str, ...] | Non
     try:
         p = Projections.load(elog, names, views)  # a snapshot that fails its chain binding is not used: replay
         for seq, why in sorted(elog.damaged.items()):
-            print(f"fleetwatch: seq {seq}: damaged row ({why}); skipped (see `fleetwatch verify`)", file=sys.stderr)
+            print(f"fleetwatch: seq {seq}: damaged row ({safe(why)}); skipped (see `fleetwatch verify`)", file=sys.stderr)
         return cfg, p.states, p.seq, None
     finally:
         elog.close()
@@ -139,7 +139,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
     cfg, states, head, note = (load_states(config, db, STATUS_READS, {"notify": notify_health_view()}) if json
                                else load_states(config, db, TABLE_READS))
     if note:
-        print(f"fleetwatch: {note}", file=sys.stderr)
+        print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     doc = build_status(cfg, states, head, now)
     if json:
         sys.stdout.write(_json.encode(doc).decode() + "\n")
@@ -155,7 +155,7 @@ def summary(config: str | None = None, db: str | None = None, json: bool = False
     now = time.time()
     cfg, states, head, note = load_states(config, db, TABLE_READS)
     if note:
-        print(f"fleetwatch: {note}", file=sys.stderr)
+        print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     groups = summary_groups(cfg, states, now)
     if json:
         sys.stdout.write(_json.encode({"head": head, "groups": [
@@ -235,7 +235,7 @@ def register(app: Any) -> None:
 
         cfg, path = context(config, db)
         if not os.path.exists(path):
-            print(f"fleetwatch: no event log yet at {path}; nothing to rebuild", file=sys.stderr)
+            print(f"fleetwatch: no event log yet at {safe(path)}; nothing to rebuild", file=sys.stderr)
             return
         elog = EventLog(path, durability=cfg.store.durability, create=False, readonly=check)
         try:
@@ -246,12 +246,12 @@ def register(app: Any) -> None:
         finally:
             elog.close()
         for seq, why in sorted(damaged.items()):  # reported by seq; the replay went on without them
-            print(f"fleetwatch: seq {seq}: damaged row ({why}); skipped", file=sys.stderr)
+            print(f"fleetwatch: seq {seq}: damaged row ({safe(why)}); skipped", file=sys.stderr)
         for name, why in sorted(untrusted.items()):
-            print(f"fleetwatch: snapshot {name!r} not trusted ({why})"
+            print(f"fleetwatch: snapshot {name!r} not trusted ({safe(why)})"
                   + ("" if check else "; replaced by the rebuilt one"), file=sys.stderr)
         if diff is not None:
-            print(f"fleetwatch: projection {diff.projection!r} differs at seq {diff.seq}: {diff.detail}",
+            print(f"fleetwatch: projection {diff.projection!r} differs at seq {diff.seq}: {safe(diff.detail)}",
                   file=sys.stderr)
             raise typer.Exit(1)
         if damaged or (check and untrusted):
