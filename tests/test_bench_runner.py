@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -67,3 +68,26 @@ def test_the_watch_rows_count_a_running_childs_cpu_as_it_is_spent():
     finally:
         p.kill()
         p.wait()
+
+
+def test_each_bench_module_runs_in_a_fresh_process_of_its_own(tmp_path):
+    """run_all runs every module in a fresh interpreter (its figures then share a process with
+    nothing an earlier module left: the full run's first tick at 10,000 agents measured 2.20x
+    its floor after the rebuild's 1,000,000 events, 1.71x with the watch module alone). Two real
+    modules that name their process: two pids, neither the runner's; a module that dies hard is
+    one failed row, and the other's rows still come back."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for name in ("a", "b"):
+        (bench / f"bench_{name}.py").write_text(
+            "import os\ndef run(quick=False):\n"
+            "    return [{'name': 'pid', 'figure': str(os.getpid()), 'target': 'info'}]\n")
+    (bench / "bench_c.py").write_text("import os\ndef run(quick=False):\n    os._exit(3)\n")
+    rows = {}
+    for name in ("a", "b", "c"):
+        rows[name], _ = run_all.run_one(bench / f"bench_{name}.py", True)
+    pids = {int(rows[n][0]["figure"]) for n in ("a", "b")}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert rows["a"][0]["ok"] is None and rows["a"][0]["ratio"] is None
+    assert rows["c"] == [{"name": "bench_c: crashed", "figure": "its process ended with status 3 and no rows",
+                          "ratio": None, "target": "runs", "ok": False}]
