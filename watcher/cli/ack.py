@@ -2,8 +2,9 @@
 
 ``fleetwatch ack SUBJECT|NOTICE [--for DUR]`` appends ``notice.acked`` (via cli) for the open
 conditions the target names (see ``watcher.runtime.acks``): they are not repeated and do not
-escalate; with ``--for`` the ack ends after DUR (one reminder then, if still open). Unknown
-targets exit 2. It works while the service runs (SQLite's own locking).
+escalate; with ``--for`` the ack ends after DUR (one reminder then, if still open). Acking again
+what is already acked the same way (until it clears, or to the same end) records nothing and
+says "already acknowledged" (exit 0); a different ``--for`` is a new ack. Unknown targets exit 2. It works while the service runs (SQLite's own locking).
 
 ``fleetwatch notify-stopped`` is what the ``fleetwatch-onfailure.service`` unit runs when the
 watcher's unit fails: one urgent push "fleetwatch stopped: <result>" through the configured
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
         """Acknowledge a pushed condition: no repeat, no escalation. Exit 2 if nothing open matches."""
         from projections.text import safe
         from watcher.config import parse_duration
-        from watcher.runtime.acks import ack, resolve
+        from watcher.runtime.acks import ack, resolve, unchanged
         from watcher.runtime.state import Projections
 
         secs = None
@@ -50,15 +51,22 @@ def register(app: typer.Typer) -> None:
         try:
             st = Projections.load(log).states["notify"]
             notice, cids = resolve(log, st, target)
-            ev = ack(notice, cids, "cli", now, secs)
-            log.append([ev], now)
+            same = unchanged(st, cids, now, secs)
+            todo = [c for c in cids if c not in same]
+            ev = ack(notice, todo, "cli", now, secs)
+            if todo:  # acking again what is already acked so changes nothing: nothing is recorded
+                log.append([ev], now)
         finally:
             log.close()
         if as_json:
-            typer.echo(_json.encode({"notice": notice, "conditions": cids, "until": ev.until or None}).decode())
+            typer.echo(_json.encode({"notice": notice, "conditions": todo, "already": same,
+                                     "until": ev.until or None}).decode())
             return
-        what = ", ".join(safe(c.partition("#")[0].replace("|", " "), 80) for c in cids)
-        typer.echo(f"acknowledged {what}" + (f" until {ev.until}" if ev.until else " (until it clears)"))
+        until = f" until {ev.until}" if ev.until else " (until it clears)"
+        for verb, part in (("acknowledged", todo), ("already acknowledged", same)):
+            if part:
+                what = ", ".join(safe(c.partition("#")[0].replace("|", " "), 80) for c in part)
+                typer.echo(f"{verb} {what}{until}" + ("" if todo else ": nothing recorded"))
 
     @app.command("notify-stopped")
     @errors

@@ -6,6 +6,8 @@ and the condition ids it stands for: for a notice, its pushed conditions that ar
 (from its ``notice.sent`` / ``notice.escalated`` records); for a subject, that subject's open
 pushed conditions. Anything else is :class:`UnknownTarget` (exit 2). Acks are events
 (``notice.acked``, via ``cli`` or ``web``), so they show in `tail`, the board and `rebuild`.
+``unchanged(state, cids, now, for_s)`` says which of them an ack would not change (already acked,
+still in force, ending when this one would): `ack` records nothing for those.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import uuid
 from typing import Any
 
 from events.errors import FleetwatchError
-from events.timefmt import iso
+from events.timefmt import iso, parse_iso
 from events.types import NoticeAcked, SilenceAdded
 
 NOTICE_RE = re.compile(r"^n[0-9a-f]{15}$")
@@ -76,6 +78,18 @@ def resolve(log: Any, state: dict, target: str) -> tuple[str, list[str]]:
         raise UnknownTarget(f"nothing open to acknowledge for {subj!r}", op="ack", hint=hint)
     notice = next((state["conds"][c].get("notice") for c in cids if state["conds"][c].get("notice")), None)
     return notice or ("n" + uuid.uuid4().hex[:15]), cids
+
+
+def unchanged(state: dict, cids: list[str], now: float, for_s: float | None = None) -> list[str]:
+    """The conditions of ``cids`` whose ack in force already ends where this one would (until it
+    clears without ``for_s``; at the same instant as its ``until`` with it): acking them again
+    records nothing. The notify projection keeps ``acked`` = the end (NEVER = until it clears)."""
+    from projections.notify_policy import NEVER
+
+    want = parse_iso(iso(now + for_s)) if for_s else NEVER
+    conds = state["conds"]
+    return [c for c in cids if (a := conds[c].get("acked")) is not None and now < a
+            and (a >= NEVER if want >= NEVER else a == want)]
 
 
 def ack(notice: str, cids: list[str], via: str, now: float, for_s: float | None = None) -> NoticeAcked:
