@@ -300,7 +300,16 @@ def _notice_abandoned(st: dict, ev: Any, seq: int, t: float) -> None:
     _delivered(st, ev, t, "abandoned")  # not re-planned before repeat_interval
     if not any("|NOTICE_ABANDONED#" in k for k in keys):
         _new(st, f"notice:{ev.notice}", "NOTICE_ABANDONED", "warning", seq, t, ev.notice,
-             f"undelivered after {ev.attempt} attempts", oneshot=True)
+             f"undelivered after {ev.attempt} attempts: {_what(keys)}", oneshot=True)
+
+
+def _what(keys: list[str]) -> str:
+    """What a notice was about, from its keys (``subject|CLASS#seq@rev``): "a1 RECLAMA, …"."""
+    out = []
+    for k in sorted(keys):
+        subj, _, rest = _split_key(k)[0].partition("|")
+        out.append(f"{subj.partition(':')[2] or subj} {rest.partition('#')[0]}".strip())
+    return ", ".join(out)
 
 
 def _notice_silenced(st: dict, ev: Any, seq: int, t: float) -> None:

@@ -211,15 +211,18 @@ def ready_at(it: Item, policy: Policy, last_dest: float) -> tuple[float, GroupRe
 
 def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
           ) -> tuple[list[list[Item]], list[float], list[Decision]]:
-    """Per destination: flush all due items together once the earliest of them is ready."""
+    """Per destination and attempt: flush all due items together once the earliest of them is
+    ready. A notice has one retry budget (its attempt is its items' one attempt), so a retry
+    groups only with items on the same attempt: a condition that came meanwhile goes out on its
+    own first attempt, never riding along on another's third (and abandoned with it)."""
     batches: list[list[Item]] = []
     wakes: list[float] = []
     decisions: list[Decision] = []
-    by: dict[str, list[Item]] = {}
+    by: dict[tuple[str, int], list[Item]] = {}
     for it in items:
-        by.setdefault(dest(it.c, policy), []).append(it)
-    for d in sorted(by):
-        its = by[d]
+        by.setdefault((dest(it.c, policy), it.attempt), []).append(it)
+    for key in sorted(by):
+        d, its = key[0], by[key]
         sevs = [s for s in SEV_RANK if d.startswith("route:") or policy.tags.get(s, "") == d]
         last_dest = max([last.get(s, -INF) for s in sevs] or [-INF])
         ready = {it.cid: ready_at(it, policy, last_dest) for it in its}
