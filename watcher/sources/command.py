@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from projections.observations import AgentObs, RowObs, SourceResult
 from watcher.config import Source, expand, parse_duration
-from watcher.sources.parse import ParseError, agent_from_obj, decode_json
+from watcher.sources.parse import _Goal, ParseError, agent_from_obj, decode_json
 
 MAX_OUTPUT = 16 * 1024 * 1024   # a command's stdout cap unless its source sets max_bytes
 STDERR_SCAN = 4096              # bytes of stderr looked at (for KNOWN_STDERR), the rest dropped
@@ -184,6 +184,62 @@ def run_argv(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT) -> tu
     return r.out, r.error
 
 
+_OUT_OF_RANGE = object()   # a NaN, an Infinity or a float beyond the double range, in a tolerant decode
+_RANGE_WHY = "out-of-range number (NaN, Infinity, 1e400)"
+_AGENT_KEYS = tuple(_Goal.__struct_fields__)     # the keys agent_from_obj reads
+_SWARM_KEYS = ("group", "child", "status", "label")
+
+
+def _float_or_marker(text: str) -> object:
+    f = float(text)
+    return f if f - f == 0.0 else _OUT_OF_RANGE
+
+
+def _tolerant(raw: bytes) -> list | None:
+    """The command's output decoded by the standard library with every out-of-range number
+    (which the fast decoder refuses for the whole document) as ``_OUT_OF_RANGE``; None when
+    that is not the cause (it is not JSON, or not a list, or holds no such number)."""
+    import json
+
+    marks: list[object] = []
+
+    def mark(_: str) -> object:
+        marks.append(_OUT_OF_RANGE)
+        return _OUT_OF_RANGE
+
+    def num(text: str) -> object:
+        v = _float_or_marker(text)
+        if v is _OUT_OF_RANGE:
+            marks.append(v)
+        return v
+
+    try:
+        doc = json.loads(raw.removeprefix(b"\xef\xbb\xbf"), parse_constant=mark, parse_float=num)
+    except (ValueError, RecursionError):   # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None
+    return doc if marks and isinstance(doc, list) else None
+
+
+def _holds_out_of_range(v: object) -> bool:
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if x is _OUT_OF_RANGE:
+            return True
+        if isinstance(x, dict):
+            todo.extend(x.values())
+        elif isinstance(x, list):
+            todo.extend(x)
+    return False
+
+
+def _bad_key(item: object, keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` whose value holds an out-of-range number (None: none does)."""
+    if not isinstance(item, dict):
+        return None
+    return next((k for k in keys if k in item and _holds_out_of_range(item[k])), None)
+
+
 class CommandSource:
     """``kind = "command"``: an argv printing a JSON array of agents (or swarm rows). Polls on
     full resync ticks only; between them (inotify wake-ups) the last result is reused."""
@@ -208,23 +264,46 @@ class CommandSource:
         try:
             doc = decode_json(raw)
         except ParseError as e:
-            return self._bad(e.reason)
+            # one item's 1e400 or NaN fails the fast decoder for the whole array: decode again,
+            # tolerantly, so that only the items holding such a number (in a key read) are bad
+            doc = _tolerant(raw)
+            if doc is None:
+                return self._bad(e.reason)
         if not isinstance(doc, list):
             return self._bad("not a JSON array")
         if self.entity == "swarm":
             rows = []
             for item in doc:
+                if _bad_key(item, _SWARM_KEYS) is not None:
+                    continue  # like a row without a group or child: not one that can be kept
                 if isinstance(item, dict) and isinstance(item.get("group"), str) and isinstance(item.get("child"), str):
                     rows.append(RowObs(entity="swarm", source=self.name, key=(item["group"], item["child"]),
                                        row={k: item.get(k) for k in ("group", "child", "status", "label")}))
             return SourceResult(name=self.name, kind=self.kind, rows=rows)
         agents: list[AgentObs] = []
         for item in doc:
-            obs = agent_from_obj(item, source=self.name, fallback_id=None)
+            obs = self._agent(item)
             if obs.agent == "?":
                 continue  # an item without an id cannot be tracked
             agents.append(obs)
         return SourceResult(name=self.name, kind=self.kind, agents=agents)
+
+    def _agent(self, item: object) -> AgentObs:
+        """One item -> its observation; an item the parser cannot take (a number out of range in
+        a key it reads) is that agent's MAL_LANZADO with the reason, never the whole source's."""
+        key = _bad_key(item, _AGENT_KEYS)
+        if key is None:
+            try:
+                return agent_from_obj(item, source=self.name, fallback_id=None)
+            except OverflowError:   # an integer beyond the float range where a number is compared
+                why = "out-of-range number (an integer beyond 1.8e308)"
+            except (ValueError, TypeError, RecursionError) as e:
+                why = f"an item that cannot be read ({type(e).__name__})"
+        else:
+            why = f"{key}: {_RANGE_WHY}"
+        d = item if isinstance(item, dict) else {}
+        aid = next((v.strip()[:200] for k in ("agent", "name") if isinstance(v := d.get(k), str) and v.strip()), "?")
+        return AgentObs(agent=aid, source=self.name, error=why)
 
     def poll(self, now: float, full: bool = True) -> SourceResult:
         if not full and self.last is not None:
