@@ -76,6 +76,10 @@ def test_an_item_without_an_id_is_skipped_and_swarm_rows_too(tmp_path):
 def test_not_json_is_still_the_sources_error(tmp_path):
     r = poll(tmp_path, [GOOD[0], '{"name": "b", "last_activity": 1e400', GOOD[1]])
     assert not r.ok and r.error == "bad output: not JSON"
+    # a lone surrogate is refused by the fast decoder too, and the tolerant one must not let it in
+    # beside a NaN (it cannot be encoded into an event: it would fail every later tick)
+    r = poll(tmp_path, [GOOD[0], '{"name": "\\ud800", "state": "busy", "last_activity": NaN}', GOOD[1]])
+    assert not r.ok and r.error == "bad output: not JSON"
 
 
 def test_run_once_observes_the_others(tmp_path):

@@ -26,6 +26,8 @@ import threading
 import time
 from typing import NamedTuple
 
+import msgspec
+
 from projections.observations import AgentObs, RowObs, SourceResult
 from watcher.config import Source, expand, parse_duration
 from watcher.sources.parse import _Goal, ParseError, agent_from_obj, decode_json
@@ -215,9 +217,14 @@ def _tolerant(raw: bytes) -> list | None:
 
     try:
         doc = json.loads(raw.removeprefix(b"\xef\xbb\xbf"), parse_constant=mark, parse_float=num)
-    except (ValueError, RecursionError):   # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        if not marks or not isinstance(doc, list):
+            return None
+        # what the fast decoder refuses besides such numbers (a lone surrogate "\\ud800", ...)
+        # stays a bad document: every other value must encode as the fast path would have it
+        msgspec.json.encode(doc, enc_hook=lambda _: None)
+    except (ValueError, RecursionError, TypeError, msgspec.EncodeError):   # UnicodeError is a ValueError
         return None
-    return doc if marks and isinstance(doc, list) else None
+    return doc
 
 
 def _holds_out_of_range(v: object) -> bool:
