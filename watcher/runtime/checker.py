@@ -4,6 +4,9 @@
 Invariants
 - Never in the tick's thread: ``step`` only plans (``projections.dod_checks.due``), hands claims to
   one worker thread and harvests what finished. A check that hangs holds nothing but the worker.
+- No check outlives the watcher: every group running is in ``self.running`` (and on disk,
+  ``watcher.runtime.checkgroups``); ``close`` (a stop, a reload) kills them, and a checker
+  starting kills those a watcher killed -9 left behind.
 - Each check is argv without a shell, run in goal.json's ``cwd`` (absolute; absent: the folder
   holding goal.json) through
   ``watcher.sources.command.run_bounded``: its own process group, killed whole at
@@ -31,12 +34,18 @@ from events.log import Pending
 from events.types import DodVerdict
 from projections import dod_checks
 from projections.text import safe
-from watcher.sources.command import RunError, run_bounded
+from watcher.config import xdg
+from watcher.runtime import checkgroups
+from watcher.sources.command import RunError, Running, run_bounded
 
 log = logging.getLogger("fleetwatch.checker")
 
 
-def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes: int) -> dict[str, Any]:
+WORKERS = 1   # claims checked at once
+
+
+def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes: int,
+              running: Running | None = None) -> dict[str, Any]:
     """Run one check; its result (``status`` pass | fail | unevaluable | skipped)."""
     if check.get("kind") != "cmd":
         return dod_checks.not_runnable(check)
@@ -46,7 +55,7 @@ def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes:
     if cwd is not None and not os.path.isdir(cwd):
         return {**base, "status": "unevaluable", "why": "cwd is not a folder"}
     t0 = time.monotonic()
-    r = run_bounded(list(check["cmd"]), timeout, max_bytes, cwd=cwd)
+    r = run_bounded(list(check["cmd"]), timeout, max_bytes, cwd=cwd, running=running)
     dur = round(time.monotonic() - t0, 3)
     res = {**base, "duration_s": dur, "exit": r.exit_code}
     if r.error_class in (RunError.TIMEOUT, RunError.TOO_LARGE, RunError.NOT_FOUND, RunError.CANNOT_RUN,
@@ -61,7 +70,8 @@ def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes:
 
 
 def verdict_for(agent: str, claim_seq: int, checks: list[dict[str, Any]] | None, cwd: str | None,
-                digest: str | None, pinned: str | None, timeout: float, max_bytes: int) -> Pending:
+                digest: str | None, pinned: str | None, timeout: float, max_bytes: int,
+                running: Running | None = None) -> Pending:
     """Run (or refuse) a claim's checks; the verdict to append."""
     if checks is None:
         results: list[dict[str, Any]] = []
@@ -70,7 +80,7 @@ def verdict_for(agent: str, claim_seq: int, checks: list[dict[str, Any]] | None,
         results = []
         verdict, ev = "unevaluable", "contract changed since launch: checks refused"
     else:
-        results = [run_check(c, cwd, timeout, max_bytes) for c in checks]
+        results = [run_check(c, cwd, timeout, max_bytes, running) for c in checks]
         verdict = dod_checks.decide(results)
         ev = dod_checks.evidence(results, verdict)
     e = DodVerdict(agent=agent, verdict=verdict, verifier=dod_checks.VERIFIER, evidence=safe(ev, 600),
@@ -86,16 +96,23 @@ def work_dir(obs: Any) -> str | None:
 
 
 class Checker:
-    """One worker thread; ``step`` is called by the watcher each tick (after its commits)."""
+    """``WORKERS`` worker threads; ``step`` is called by the watcher each tick (after its commits).
+    ``groups``: the folder recording the check groups running (default: the state folder's)."""
 
-    def __init__(self, timeout: float, max_bytes: int) -> None:
+    def __init__(self, timeout: float, max_bytes: int, groups: str | None = None) -> None:
         self.timeout, self.max_bytes = timeout, max_bytes
         self.jobs: queue.Queue = queue.Queue()
         self.done: queue.Queue = queue.Queue()
         self.inflight: set[tuple[str, int]] = set()
         self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._work, name="fleetwatch-checker", daemon=True)
-        self.thread.start()
+        folder = groups or os.path.join(xdg("state"), "checks-running")
+        checkgroups.reap(folder)               # what a watcher killed -9 left running
+        self.running = Running()
+        self.running.pgids = checkgroups.Ledger(folder)
+        self.threads = [threading.Thread(target=self._work, name=f"fleetwatch-checker-{i}", daemon=True)
+                        for i in range(WORKERS)]
+        for t in self.threads:
+            t.start()
 
     @classmethod
     def from_config(cls, cfg: Any) -> Checker | None:
@@ -109,9 +126,11 @@ class Checker:
                 job = self.jobs.get(timeout=0.2)
             except queue.Empty:
                 continue
+            if self._stop.is_set():
+                break
             key = (job[0], job[1])
             try:
-                self.done.put((key, verdict_for(*job, self.timeout, self.max_bytes)))
+                self.done.put((key, verdict_for(*job, self.timeout, self.max_bytes, self.running)))
             except Exception:  # a bug, not an input: logged; the claim is retried next tick
                 log.exception("checks for %s failed to run", safe(job[0]))
                 self.done.put((key, None))
@@ -141,6 +160,12 @@ class Checker:
         return out
 
     def close(self, timeout: float = 2.0) -> None:
+        """Stop the workers and kill every check still running (a claim checked but not recorded
+        is checked again by the next checker)."""
         self._stop.set()
-        self.thread.join(timeout)
+        self.running.kill()
+        end = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, end - time.monotonic()))
+        self.running.kill()                    # one that started while we were killing
 

@@ -1,0 +1,131 @@
+"""The DoD checker attacked by hostile checks and a hostile run of the watcher: real `fleetwatch
+run` processes, real goal.json files, real check processes (found by a marker in their argv)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from events.log import EventLog
+
+FW = str(Path(sys.executable).with_name("fleetwatch"))
+
+
+def _world(tmp_path: Path, timeout: str = "120s") -> tuple[Path, Path]:
+    fleet = tmp_path / "fleet"
+    fleet.mkdir(exist_ok=True)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n'
+                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
+                   f'[dod]\nrun_checks = true\ncheck_timeout = "{timeout}"\n[watch]\ninterval = "200ms"\n')
+    return fleet, cfg
+
+
+def _goal(fleet: Path, agent: str, checks: list, claim: bool = True) -> None:
+    d = fleet / agent
+    d.mkdir(parents=True, exist_ok=True)
+    g = {"agent": agent, "state": "idle" if claim else "busy", "phase": "hecho" if claim else "haciendo",
+         "dod_contract": checks, "cwd": str(d), "last_activity": time.time()}
+    (d / "g.tmp").write_text(json.dumps(g))
+    os.replace(d / "g.tmp", d / "goal.json")
+
+
+def _pids(marker: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _wait(pred, timeout: float = 20.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def _hanging(marker: str) -> dict:
+    """A check whose leader hangs and whose grandchild (same process group) hangs too."""
+    return {"id": "hang", "kind": "cmd", "required": True,
+            "cmd": ["bash", "-c", f"(exec -a {marker}-grandchild sleep 600) & exec -a {marker}-leader sleep 100000"]}
+
+
+def _verdicts(db: Path) -> list:
+    log = EventLog(str(db), create=False, readonly=True)
+    try:
+        return [r.event for r in log.read(types=["dod.verdict"])]
+    finally:
+        log.close()
+
+
+def _run_with_hanging_check(tmp_path: Path, marker: str, env: dict) -> subprocess.Popen:
+    fleet, cfg = _world(tmp_path)
+    _goal(fleet, "a1", [_hanging(marker)])
+    p = subprocess.Popen([FW, "run", "--config", str(cfg)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=env)
+    assert _wait(lambda: len(_pids(marker)) == 2), "the check never started"
+    return p
+
+
+def test_a_watcher_stopped_mid_check_leaves_no_check_running(tmp_path):
+    """Before: SIGTERM stopped the watcher (exit 0) and the check's leader and grandchild ran on
+    (sleep 100000: for ever), since the worker thread that would kill them at the timeout died
+    with the process."""
+    marker = f"fw-hostile-term-{os.getpid()}"
+    p = _run_with_hanging_check(tmp_path, marker, dict(os.environ))
+    try:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(20) == 0
+        assert _wait(lambda: not _pids(marker), 5), f"left running: {_pids(marker)}"
+    finally:
+        for pid in _pids(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_watcher_killed_9_mid_check_has_its_checks_killed_at_the_restart(tmp_path):
+    """Before: after kill -9 the check group ran on, and the restart started a second copy of it
+    (two leaders, two grandchildren); now the restart kills what the dead watcher left and runs
+    the check once."""
+    marker = f"fw-hostile-kill-{os.getpid()}"
+    env = dict(os.environ)
+    p = _run_with_hanging_check(tmp_path, marker, env)
+    try:
+        first = set(_pids(marker))
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+        p = subprocess.Popen([FW, "run", "--config", str(tmp_path / "config.toml")], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=env)
+        assert _wait(lambda: len(_pids(marker)) == 2 and not (set(_pids(marker)) & first)), \
+            f"the dead watcher's check group is still running: {sorted(first & set(_pids(marker)))}"
+        time.sleep(1.0)
+        assert len(_pids(marker)) == 2                 # one check running, not two
+        p.send_signal(signal.SIGTERM)
+        p.wait(20)
+        assert _wait(lambda: not _pids(marker), 5)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+        for pid in _pids(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_restart_never_kills_a_group_that_is_not_the_recorded_one(tmp_path):
+    """A record left by a dead watcher whose group number now names a stranger's process (another
+    start time) is forgotten, the stranger left alone."""
+    from watcher.runtime import checkgroups
+
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        folder = tmp_path / "groups"
+        folder.mkdir()
+        (folder / str(stranger.pid)).write_text("1 999999999 1\n")   # wrong start, dead owner
+        assert checkgroups.reap(str(folder)) == 0
+        assert stranger.poll() is None and not list(folder.iterdir())
+    finally:
+        stranger.kill()
+        stranger.wait()
