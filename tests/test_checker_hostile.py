@@ -11,6 +11,10 @@ import time
 from pathlib import Path
 
 from events.log import EventLog
+from watcher.config import parse
+from watcher.runtime.checker import Checker
+from tests.test_dod_checker import _tick_until
+from watcher.runtime.loop import Watcher
 
 FW = str(Path(sys.executable).with_name("fleetwatch"))
 
@@ -129,3 +133,57 @@ def test_the_restart_never_kills_a_group_that_is_not_the_recorded_one(tmp_path):
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_verdict_for_an_ended_claim_is_never_the_next_claims(tmp_path):
+    """Before: the agent claimed done, its slow check started, it went back to work, broke the
+    tests and claimed again; the first run's `met` came back after the second claim and was
+    recorded as the DoD's verdict (status and pushes said met while the tests were broken).
+    With checks run side by side it could even land after the second claim's `failed`."""
+    fleet, cfgp = _world(tmp_path)
+    flag, started = tmp_path / "broken", tmp_path / "started"
+    slow = {"id": "tests", "kind": "cmd", "required": True,
+            "cmd": ["sh", "-c", f"test ! -e {flag} || exit 1; touch {started}; sleep 1.5"]}
+    cfg = parse(cfgp.read_text())
+    _goal(fleet, "a1", [slow], claim=False)
+    w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
+    w.checker = Checker.from_config(cfg)
+    try:
+        _tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
+        _goal(fleet, "a1", [slow])                                   # claim 1: the check starts
+        _tick_until(w, started.exists)                               # ... and has passed its test
+        _goal(fleet, "a1", [slow], claim=False)                      # back to work
+        _tick_until(w, lambda: w.proj["dod"]["agents"]["a1"]["claim_seq"] == 0)
+        flag.write_text("")                                          # ... and breaks the tests
+        _goal(fleet, "a1", [slow])                                   # claim 2
+        _tick_until(w, lambda: w.proj["dod"]["agents"]["a1"]["claim_seq"] != 0)
+        _tick_until(w, lambda: any(e.source == "checks" for e in _verdicts(tmp_path / "e.db")), 30)
+        for _ in range(10):
+            w.tick(time.time())
+            time.sleep(0.05)
+        vs = [e for e in _verdicts(tmp_path / "e.db") if e.source == "checks"]
+        assert [v.verdict for v in vs] == ["failed"], [v.verdict for v in vs]
+        assert w.proj["dod"]["agents"]["a1"]["verdict"]["verdict"] == "failed"
+    finally:
+        w.checker.close()
+        w.close()
+
+
+def test_hanging_checks_do_not_hold_the_others(tmp_path):
+    """Before: one worker thread ran every claim in turn, so three agents whose checks hang held a
+    fourth agent's passing check for three whole timeouts; now they run side by side (bounded)."""
+    fleet, cfgp = _world(tmp_path, timeout="4s")
+    for i in range(3):
+        _goal(fleet, f"slow{i}", [{"id": "h", "kind": "cmd", "cmd": ["sleep", "60"]}])
+    _goal(fleet, "zquick", [{"id": "q", "kind": "cmd", "cmd": ["true"]}])
+    cfg = parse(cfgp.read_text())
+    w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
+    w.checker = Checker.from_config(cfg)
+    try:
+        t0 = time.monotonic()
+        _tick_until(w, lambda: (w.proj["dod"]["agents"].get("zquick", {}).get("verdict") or {}).get("verdict") == "met",
+                    30)
+        assert time.monotonic() - t0 < 3.0, f"the quick check waited {time.monotonic() - t0:.1f}s"
+    finally:
+        w.checker.close()
+        w.close()

@@ -3,10 +3,15 @@
 
 Invariants
 - Never in the tick's thread: ``step`` only plans (``projections.dod_checks.due``), hands claims to
-  one worker thread and harvests what finished. A check that hangs holds nothing but the worker.
+  ``WORKERS`` worker threads and harvests what finished. A check that hangs holds one worker
+  until its timeout; the others go on (at most ``WORKERS`` claims are checked at once, whatever
+  the fleet's size: the rest wait in the queue).
 - No check outlives the watcher: every group running is in ``self.running`` (and on disk,
   ``watcher.runtime.checkgroups``); ``close`` (a stop, a reload) kills them, and a checker
   starting kills those a watcher killed -9 left behind.
+- A verdict is recorded only for the claim it was run for: one that finishes after its claim
+  ended (the agent went back to work, maybe claimed again) is dropped, never taken as the
+  verdict of the agent's next claim; a new claim is checked on its own.
 - Each check is argv without a shell, run in goal.json's ``cwd`` (absolute; absent: the folder
   holding goal.json) through
   ``watcher.sources.command.run_bounded``: its own process group, killed whole at
@@ -41,7 +46,7 @@ from watcher.sources.command import RunError, Running, run_bounded
 log = logging.getLogger("fleetwatch.checker")
 
 
-WORKERS = 1   # claims checked at once
+WORKERS = 4   # claims checked at once
 
 
 def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes: int,
@@ -146,8 +151,12 @@ class Checker:
                 break
             self.inflight.discard(key)
             harvested.add(key)                 # not planned again before its verdict is folded
-            if pending is not None:
-                out.append(pending)
+            if pending is None:
+                continue
+            if (states["dod"]["agents"].get(key[0]) or {}).get("claim_seq") != key[1]:
+                log.info("checks for %s: dropped, the claim they were run for has ended", safe(key[0]))
+                continue                       # never the verdict of a later claim
+            out.append(pending)
         dod = states["dod"]["agents"]
         agents = snap.agents if snap is not None else {}
         for agent, seq in dod_checks.due(dod, self.inflight | harvested):
