@@ -1,0 +1,149 @@
+"""The phone page's endpoint attacked as a hostile client would: real servers on 127.0.0.1, real
+sockets, a real `fleetwatch run` process and a real log (tests/test_web.py's Site)."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("werkzeug")
+
+from events.log import EventLog  # noqa: E402
+from tests.test_web import Site  # noqa: E402
+from watcher.web import server  # noqa: E402
+
+FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+
+
+@pytest.fixture
+def site(tmp_path):
+    s = Site(tmp_path)
+    yield s
+    s.close()
+
+
+def _threads() -> int:
+    return threading.active_count()
+
+
+def test_idle_connections_are_bounded_and_a_client_still_gets_an_answer(site):
+    base = _threads()
+    socks = []
+    try:
+        for _ in range(120):
+            s = socket.create_connection(("127.0.0.1", site.srv.port), timeout=5)
+            s.sendall(b"GET /")                # a request line that never ends
+            socks.append(s)
+        time.sleep(1.0)
+        assert _threads() - base <= server.MAX_CONNECTIONS + 2
+        c = socket.create_connection(("127.0.0.1", site.srv.port), timeout=5)
+        c.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        assert c.recv(100).startswith(b"HTTP/1.0 503")   # answered at once, not queued for ever
+        c.close()
+    finally:
+        for s in socks:
+            s.close()
+    time.sleep(0.5)
+    assert site.req("/healthz")[0] == 200
+
+
+def test_a_client_dripping_its_headers_is_cut_off_at_the_deadline(site, monkeypatch):
+    """One byte every 0.25 s never trips a read timeout; the deadline still ends the connection."""
+    monkeypatch.setattr(server, "DEADLINE", 1.5, raising=False)
+    s = socket.create_connection(("127.0.0.1", site.srv.port), timeout=5)
+    s.settimeout(0.25)
+    t0 = time.monotonic()
+    ended = None
+    for ch in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40:
+        try:
+            s.sendall(bytes([ch]))
+            if s.recv(100) is not None:      # b"" (closed) or an answer: the server ended it
+                ended = time.monotonic() - t0
+        except socket.timeout:
+            pass
+        except OSError:
+            ended = time.monotonic() - t0
+        if ended is not None or time.monotonic() - t0 > 6:
+            break
+    s.close()
+    assert ended is not None and ended < 6
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _goal(folder, state: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "goal.json").write_text(json.dumps({"agent": "a1", "task": "t", "state": state,
+                                                  "phase": "haciendo", "dod_contract": "tests pass"}))
+
+
+def test_idle_connections_do_not_starve_the_watcher_of_file_descriptors(tmp_path):
+    """Found by hand: 400 idle connections to [web] listen left `fleetwatch run` (soft limit 256
+    open files) with EMFILE on its goal folder: source.failed, and a1's RECLAMA only after they
+    went away."""
+    port = _free_port()
+    _goal(tmp_path / "agents" / "a1", "busy")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[watch]\ninterval = "300ms"\n'
+                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/agents/*/goal.json"\n'
+                   f'[web]\nlisten = "127.0.0.1:{port}"\nkey_file = "{tmp_path}/state/web.key"\n')
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
+    env.pop("FLEETWATCH_DB", None)
+    env.pop("FLEETWATCH_CONFIG", None)
+    proc = subprocess.Popen([FLEETWATCH, "run", "--config", str(cfg)], env=env,
+                            preexec_fn=low_limit, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    socks = []
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        for _ in range(300):
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            except OSError:
+                break
+            s.sendall(b"GET /")
+            socks.append(s)
+        time.sleep(1.0)
+        _goal(tmp_path / "agents" / "a1", "waiting")
+        seen = []
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            log = EventLog(str(tmp_path / "e.db"), create=False, readonly=True)
+            try:
+                seen = [(r.type, getattr(r.event, "to", None)) for r in log.read(0)]
+            finally:
+                log.close()
+            if ("agent.classified", "RECLAMA") in seen:
+                break
+        assert ("agent.classified", "RECLAMA") in seen, seen
+        assert "source.failed" not in [t for t, _ in seen]
+    finally:
+        for s in socks:
+            s.close()
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
