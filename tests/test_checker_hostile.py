@@ -187,3 +187,29 @@ def test_hanging_checks_do_not_hold_the_others(tmp_path):
     finally:
         w.checker.close()
         w.close()
+
+
+def test_a_backtracking_stdout_re_does_not_freeze_the_watcher(tmp_path):
+    """Before: `^(a+)+$` searched in a check's output of 40 a's and a '!' ran in the watcher's
+    worker thread, holding the GIL inside the regex engine: the tick stopped (another agent's
+    claim was never even classified) and SIGTERM did not stop the watcher."""
+    fleet, cfg = _world(tmp_path, timeout="3s")
+    bad = {"id": "re", "kind": "cmd", "cmd": [sys.executable, "-c", "print('a' * 40 + '!')"],
+           "expect": {"exit": 0, "stdout_re": "^(a+)+$"}}
+    good = {"id": "re", "kind": "cmd", "cmd": ["echo", "all 12 passed"], "expect": {"stdout_re": r"all \d+ passed"}}
+    _goal(fleet, "redos", [bad])
+    _goal(fleet, "other", [good], claim=False)
+    p = subprocess.Popen([FW, "run", "--config", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait(lambda: (tmp_path / "e.db").exists() and bool(_verdicts(tmp_path / "e.db")), 20)
+        _goal(fleet, "other", [good])
+        assert _wait(lambda: len(_verdicts(tmp_path / "e.db")) == 2, 20), "the watcher froze"
+        v = {e.agent: e for e in _verdicts(tmp_path / "e.db")}
+        assert v["redos"].verdict == "unevaluable" and "stdout_re" in v["redos"].checks[0]["why"]
+        assert v["other"].verdict == "met" and v["other"].checks[0]["comparison"] == "stdout matches"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)

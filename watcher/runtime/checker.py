@@ -22,6 +22,8 @@ Invariants
 - Exactly one verdict per claim: the event id is ``checks:<agent>:<claim seq>`` (an idempotent
   append), and a claim with a checker verdict newer than it is never run again — so a restart
   between claim and verdict runs the checks once more and records one verdict.
+- No comparison can hold the watcher: ``stdout_re`` is searched in a child process killed at
+  ``REGEX_TIMEOUT`` (``search_bounded``; no answer: ``unevaluable``), never in this process.
 - Evidence is what ran, not what the agent wrote: exit code, duration, the comparison, a digest
   of stdout and at most a few short escaped lines of it; never the ``dod`` text.
 """
@@ -31,6 +33,8 @@ import hashlib
 import logging
 import os
 import queue
+import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -47,6 +51,36 @@ log = logging.getLogger("fleetwatch.checker")
 
 
 WORKERS = 4   # claims checked at once
+REGEX_TIMEOUT = 10.0   # seconds a stdout_re search may take (at most the check's timeout)
+_SEARCH = ("import re, sys\n"
+           "try:\n"
+           "    m = re.search(sys.argv[1], open(sys.argv[2], 'rb').read().decode('utf-8', 'replace'))\n"
+           "except BaseException:\n"
+           "    sys.exit(3)\n"
+           "sys.exit(0 if m else 1)\n")
+
+
+def search_bounded(pattern: str, out: bytes, timeout: float, running: Running | None = None) -> bool | None:
+    """``re.search(pattern, out decoded)`` in a child process killed at ``timeout``: a pattern
+    that backtracks without end on a check's output (``^(a+)+$`` on 40 a's and a !) holds the
+    GIL inside the regex engine, so in the watcher it would freeze every thread, the tick and
+    SIGTERM included. True / False; None when it gave no answer in time (or could not run)."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="fleetwatch-re-")
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(out)
+        r = run_bounded([sys.executable, "-I", "-S", "-c", _SEARCH, pattern, path], timeout, 64, running=running)
+    except (OSError, ValueError):
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return {0: True, 1: False}.get(r.exit_code) if r.error_class in (None, RunError.EXIT) else None
 
 
 def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes: int,
@@ -68,7 +102,18 @@ def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes:
         return {**res, "status": "unevaluable", "why": r.error}
     out = r.out or b""
     text = out.decode("utf-8", "replace")
-    ok, comparison = dod_checks.compare(check, r.exit_code if r.exit_code is not None else 0, text)
+    exp = check.get("expect", {"exit": 0})
+    matched = None
+    if "stdout_re" in exp:   # never searched here: a backtracking pattern would hold the GIL for ever
+        matched = search_bounded(exp["stdout_re"], out, min(timeout, REGEX_TIMEOUT), running)
+        if matched is None:
+            return {**res, "status": "unevaluable",
+                    "why": f"stdout_re: no answer within {min(timeout, REGEX_TIMEOUT):g}s (a backtracking pattern?)"}
+        exp = {k: v for k, v in exp.items() if k != "stdout_re"}
+    ok, comparison = dod_checks.compare({**check, "expect": exp}, r.exit_code if r.exit_code is not None else 0, text)
+    if matched is not None:
+        ok = ok and matched
+        comparison = "; ".join(x for x in (comparison, "stdout matches" if matched else "stdout does not match") if x)
     lines = [safe(ln, dod_checks.LINE_MAX) for ln in text.strip().splitlines()[-dod_checks.MAX_LINES:]]
     return {**res, "status": "pass" if ok else "fail", "comparison": comparison,
             "digest": hashlib.sha256(out).hexdigest()[:16], "lines": lines}
