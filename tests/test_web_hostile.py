@@ -29,6 +29,37 @@ def site(tmp_path):
     s.close()
 
 
+def _post_twice(site, action: str) -> list:
+    before = {r.seq for r in site.events()}
+    for _ in range(2):
+        assert site.req(f"/n/{site.notice}/{action}", {"t": site.token})[0] == 303
+    return [r for r in site.events() if r.seq not in before]
+
+
+def test_acknowledge_posted_twice_records_one_ack(site):
+    new = _post_twice(site, "ack")
+    assert [r.type for r in new] == ["notice.acked"]
+
+
+def test_snooze_posted_twice_records_one_snooze(site):
+    new = _post_twice(site, "snooze")
+    assert [r.type for r in new] == ["notice.acked"] and new[0].event.until
+
+
+def test_silence_posted_twice_records_one_silence_per_agent(site):
+    new = _post_twice(site, "silence")
+    assert sorted(r.event.subject_match for r in new) == ["agent:a1", "agent:a2"]
+
+
+def test_a_new_kind_of_tap_is_still_recorded(site):
+    """Acknowledge, then Snooze, then Acknowledge again: each changes the ack, each is recorded."""
+    before = len(site.events())
+    for action in ("ack", "snooze", "ack"):
+        assert site.req(f"/n/{site.notice}/{action}", {"t": site.token})[0] == 303
+    acks = [r.event for r in site.events()[before:]]
+    assert [bool(e.until) for e in acks] == [False, True, False]
+
+
 def _threads() -> int:
     return threading.active_count()
 

@@ -5,7 +5,9 @@ Routes (``notice`` = ``n`` + 15 hex; ``t`` = the signed token of ``watcher.runti
 - ``GET /n/<notice>/fleet?t=`` — what needs you, then the rest by class;
 - ``POST /n/<notice>/ack|snooze|silence`` (form field ``t``) — appends ``notice.acked`` (via
   web; snooze: until now + 1 h) or one ``silence.added`` per subject (1 day), then 303 back to
-  the page. Other methods: 405. ``GET /healthz``: ``ok``.
+  the page; a tap that changes nothing (``_not_yet``, ``_silenced``: already acked until it
+  clears, or snoozed / silenced within ``AGAIN_S`` of the same) records nothing. Other methods:
+  405. ``GET /healthz``: ``ok``.
 Invariants: the token is checked before anything is read or written, and a request without a
 valid, unexpired token for exactly this notice gets 403 and changes nothing; bodies are capped
 (16 KiB); the token is never logged (no access log); events are appended through SQLite's own
@@ -28,13 +30,14 @@ from werkzeug.wrappers import Request, Response
 from events.log import EventLog
 from projections.report_view import today_line
 from watcher.config import Config
-from watcher.runtime.acks import SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for
+from watcher.runtime.acks import SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for, unchanged
 from watcher.runtime.links import check, key_path, load_key
 from watcher.web import pages
 
 
 log = logging.getLogger("fleetwatch.web")
 MAX_BODY = 16 * 1024
+AGAIN_S = 60.0   # a snooze or silence this close to one already in force is the same tap again
 ACTIONS = ("ack", "snooze", "silence")
 
 
@@ -144,11 +147,11 @@ class WebApp:
             keys = notice_keys(elog, notice) or []
             cids = open_conditions(st, keys)
             if action == "silence":
-                evs: list[Any] = silences_for(st, keys, now, notice, SILENCE_S)
-            elif cids:
-                evs = [ack(notice, cids, "web", now, SNOOZE_S if action == "snooze" else None)]
+                evs: list[Any] = [s for s in silences_for(st, keys, now, notice, SILENCE_S)
+                                  if not _silenced(st, s.subject_match, now + SILENCE_S - AGAIN_S)]
             else:
-                evs = []
+                todo = _not_yet(st, cids, now, SNOOZE_S if action == "snooze" else None)
+                evs = [ack(notice, todo, "web", now, SNOOZE_S if action == "snooze" else None)] if todo else []
             if evs:
                 elog.append(evs, now)
                 self._proj.catch_up(elog)
@@ -157,3 +160,21 @@ class WebApp:
         r.headers["Location"] = f"/n/{notice}?t={quote(token)}&done={action}"
         r.headers.update(pages.HEADERS)
         return r
+
+
+def _not_yet(st: dict, cids: list[str], now: float, for_s: float | None) -> list[str]:
+    """The conditions a tap would change: an Acknowledge of what is acked until it clears (as
+    `fleetwatch ack` twice), or a Snooze of what a snooze ending within ``AGAIN_S`` of this one
+    already covers (a double tap, a resubmitted form, a retried POST) records nothing."""
+    if for_s is None:
+        same = set(unchanged(st, cids, now, None))
+        return [c for c in cids if c not in same]
+    want = now + for_s
+    conds = st["conds"]
+    return [c for c in cids if not ((a := conds[c].get("acked")) is not None and want - AGAIN_S <= a <= want + 1.0)]
+
+
+def _silenced(st: dict, subject_match: str, until: float) -> bool:
+    """A silence of exactly this subject (any class) in force until at least ``until``."""
+    return any(s["subject"] == subject_match and not s["cls"] and s["until"] >= until
+               for s in st["silences"].values())
