@@ -124,7 +124,13 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
 
     path = db_path(cfg, db)
     if not os.path.exists(path):
+        from watcher.cli.plain import explicit_db
+
         parent = os.path.dirname(os.path.abspath(path))
+        if explicit_db(db, cfg) and not os.path.isdir(parent):  # `run` refuses it: a typo, not a folder to make
+            ck.bad(f"log: the folder {parent} does not exist (a typo?)",
+                   "fix --db / $FLEETWATCH_DB / [store] path, or run `fleetwatch run --create` once to make it")
+            return
         probe = parent
         while not os.path.exists(probe):
             probe = os.path.dirname(probe)

@@ -33,10 +33,11 @@ def context(config: str | None, db: str | None, *, need_config: bool = False, ch
     return cfg, db_path(cfg, db)
 
 
-def explicit_db(db: str | None) -> bool:
-    """The log path was given by hand (--db or $FLEETWATCH_DB): a folder that does not exist is a
-    typo to refuse (unless --create), not a folder to make."""
-    return bool(db) or bool(os.environ.get("FLEETWATCH_DB"))
+def explicit_db(db: str | None, cfg=None) -> bool:
+    """The log path was given by hand (--db, $FLEETWATCH_DB or the config's ``[store] path``): a
+    folder that does not exist is a typo to refuse (unless --create), not a folder to make. Only
+    the default path (``$XDG_STATE_HOME/fleetwatch/events.db``) gets its folder made."""
+    return bool(db) or bool(os.environ.get("FLEETWATCH_DB")) or bool(cfg is not None and cfg.store.path)
 
 
 def open_log(config: str | None, db: str | None, *, create: bool = False, readonly: bool = False):
@@ -46,4 +47,4 @@ def open_log(config: str | None, db: str | None, *, create: bool = False, readon
 
     cfg, path = context(config, db)
     return cfg, EventLog(path, durability=cfg.store.durability, create=create, readonly=readonly,
-                         parents=not explicit_db(db))
+                         parents=not explicit_db(db, cfg))

@@ -224,7 +224,7 @@ def register(app: typer.Typer) -> None:
     def run(
         once: Annotated[bool, typer.Option("--once", help="Run one tick, then exit.")] = False,
         log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
-        create: Annotated[bool, typer.Option("--create", help="Create the folder of an explicit --db / $FLEETWATCH_DB that does not exist (else refused: a typo).")] = False,
+        create: Annotated[bool, typer.Option("--create", help="Create the folder of an explicit --db / $FLEETWATCH_DB / [store] path that does not exist (else refused: a typo).")] = False,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
@@ -237,6 +237,6 @@ def register(app: typer.Typer) -> None:
 
         setup_logging(log_level)
         cfg, path = context(config, db, need_config=True, check_paths=True)
-        rc = serve(cfg, path, once=once, config_arg=config, db_arg=db, parents=create or not explicit_db(db))
+        rc = serve(cfg, path, once=once, config_arg=config, db_arg=db, parents=create or not explicit_db(db, cfg))
         exit_if_deliveries_hang(rc)
         raise typer.Exit(rc)
