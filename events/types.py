@@ -2,8 +2,7 @@
 
 Every type has a stable string tag (``agent.classified``, ...), never a Python import path.
 Invariant: a field added in a later version always has a default, so old rows keep decoding.
-Events carry ids, states, classes, reasons and digests only, never session content (``dod``
-text) or secrets.
+Events carry ids, states, classes, reasons and digests only, never session content or secrets.
 """
 # No `from __future__ import annotations`: msgspec would compile each string annotation (test_cli_start.py)
 
@@ -43,9 +42,9 @@ class AgentClassified(_E, frozen=True, tag="agent.classified"):
 
 
 class AgentUpdated(_E, frozen=True, tag="agent.updated"):
-    """State, phase, task, target or last activity changed while the class stayed the same
-    (edge-triggered: one event per observed change, none while nothing changes). ``changed``
-    names the fields that differ from the last recorded values."""
+    """State, phase, task, target, last activity or the reason's cause changed within the class
+    (edge-triggered: one event per observed change, none while nothing changes). ``changed`` names
+    the fields that differ from the last recorded values; ``reason``: this tick's (None: an old row)."""
 
     agent: str
     state: str | None = None
@@ -55,6 +54,7 @@ class AgentUpdated(_E, frozen=True, tag="agent.updated"):
     last_activity: str | None = None
     source: str = ""
     changed: list[str] = []
+    reason: str | None = None
 
     @property
     def subject(self) -> str:

@@ -9,8 +9,9 @@ State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "so
 "error", "since"}}}
 
 Within a class, ``agent.updated`` records what else changed (state, phase, task, target; last
-activity when it moved by ``ACTIVITY_STEP`` or more), so the state holds the values of the last
-tick, not of the last class change (CONTRACT: status agrees with the files within one tick).
+activity when it moved by ``ACTIVITY_STEP`` or more; the reason when its ``cause`` changed), so
+the state holds the values of the last tick, not of the last class change (CONTRACT: status
+agrees with the files within one tick).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
@@ -62,8 +63,11 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     elif type_ == "agent.updated":
         old = state["agents"].get(ev.agent)
         if old is not None:  # a new dict: the tick memo compares records by identity
-            state["agents"][ev.agent] = {**old, "state": ev.state, "phase": ev.phase, "task": ev.task,
-                                         "target": ev.target, "last_activity": ev.last_activity}
+            new = {**old, "state": ev.state, "phase": ev.phase, "task": ev.task, "target": ev.target,
+                   "last_activity": ev.last_activity}
+            if ev.reason is not None:  # None: a row from before the field; the recorded reason stays
+                new["reason"] = ev.reason
+            state["agents"][ev.agent] = new
     elif type_ == "source.failed":
         state["sources"][ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
     elif type_ == "source.recovered":
@@ -98,12 +102,27 @@ def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> 
 
 
 ACTIVITY_STEP = 300.0  # s: last activity alone is recorded when it moved this much (not every hook)
+AGEING = ("idle, no activity for ", "busy, silent for ")  # ESTANCADO's reasons: these + an age
 
 
-def changes(old: dict[str, Any], obs: AgentObs) -> list[str]:
-    """Fields of the record ``old`` that the observation ``obs`` changes, within one class.
-    A target the tick did not see (None) keeps the recorded one; last activity counts only when
-    it moved by ``ACTIVITY_STEP`` or more (or was unknown)."""
+def cause(reason: str) -> str:
+    """What a reason says, without the measurements that change while the cause stays: an
+    ESTANCADO reason's age ("busy, silent for 7m") and a too-large file's size ("too large (N
+    bytes > LIMIT)"). A new cause is recorded (one ``agent.updated``), a new measurement is not
+    (the age would be an event per tick). Everything else in a reason is cause."""
+    for prefix in AGEING:
+        if reason.startswith(prefix):
+            return prefix
+    if reason.startswith("too large (") and " bytes > " in reason:
+        return "too large (> " + reason.partition(" bytes > ")[2]
+    return reason
+
+
+def changes(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> list[str]:
+    """Fields of the record ``old`` that the observation ``obs`` (classified with ``reason``)
+    changes, within one class. A target the tick did not see (None) keeps the recorded one; last
+    activity counts only when it moved by ``ACTIVITY_STEP`` or more (or was unknown); the reason
+    only when its ``cause`` differs."""
     out = []
     if _str(obs.state) != old.get("state"):
         out.append("state")
@@ -121,6 +140,8 @@ def changes(old: dict[str, Any], obs: AgentObs) -> list[str]:
             moved = True
         if moved:
             out.append("last_activity")
+    if reason is not None and cause(reason) != cause(old.get("reason") or ""):
+        out.append("reason")
     return out
 
 
@@ -138,15 +159,16 @@ def _la(obs: AgentObs) -> str | None:
         return None
 
 
-def updated(old: dict[str, Any], obs: AgentObs) -> AgentUpdated | None:
-    """The ``agent.updated`` edge for an agent whose class did not change, or None."""
-    ch = changes(old, obs)
+def updated(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> AgentUpdated | None:
+    """The ``agent.updated`` edge for an agent whose class did not change (``reason``: this
+    tick's, recorded with any change), or None."""
+    ch = changes(old, obs, reason)
     if not ch:
         return None
     la = _la(obs) if "last_activity" in ch else old.get("last_activity")
     return AgentUpdated(agent=obs.agent, state=_str(obs.state), phase=_str(normalise_phase(obs.phase)),
                         task=obs.task, target=obs.target if obs.target is not None else old.get("target"),
-                        last_activity=la, source=obs.source, changed=ch)
+                        last_activity=la, source=obs.source, changed=ch, reason=reason)
 
 
 def normalise_phase(phase: Any) -> Any:
@@ -192,11 +214,11 @@ def classify(obs: AgentObs | None, now: float, stall_after: float, busy_silence:
     if obs.state == "idle":
         idle_for = None if obs.last_activity is None else now - obs.last_activity
         if idle_for is not None and idle_for >= stall_after:
-            return Cls.ESTANCADO, f"idle, no activity for {fmt_age(idle_for)}"
+            return Cls.ESTANCADO, f"{AGEING[0]}{fmt_age(idle_for)}"
         return Cls.TRABAJANDO, "idle within stall_after"
     limit = silence_limit(obs, busy_silence, busy_silence_tool)
     if limit is not None and obs.last_activity is not None and now - obs.last_activity >= limit:
-        return Cls.ESTANCADO, f"busy, silent for {fmt_age(now - obs.last_activity)}"
+        return Cls.ESTANCADO, f"{AGEING[1]}{fmt_age(now - obs.last_activity)}"
     return Cls.TRABAJANDO, obs.state
 
 
@@ -426,7 +448,7 @@ def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
                 contract_len=obs.contract_len, task=obs.task,
                 target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)))
-        elif not gone and (upd := updated(old, obs)) is not None:
+        elif not gone and (upd := updated(old, obs, reason)) is not None:
             again.add(aid)
             out.append(upd)
         if lo == -_INF and hi == _INF:

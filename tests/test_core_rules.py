@@ -388,7 +388,8 @@ def test_the_memo_never_changes_what_a_tick_reports_even_when_the_clock_steps_ba
         agents = dict(prev["agents"])
         for e in got:
             if type(e).__name__ == "AgentClassified":
-                agents[e.agent] = rec(e.to, state=e.state, phase=e.phase, last_activity=e.last_activity)
+                agents[e.agent] = rec(e.to, state=e.state, phase=e.phase, last_activity=e.last_activity,
+                                     reason=e.reason)
         assert not [e for e in got if type(e).__name__ == "AgentUpdated"]  # the records match the files
         prev = {"agents": agents, "sources": {}}
 

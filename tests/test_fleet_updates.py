@@ -40,9 +40,10 @@ def test_waiting_preguntando_then_busy_preguntando_is_recorded_within_the_class(
     evs, memo = tick(elog, p, snap(obs(state="waiting", phase="preguntando")), NOW)
     assert [e.to for e in evs] == ["RECLAMA"]
     evs, memo = tick(elog, p, snap(obs(state="busy", phase="preguntando")), NOW + 1, memo)
-    assert len(evs) == 1 and isinstance(evs[0], AgentUpdated) and evs[0].changed == ["state"]
+    # the reason's cause changed too ("waiting for the human" -> "phase preguntando"): recorded with it
+    assert len(evs) == 1 and isinstance(evs[0], AgentUpdated) and evs[0].changed == ["state", "reason"]
     a = p.states["fleet"]["agents"]["a1"]
-    assert (a["class"], a["state"], a["phase"]) == ("RECLAMA", "busy", "preguntando")
+    assert (a["class"], a["state"], a["phase"], a["reason"]) == ("RECLAMA", "busy", "preguntando", "phase preguntando")
 
 
 def test_no_event_while_nothing_changes(tmp_path):
