@@ -185,4 +185,6 @@ def register(app: typer.Typer) -> None:
         else:
             render(fig)
             if html:
-                print(f"wrote {html}")
+                from projections.text import safe
+
+                print(f"wrote {safe(html)}")

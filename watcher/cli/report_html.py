@@ -2,18 +2,30 @@
 
 Charts are drawn by matplotlib (the ``report`` extra) as inline SVG — no JavaScript, no build
 step, no file beside the page: DoD met (and failed) per day, agent-hours waiting on the human per
-day, pushes per hour of day. Every agent-controlled string on the page is HTML-escaped. The page
-is written atomically (temp file + rename), so a reader never sees half a page.
+day, pushes per hour of day. Every string on the page goes through ``_e``: controls, bidi
+overrides and zero-width characters as visible escapes (``projections.text.safe``), then HTML
+escaping. A regular file (or nothing) at FILE is written atomically (temp file + rename), so a
+reader never sees half a page, and a symlink there is replaced, never followed; a FIFO or a
+terminal (``/dev/stdout``) is written to as a shell redirection would; a folder or any other kind
+of file is a clear error (so ``--html /dev/null`` run as root never replaces the device).
 """
 from __future__ import annotations
 
+import errno
 import html
 import io
 import os
+import stat
 import tempfile
 from typing import Any
 
 from events.errors import FleetwatchError
+from projections.text import safe
+
+
+def _e(value: object, limit: int | None = None) -> str:
+    """One inert line of HTML text: visible escapes for controls and bidi, then HTML-escaped."""
+    return html.escape(safe(value, limit))
 
 
 def _svg(fig: Any) -> str:
@@ -65,7 +77,7 @@ def charts(fig: dict[str, Any]) -> dict[str, str]:
 
 
 def page(fig: dict[str, Any]) -> str:
-    e = html.escape
+    e = _e
     d, ld = fig["dod"], fig["load"]
     rate = "–" if d["false_done_rate"] is None else f"{d['false_done_rate'] * 100:.0f} %"
     tiles = [("DoD met", d["met"]), ("failed", d["failed"]), ("false done", rate),
@@ -73,7 +85,7 @@ def page(fig: dict[str, Any]) -> str:
              ("hours waiting on you", f"{ld['reclama']['agent_hours']:.1f}"), ("stalls", fig["stalls"]["episodes"])]
     tile_html = "".join(f'<div class="tile"><b>{e(str(v))}</b><span>{e(k)}</span></div>' for k, v in tiles)
     rows = "".join(
-        f"<tr><td>{e(a)}</td><td>{v['claims']}</td><td>{v['met']}</td><td>{v['failed']}</td>"
+        f"<tr><td>{e(a, 80)}</td><td>{v['claims']}</td><td>{v['met']}</td><td>{v['failed']}</td>"
         f"<td>{round(v['seconds'].get('RECLAMA', 0) / 60)}</td></tr>" for a, v in fig["agents"].items())
     svgs = charts(fig)
     return f"""<!doctype html>
@@ -86,7 +98,7 @@ figure{{margin:1em 0}}figure svg{{max-width:100%;height:auto}}table{{border-coll
 td,th{{border-bottom:1px solid #eee;padding:.2em .6em;text-align:right}}td:first-child,th:first-child{{text-align:left}}</style>
 </head><body>
 <h1>fleetwatch report</h1>
-<p>{fig['range']['days']} days · generated from the event log (no LLM)</p>
+<p>{e(fig['range']['days'])} days · generated from the event log (no LLM)</p>
 <div class="tiles">{tile_html}</div>
 <figure id="chart-dod">{svgs['dod']}</figure>
 <figure id="chart-waiting">{svgs['waiting']}</figure>
@@ -97,19 +109,54 @@ td,th{{border-bottom:1px solid #eee;padding:.2em .6em;text-align:right}}td:first
 """
 
 
+def _fail(why: str, path: str, hint: str) -> FleetwatchError:
+    return FleetwatchError(f"cannot write the report: {why}", op="report --html", path=path, hint=hint)
+
+
 def write_html(fig: dict[str, Any], path: str) -> None:
     text = page(fig)
+    try:
+        mode = os.stat(path).st_mode      # follows a symlink: /dev/stdout is one
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise _fail(e.strerror or "cannot stat it", path, "check the path") from e
+    if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        return _stream(text, path)
+    if mode is not None and stat.S_ISDIR(mode):
+        raise _fail("it is a folder", path, "name a file in it, e.g. --html report.html")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise _fail("it is neither a file, a FIFO nor a terminal", path, "name a regular file")
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".tmp", dir=folder)
     except OSError as e:
-        raise FleetwatchError(f"cannot write the report: {e.strerror}", op="report --html", path=path,
-                              hint="check that the folder exists and is writable") from e
+        raise _fail(e.strerror or "cannot create a file there", path,
+                    "check that the folder exists and is writable") from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _fail(e.strerror or "write failed", path, "check the path and the free space") from e
         raise
+
+
+def _stream(text: str, path: str) -> None:
+    """Write to a FIFO or a character device (no temp file: it cannot be renamed over)."""
+    try:                                   # O_NONBLOCK: a FIFO nobody reads is ENXIO, not a hang
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError as e:
+        why = "nothing reads the FIFO" if e.errno == errno.ENXIO else (e.strerror or "cannot open it")
+        raise _fail(why, path, "start its reader first") from e
+    try:
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(text.encode("utf-8"))
+    except OSError as e:
+        raise _fail(e.strerror or "write failed", path, "check its reader") from e
+    finally:
+        os.close(fd)
