@@ -77,8 +77,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Push "fleetwatch stopped: <result>" (run by the OnFailure= unit). Exit 0 delivered, 1 not."""
         from projections.text import safe
+        from watcher.cli.notify import say_causes
         from watcher.cli.util import context
-        from watcher.runtime.deliver import Deliverer, exit_if_deliveries_hang
+        from watcher.runtime.deliver import Causes, Deliverer, exit_if_deliveries_hang
 
         cfg, _ = context(config, db)
         res = safe(result or os.environ.get("MONITOR_SERVICE_RESULT") or "failed", 40)
@@ -92,11 +93,14 @@ def register(app: typer.Typer) -> None:
         body = (f"{unit}: {res}" + (f" ({detail})" if detail else "") + "\n"
                 "nothing is watching the fleet until it runs again\n"
                 f"journalctl --user -u {unit}")
-        out = Deliverer(cfg).send(f"fleetwatch stopped: {res}", body, "failure", "", priority=True)
+        d = Deliverer(cfg)
+        with Causes(d.secrets) as causes:
+            out = d.send(f"fleetwatch stopped: {res}", body, "failure", "", priority=True)
         if out.ok:
             typer.echo("delivered")
             exit_if_deliveries_hang(0)
             return
-        typer.echo(f"not delivered: {out.error}", err=True)
+        typer.echo(f"not delivered: {safe(out.error, 300)}", err=True)
+        say_causes(causes.lines)
         exit_if_deliveries_hang(1)
         raise typer.Exit(1)

@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
     def notify_test(config: ConfigOpt = None, db: DbOpt = None) -> None:
         """Send one test push through the configured [notify] URLs. Exit 0 if delivered, 1 if not."""
         from watcher.cli.util import context
-        from watcher.runtime.deliver import exit_if_deliveries_hang
+        from watcher.runtime.deliver import Causes, exit_if_deliveries_hang
         from watcher.runtime.notifier import Deliverer
 
         cfg, _ = context(config, db)
@@ -183,11 +183,22 @@ def register(app: typer.Typer) -> None:
             typer.echo("not delivered: no [notify] urls or config in the config file", err=True)
             raise typer.Exit(1)
         d = Deliverer(cfg)
-        out = d.send("fleetwatch test", "If you can read this, fleetwatch can reach you.", "info", "")
+        with Causes(d.secrets) as causes:
+            out = d.send("fleetwatch test", "If you can read this, fleetwatch can reach you.", "info", "")
         if out.ok:
             typer.echo("delivered" + (f" ({out.error})" if out.error else ""))
+            if out.partial:  # some services failed: say why
+                say_causes(causes.lines)
             exit_if_deliveries_hang(0)
             return
-        typer.echo(f"not delivered: {out.error}", err=True)
+        typer.echo(f"not delivered: {safe(out.error, 300)}", err=True)
+        say_causes(causes.lines)
         exit_if_deliveries_hang(1)
         raise typer.Exit(1)
+
+
+def say_causes(lines: list[str]) -> None:
+    """apprise's own words on a failed send (``deliver.Causes``: redacted), one escaped line each
+    on stderr: its bare "JSON failure" hid an HTTP 500, a refused connection, a DNS failure."""
+    for line in lines:
+        typer.echo(f"  apprise: {safe(line, 300)}", err=True)

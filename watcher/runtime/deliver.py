@@ -11,6 +11,8 @@
 - :func:`url_problems`: what apprise cannot use among the configured URLs, named by key and
   reason (unknown scheme, a plugin whose optional package is missing, bad syntax), never showing
   the URL itself.
+- :class:`Causes`: apprise's own words on why one send failed (HTTP status, connection refused,
+  DNS), redacted, for the commands that report one send (`notify-test`, `notify-stopped`).
 """
 from __future__ import annotations
 
@@ -196,6 +198,63 @@ def pin_apprise_logger(secrets: tuple[str, ...] = ()) -> None:
             if isinstance(f, _RedactFilter):
                 lg.removeFilter(f)
         lg.addFilter(_RedactFilter(secrets))
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\[\]]+)")
+_CAUSED = re.compile(r"Caused by (\w+)")
+
+
+def _socket_cause(msg: str) -> str:
+    """The root of apprise's "Socket Exception: ..." line: the OS's words (``Connection
+    refused``, ``Name or service not known``), else the exception's name, else the line."""
+    found = _ERRNO.findall(msg)
+    if found:
+        return found[-1].strip()
+    caused = _CAUSED.findall(msg)
+    return caused[-1] if caused else msg.partition(":")[2].strip()
+
+
+class Causes(logging.Handler):
+    """apprise's own words on why one send failed (``with Causes(secrets) as c: d.send(...)``,
+    then ``c.lines``): its warnings and errors ("error=500", "A Connection error occurred") and
+    the socket error under them, which it logs only at DEBUG ("Connection refused"), so the
+    ``apprise`` logger is at DEBUG for the block and back after. Every line is redacted (the
+    URLs' tokens and hosts never show); the caller escapes it. For one command's send
+    (`notify-test`, `notify-stopped`), not for the watcher's: its level is process-wide."""
+
+    MAX = 6
+
+    def __init__(self, secrets: tuple[str, ...] = ()):
+        super().__init__(logging.DEBUG)
+        self.secrets = secrets
+        self.lines: list[str] = []
+        self._lg = logging.getLogger("apprise")
+        self._level = self._lg.level
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+        except Exception:
+            msg = str(record.msg)
+        if record.levelno >= logging.WARNING:
+            line = msg
+        elif msg.startswith("Socket Exception"):
+            line = f"socket: {_socket_cause(msg)}"
+        else:
+            return  # the URL, the payload, the response body: not causes, and not to be shown
+        line = redact(" ".join(line.split()), self.secrets)[:300]
+        if line not in self.lines and len(self.lines) < self.MAX:
+            self.lines.append(line)
+
+    def __enter__(self) -> "Causes":
+        self._level = self._lg.level
+        self._lg.addHandler(self)
+        self._lg.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._lg.setLevel(self._level)
+        self._lg.removeHandler(self)
 
 
 class Outcome(msgspec.Struct, frozen=True):
