@@ -108,3 +108,24 @@ def test_report_html_into_a_symlink_replaces_the_link_never_its_target(tmp_path)
     assert r.returncode == 0, r.stderr
     assert target.read_text() == "keep me\n" and not link.is_symlink()
     assert link.read_text(encoding="utf-8").startswith("<!doctype html>")
+
+
+def test_report_says_which_damaged_rows_it_left_out(tmp_path):
+    """Found by hand: three rows damaged under the log (data not JSON, a time not ISO-8601, data
+    a string) were left out of every figure without a word; `tail` names them."""
+    import sqlite3
+
+    db = _log(tmp_path)
+    con = sqlite3.connect(db)
+    guard = con.execute("SELECT sql FROM sqlite_master WHERE name = 'events_no_update'").fetchone()[0]
+    con.execute("DROP TRIGGER events_no_update")
+    con.execute("UPDATE events SET data = x'ff00badbad' WHERE seq = 2")
+    con.execute("UPDATE events SET time = 'notatime' WHERE seq = 6")
+    con.execute(guard)
+    con.commit()
+    con.close()
+    out = tmp_path / "r.html"
+    r = _report(db, str(out))
+    assert r.returncode == 0, r.stderr
+    assert "2 damaged row(s) left out of the report (seq 2, 6)" in r.stderr
+    assert "2 damaged row(s) left out of the report (seq 2, 6)" in out.read_text(encoding="utf-8")

@@ -11,6 +11,7 @@ needs the ``report`` extra: matplotlib).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Annotated, Any, Optional
 
@@ -69,6 +70,16 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
                     break
             st = report.fold(st, rec, times)
     return st, (t_from if t_from is not None else st["first"])
+
+
+def damaged_note(damaged: dict[int, str]) -> str:
+    """One line naming the damaged rows the report left out ('' when none)."""
+    if not damaged:
+        return ""
+    seqs = sorted(damaged)
+    shown = ", ".join(str(n) for n in seqs[:10]) + (", …" if len(seqs) > 10 else "")
+    return (f"{len(seqs)} damaged row(s) left out of the report (seq {shown}); "
+            "`fleetwatch verify` and `fleetwatch tail` show them")
 
 
 def spark(values: list[float]) -> str:
@@ -170,8 +181,11 @@ def register(app: typer.Typer) -> None:
         log = EventLog(path, create=False, readonly=True)
         try:
             st, t_from = collect(log, s, u)
+            note = damaged_note(log.damaged)
         finally:
             log.close()
+        if note:  # rows the fold could not read: said, never silently left out of the figures
+            print(f"fleetwatch: {note}", file=sys.stderr)
         # the end: --until, else now — or the last event if the log is ahead of this clock (a
         # clock stepped back, a log from another host): a report never ends before its data
         end = u[1] if u and u[0] == "time" else (st["last"] if u else max(now, st["last"] or now))
@@ -179,7 +193,7 @@ def register(app: typer.Typer) -> None:
         if html:
             from watcher.cli.report_html import write_html
 
-            write_html(fig, html)
+            write_html(fig, html, note)
         if as_json:
             print(json.dumps(fig, ensure_ascii=False, sort_keys=True))
         else:

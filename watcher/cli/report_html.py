@@ -76,7 +76,7 @@ def charts(fig: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def page(fig: dict[str, Any]) -> str:
+def page(fig: dict[str, Any], note: str = "") -> str:
     e = _e
     d, ld = fig["dod"], fig["load"]
     rate = "–" if d["false_done_rate"] is None else f"{d['false_done_rate'] * 100:.0f} %"
@@ -95,10 +95,12 @@ def page(fig: dict[str, Any]) -> str:
 .tiles{{display:flex;flex-wrap:wrap;gap:.6em}}.tile{{border:1px solid #ddd;border-radius:6px;padding:.5em .8em}}
 .tile b{{display:block;font-size:1.6em}}.tile span{{color:#666;font-size:.85em}}
 figure{{margin:1em 0}}figure svg{{max-width:100%;height:auto}}table{{border-collapse:collapse}}
+.warn{{background:#fff3e0;border-left:4px solid #ef6c00;padding:.4em .8em}}
 td,th{{border-bottom:1px solid #eee;padding:.2em .6em;text-align:right}}td:first-child,th:first-child{{text-align:left}}</style>
 </head><body>
 <h1>fleetwatch report</h1>
 <p>{e(fig['range']['days'])} days · generated from the event log (no LLM)</p>
+{f'<p class="warn">{e(note)}</p>' if note else ''}
 <div class="tiles">{tile_html}</div>
 <figure id="chart-dod">{svgs['dod']}</figure>
 <figure id="chart-waiting">{svgs['waiting']}</figure>
@@ -113,8 +115,9 @@ def _fail(why: str, path: str, hint: str) -> FleetwatchError:
     return FleetwatchError(f"cannot write the report: {why}", op="report --html", path=path, hint=hint)
 
 
-def write_html(fig: dict[str, Any], path: str) -> None:
-    text = page(fig)
+def write_html(fig: dict[str, Any], path: str, note: str = "") -> None:
+    """Write the page to ``path``; ``note``: a warning shown at its top (damaged rows left out)."""
+    text = page(fig, note)
     try:
         mode = os.stat(path).st_mode      # follows a symlink: /dev/stdout is one
     except FileNotFoundError:
