@@ -123,8 +123,11 @@ class Hub:
                ) -> tuple[list[wire.Origin], list[int]]:
         """Parse a fetched batch: (origins in order, indexes of rejected messages)."""
         origins, rejected = [], []
+        batch: dict[tuple[str, str, int], bytes] = {}   # hashes accepted in this batch, not yet stored
         for i, (subj, hdrs, data) in enumerate(msgs):
             o = wire.parse(subj, hdrs, data)
+            if not isinstance(o, wire.Reject):
+                o = self._linked(o, batch)
             if isinstance(o, wire.Reject):
                 rejected.append(i)
                 self.stats["rejected"] += 1
@@ -141,8 +144,24 @@ class Hub:
                 log.warning("host %s: seqs %d..%d not received before seq %d", o.host, last + 1, o.seq - 1, o.seq)
             if o.seq > last:
                 self.last[key] = o.seq
+            batch[(o.host, o.chain, o.seq)] = o.hash
             origins.append(o)
         return origins, rejected
+
+    def _linked(self, o: wire.Origin, batch: dict[tuple[str, str, int], bytes]) -> wire.Origin | wire.Reject:
+        """``o`` if it can be its host's row: its hash follows from the row before it (when the
+        hub holds that one; seq 1 from the genesis) and no other row holds its seq. A forged or
+        altered row is refused before anything folds it (``verify`` would only find it later,
+        and a new id at a seq already held was folded while verify saw nothing wrong)."""
+        db = self.olog.db
+        held = batch.get((o.host, o.chain, o.seq))
+        if held is None:
+            held = store.held_hash(db, o.host, o.chain, o.seq)
+        prev = None
+        if held is None and o.seq > 1:
+            prev = batch.get((o.host, o.chain, o.seq - 1)) or store.held_hash(db, o.host, o.chain, o.seq - 1)
+        why = store.link_problem(o, prev, held)
+        return {"": o, "conflict": wire.Reject.CONFLICT, "chain": wire.Reject.CHAIN}[why]
 
     def commit(self, origins: list[wire.Origin], now: float) -> int:
         """Append the batch (events + origins + snapshots, one transaction). Returns how many

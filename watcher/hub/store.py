@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 from urllib.parse import quote
 
 import apsw
 import msgspec
 
-from events.chain import GENESIS, _canon
+from events.chain import GENESIS, _canon, row_hash
 
 POSITION_DDL = ("CREATE TABLE IF NOT EXISTS fw_position (stream TEXT NOT NULL, host TEXT NOT NULL, "
                 "chain TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (stream, host)) WITHOUT ROWID")
@@ -59,6 +60,33 @@ def insert_origins(db: apsw.Connection, rows: list[tuple]) -> None:
     """``rows``: (host, chain, seq, hub_seq, id, time, type, subject, version, data, hash); inside
     the caller's transaction. A (host, chain, seq) already stored keeps its first row."""
     db.executemany("INSERT OR IGNORE INTO hub_origin VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+
+def held_hash(db: apsw.Connection, host: str, chain: str, seq: int) -> bytes | None:
+    """The hash of the row stored for (host, chain, seq), or None."""
+    if not has_origin(db):
+        return None
+    r = db.execute("SELECT hash FROM hub_origin WHERE host=? AND chain=? AND seq=?", (host, chain, seq)).fetchall()
+    return r[0][0] if r else None
+
+
+def link_problem(o: Any, prev: bytes | None, held: bytes | None) -> str:
+    """Why a received host row cannot be that host's row (empty: it can). ``prev``: the hash
+    stored (or accepted) for seq - 1 (None: unknown, a gap: the link cannot be checked; seq 1
+    links to the genesis); ``held``: the hash already stored for this very seq."""
+    if held is not None:
+        return "" if held == o.hash else "conflict"
+    if o.seq == 1:
+        prev = GENESIS
+    if prev is None:
+        return ""
+    try:
+        h = row_hash(prev, o.seq, o.id, o.time, o.type, o.subject, o.version, o.data)
+    except (TypeError, ValueError):
+        return "chain"
+    if h != o.hash or (o.seq == 1 and h[:8].hex() != o.chain):
+        return "chain"
+    return ""
 
 
 def last_seqs(db: apsw.Connection) -> dict[tuple[str, str], int]:

@@ -98,6 +98,8 @@ class Reject(str, Enum):
     HOST_MISMATCH = "host-header-differs-from-subject"
     TOO_LARGE = "payload-too-large"
     NOT_JSON = "payload-not-a-json-object"
+    CHAIN = "hash-does-not-follow-the-host-chain"
+    CONFLICT = "seq-already-held-by-another-row"
 
 
 def parse(subj: str, hdrs: dict[str, str] | None, payload: bytes) -> Origin | Reject:

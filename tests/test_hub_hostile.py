@@ -1,0 +1,110 @@
+"""The hub fed hostile messages on a real nats-server: rows whose chain is forged or broken."""
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace as NS
+
+import pytest
+
+from events.log import EventLog
+from tests.natsserver import MISSING, binary
+from tests.test_hub import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, nats_server, until  # noqa: F401
+from watcher.hub import store, wire
+from watcher.hub.forwarder import Forwarder, ensure_stream
+
+pytestmark = pytest.mark.skipif(binary() is None, reason=MISSING)
+
+
+def _publish(url: str, msgs: list[tuple[str, dict, bytes]]) -> None:
+    import nats
+
+    async def go():
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await ensure_stream(js, "FLEETWATCH")
+        for subj, hdrs, data in msgs:
+            await js.publish(subj, data, headers=hdrs)
+        await nc.close()
+
+    asyncio.run(go())
+
+
+def _forged(host: str, chain: str, seq: int, id_: str, data: bytes, hash_: bytes) -> tuple[str, dict, bytes]:
+    rec = NS(seq=seq, id=id_, time="2027-01-15T08:00:00.000Z", type="agent.classified", subject="agent:a1",
+             version=1, hash=hash_, data=data)
+    return wire.subject(host, rec.type), wire.headers(host, chain, rec), data
+
+
+def _agents(db: str) -> dict:
+    from watcher.runtime.state import Projections
+
+    lg = EventLog(db, durability="normal")
+    try:
+        return Projections.load(lg)["fleet"]["agents"]
+    finally:
+        lg.close()
+
+
+def test_forged_rows_are_refused_before_the_hub_folds_them(tmp_path, nats_server):
+    """Before: a message for vm1 with a new event id at a seq the hub already held (its origin
+    row ignored, its event folded) turned vm1/a1 DICE_TERMINADO, and `verify` still said ok; a
+    row at the next seq whose hash did not follow the chain was folded too (verify found it
+    only afterwards). Now both are refused (termed, counted) and the genuine next row lands."""
+    host = EventLog(str(tmp_path / "vm1.db"), durability="normal")
+    host.append([classified("a1", "RECLAMA"), classified("a2", "RECLAMA")], T0)
+    chain = store.chain_id(host.db)
+    fw = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(tmp_path / "vm1.db")).start()
+    hub = HubThread(hub_cfg(tmp_path, nats_server.url), str(tmp_path / "hub.db"))
+    try:
+        until(lambda: sum(1 for i in hub_rows(str(tmp_path / "hub.db")) if i.startswith("vm1/")) >= 2,
+              what="the genuine rows at the hub")
+        lie = classified("a1", "DICE_TERMINADO", "RECLAMA")
+        from events.types import encode_data
+
+        data = encode_data(lie)
+        _publish(nats_server.url, [
+            _forged("vm1", chain, 1, "forged-at-a-held-seq", data, b"\x11" * 32),   # seq 1 is held
+            _forged("vm1", chain, 3, "forged-next", data, b"\x22" * 32),            # does not link
+        ])
+        until(lambda: hub.hub.stats["received"] >= 4, what="the forged rows at the hub")
+        host.append([classified("a2", "TRABAJANDO", "RECLAMA")], T0 + 1)          # the genuine seq 3
+        until(lambda: _agents(str(tmp_path / "hub.db")).get("vm1/a2", {}).get("class") == "TRABAJANDO",
+              what="the genuine seq 3")
+    finally:
+        fw.stop(2.0)
+        hub.close()
+        host.close()
+    rows = hub_rows(str(tmp_path / "hub.db"))
+    assert _agents(str(tmp_path / "hub.db"))["vm1/a1"]["class"] == "RECLAMA"
+    assert not any("forged" in i for i in rows), sorted(rows)
+    assert hub.hub.stats["rejected"] == 2
+    lg = EventLog(str(tmp_path / "hub.db"), durability="normal")
+    try:
+        _, lines, ok = store.host_report(lg.db)
+    finally:
+        lg.close()
+    assert ok, lines
+
+
+def test_a_row_whose_hash_does_not_follow_is_refused_in_the_same_batch(tmp_path):
+    """The link is checked against rows of the same batch too (not yet stored)."""
+    from watcher.hub.hub import Hub
+
+    host = EventLog(str(tmp_path / "vm1.db"), durability="normal")
+    host.append([classified(f"a{i}", "RECLAMA") for i in range(3)], T0)
+    chain = store.chain_id(host.db)
+    recs = list(host.read(0))
+    msgs = [(wire.subject("vm1", r.type), wire.headers("vm1", chain, r), r.data) for r in recs]
+    bad = NS(**{f: getattr(recs[2], f) for f in ("seq", "id", "time", "type", "subject", "version", "hash")},
+             data=recs[2].data)
+    msgs[2] = (msgs[2][0], wire.headers("vm1", chain, bad), recs[2].data.replace(b"RECLAMA", b"CERRADO"))
+    cfg = hub_cfg(tmp_path, "nats://127.0.0.1:1")
+    elog = EventLog(str(tmp_path / "hub.db"), durability="normal")
+    try:
+        h = Hub(cfg, elog)
+        origins, rejected = h.accept(msgs, 0.0, time.time())
+        assert [o.seq for o in origins] == [1, 2] and rejected == [2]
+    finally:
+        elog.close()
+        host.close()
