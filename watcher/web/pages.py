@@ -3,7 +3,8 @@
 Agent-controlled strings go through ``projections.text.safe`` (controls and bidi overrides as
 visible escapes) and then ``markupsafe.escape`` (HTML). Buttons are ``<form method="post">``
 carrying the signed token in a hidden field; the pages send no referrer (the token is in the URL)
-and a CSP that allows no script at all.
+and a CSP that allows no script at all. A page is bounded whatever the fleet: at most
+``MAX_ITEMS`` items of a notice and ``MAX_ROWS`` agents per class, then "… and N more".
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ HEADERS = {
 }
 ATTENTION = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO")
 ACTIONS = (("ack", "Acknowledge"), ("snooze", "Snooze 1h"), ("silence", "Silence agent 1d"))
+MAX_ITEMS = 100   # a notice's items shown; the buttons still act on all of them
+MAX_ROWS = 50     # agents shown per class on the fleet page (a phone page stays small and quick)
 DONE = {"ack": "Acknowledged: no repeat, no escalation.", "snooze": "Snoozed for 1 hour.",
         "silence": "Silenced for 1 day."}
 
@@ -51,12 +54,13 @@ def _text(value: object, limit: int = 120) -> Markup:
 def notice_page(notice: str, token: str, items: list[dict], now: float, done: str = "") -> str:
     """The page of one notice: its items, then Acknowledge / Snooze 1h / Silence agent 1d."""
     rows = []
-    for it in items:
+    for it in items[:MAX_ITEMS]:
         status = it.get("status", "")
         rows.append(Markup("<li><span class='cls {}'>{}</span> {} <span class=muted>· {}</span>{}"
                            "<div class=muted>{}</div></li>").format(
             escape(it["cls"]), _text(it["cls"], 40), _text(it["name"], 80), age(now - it["since"]),
             Markup(" · {}").format(_text(it["text"], 200)) if it.get("text") else "", escape(status)))
+    rows += _more(len(items) - MAX_ITEMS, "the buttons act on all of them")
     forms = [Markup("<form method=post action='/n/{}/{}'><input type=hidden name=t value='{}'>"
                     "<button type=submit name=action value='{}' class='{}'>{}</button></form>").format(
         notice, action, token, action, "primary" if action == "ack" else "", label) for action, label in ACTIONS]
@@ -79,9 +83,10 @@ def fleet_page(agents: dict[str, dict], now: float, back: str, today: str = "") 
     for cls in sorted(by, key=lambda c: (c not in ATTENTION, rank(c), c)):
         rows = [Markup("<li><span class='cls {}'>{}</span> <span class=muted>· {} · {}</span></li>").format(
             escape(cls), _text(aid, 80), age(now - _t(a.get("since"))), _text(a.get("task") or a.get("phase") or "-"))
-            for aid, a in sorted(by[cls], key=lambda x: x[0])]
+            for aid, a in sorted(by[cls], key=lambda x: x[0])[:MAX_ROWS]]
+        rows += _more(len(by[cls]) - MAX_ROWS, "`fleetwatch status` on the host lists them all")
         sections.append(Markup("<h2 class='{}'>{} · {}</h2><ul>{}</ul>").format(
-            escape(cls), escape(LABEL.get(cls, cls.lower())), len(rows), Markup("").join(rows)))
+            escape(cls), escape(LABEL.get(cls, cls.lower())), len(by[cls]), Markup("").join(rows)))
     need = sum(len(by.get(c, [])) for c in ATTENTION)
     body = Markup("<h1>fleet · {} need attention · {} agents</h1>{}{}"
                   "<p><a href='{}'>Back to the notice</a></p>").format(
@@ -89,6 +94,10 @@ def fleet_page(agents: dict[str, dict], now: float, back: str, today: str = "") 
         Markup("<p class='muted today'>{}</p>").format(_text(today, 200)) if today else "",
         Markup("").join(sections) or Markup("<p>no agents</p>"), back)
     return _doc("fleetwatch fleet", body)
+
+
+def _more(n: int, where: str) -> list[Markup]:
+    return [Markup("<li class=muted>… and {} more ({})</li>").format(n, where)] if n > 0 else []
 
 
 def _t(since: object) -> float:
