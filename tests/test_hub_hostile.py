@@ -108,3 +108,59 @@ def test_a_row_whose_hash_does_not_follow_is_refused_in_the_same_batch(tmp_path)
     finally:
         elog.close()
         host.close()
+
+
+def test_two_machines_with_one_host_name_are_named_not_merged_silently(tmp_path, nats_server, caplog):
+    """Before: two machines forwarding as vm1 had their a1 merged into one vm1/a1 (one's
+    TRABAJANDO overwritten by the other's RECLAMA) and nothing said so; verify said ok for both
+    chains. Now the hub sees the two chains interleave and says so (error log, counted)."""
+    a = EventLog(str(tmp_path / "A.db"), durability="normal")
+    b = EventLog(str(tmp_path / "B.db"), durability="normal")
+    a.append([classified("a1", "RECLAMA")], T0)
+    fa = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(tmp_path / "A.db")).start()
+    until(lambda: fa.stats["position"] == 1, what="A forwarded")
+    b.append([classified("a1", "TRABAJANDO")], T0 + 1)
+    fb = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(tmp_path / "B.db")).start()
+    until(lambda: fb.stats["position"] == 1, what="B forwarded")
+    a.append([classified("a2", "RECLAMA")], T0 + 2)
+    until(lambda: fa.stats["position"] == 2, what="A forwarded again")
+    hub = HubThread(hub_cfg(tmp_path, nats_server.url), str(tmp_path / "hub.db"))
+    try:
+        until(lambda: sum(1 for i in hub_rows(str(tmp_path / "hub.db")) if i.startswith("vm1/")) >= 3, what="3 rows")
+        until(lambda: hub.hub.stats["shared_name"] >= 1, 5, what="the shared name noticed")
+    finally:
+        fa.stop(2.0)
+        fb.stop(2.0)
+        hub.close()
+        a.close()
+        b.close()
+    assert any("two machines forward as vm1" in r.getMessage() for r in caplog.records)
+
+
+def test_a_recreated_host_log_is_not_a_shared_name(tmp_path):
+    """The old chain stops when the log is recreated: no alarm; it speaking again is one."""
+    from watcher.hub.hub import Hub
+
+    logs = []
+    for name in ("old", "new"):
+        lg = EventLog(str(tmp_path / f"{name}.db"), durability="normal")
+        lg.append([classified("a1", "RECLAMA"), classified("a2", "RECLAMA")], T0)
+        logs.append(lg)
+    msgs = {}
+    for name, lg in zip(("old", "new"), logs):
+        chain = store.chain_id(lg.db)
+        msgs[name] = [(wire.subject("vm1", r.type), wire.headers("vm1", chain, r), r.data) for r in lg.read(0)]
+    elog = EventLog(str(tmp_path / "hub.db"), durability="normal")
+    try:
+        h = Hub(hub_cfg(tmp_path, "nats://127.0.0.1:1"), elog)
+        h.commit(h.accept(msgs["old"][:1] + msgs["new"], 0.0, T0)[0], T0)
+        assert h.stats["shared_name"] == 0
+        h.commit(h.accept(msgs["old"][1:], 0.0, T0)[0], T0)     # the old log speaks again
+        assert h.stats["shared_name"] == 1
+        again = Hub(hub_cfg(tmp_path, "nats://127.0.0.1:1"), elog)   # a restarted hub knows the order
+        again.accept(msgs["new"][:1], 0.0, T0)                        # a redelivered row: no alarm
+        assert again.stats["shared_name"] == 0
+    finally:
+        elog.close()
+        for lg in logs:
+            lg.close()

@@ -106,12 +106,14 @@ class Hub:
         self.w = Watcher(cfg, self.olog, notifier=notifier)  # type: ignore[arg-type]
         self.silent_after = parse_duration(self.hc.silent_after, "hub.silent_after")
         self.last = store.last_seqs(elog.db)
+        self.chains = store.chains_by_recency(elog.db)   # host -> chains, the latest last
+        self._shared_logged: set[str] = set()
         start = time.monotonic() if mono is None else mono
         self.silent = {k[5:] for k in self.w.proj["notify"]["index"] if k.startswith("host:")}
         self.last_seen = {h: start for h, _ in self.last if h not in self.silent}
         self.wall_seen: dict[str, float] = {}
         self.stats: dict[str, Any] = {"received": 0, "appended": 0, "duplicates": 0, "rejected": 0, "gaps": 0,
-                                      "batches": 0, "failed": 0}
+                                      "batches": 0, "failed": 0, "shared_name": 0}
         self._rejects_logged: set[str] = set()
 
     # ---- pure-ish stages ------------------------------------------------------------------
@@ -144,9 +146,28 @@ class Hub:
                 log.warning("host %s: seqs %d..%d not received before seq %d", o.host, last + 1, o.seq - 1, o.seq)
             if o.seq > last:
                 self.last[key] = o.seq
+                self._interleaved(o)
             batch[(o.host, o.chain, o.seq)] = o.hash
             origins.append(o)
         return origins, rejected
+
+    def _interleaved(self, o: wire.Origin) -> None:
+        """A new row of a chain that an other chain of the same host had followed: two logs
+        speak as one host (two machines with one ``[forward] host``: their agents merge into
+        one ``host/agent`` each). A recreated log never does that (its old chain stops). Counted
+        (``shared_name``) and logged once per host, loudly: only renaming a host cures it."""
+        seen = self.chains.setdefault(o.host, [])
+        if seen and seen[-1] == o.chain:
+            return
+        if o.chain in seen:
+            self.stats["shared_name"] += 1
+            if o.host not in self._shared_logged:
+                self._shared_logged.add(o.host)
+                log.error("host %s: rows of two logs interleave (chains %s and %s): two machines forward "
+                          "as %s and their agents are merged; give each its own [forward] host",
+                          o.host, o.chain, seen[-1], o.host)
+            seen.remove(o.chain)
+        seen.append(o.chain)
 
     def _linked(self, o: wire.Origin, batch: dict[tuple[str, str, int], bytes]) -> wire.Origin | wire.Reject:
         """``o`` if it can be its host's row: its hash follows from the row before it (when the
@@ -317,6 +338,7 @@ class Hub:
             self.stats["failed"] += 1
             log.error("append failed, %d messages left for redelivery: %s", len(msgs), e)
             self.last = store.last_seqs(self.olog.db)
+            self.chains = store.chains_by_recency(self.olog.db)
             for m in msgs:
                 await m.nak(delay=1.0)
             return

@@ -89,6 +89,16 @@ def link_problem(o: Any, prev: bytes | None, held: bytes | None) -> str:
     return ""
 
 
+def chains_by_recency(db: apsw.Connection) -> dict[str, list[str]]:
+    """host -> its chains, the one whose row the hub stored last at the end."""
+    if not has_origin(db):
+        return {}
+    out: dict[str, list[str]] = {}
+    for h, c in db.execute("SELECT host, chain FROM hub_origin GROUP BY host, chain ORDER BY max(hub_seq)"):
+        out.setdefault(h, []).append(c)
+    return out
+
+
 def last_seqs(db: apsw.Connection) -> dict[tuple[str, str], int]:
     if not has_origin(db):
         return {}
