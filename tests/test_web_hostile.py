@@ -197,3 +197,30 @@ def test_a_large_fleet_gives_a_small_page(tmp_path):
         assert len(s.events()[before].event.conditions) == 400          # the button acts on all of them
     finally:
         s.close()
+
+
+def test_deleting_the_key_revokes_links_while_the_server_runs(site):
+    """Found by hand: with `fleetwatch run` serving, `rm web.key` (the documented way to revoke
+    every link) left the old link working (200, and its buttons acting) until a restart."""
+    from watcher.runtime.links import key_path
+
+    page = f"/n/{site.notice}?t={site.token}"
+    assert site.req(page)[0] == 200
+    os.unlink(key_path(site.cfg))
+    before = len(site.events())
+    assert site.req(page)[0] == 403
+    assert site.req(f"/n/{site.notice}/ack", {"t": site.token})[0] == 403
+    assert len(site.events()) == before
+    from watcher.runtime.links import load_key, sign
+
+    fresh = sign(load_key(key_path(site.cfg), create=False), site.notice, site.clock.t, 3600)
+    assert site.req(f"/n/{site.notice}?t={fresh}")[0] == 200        # links signed with the new key work
+
+
+def test_a_key_made_readable_by_others_refuses_every_link(site):
+    from watcher.runtime.links import key_path
+
+    os.chmod(key_path(site.cfg), 0o644)
+    assert site.req(f"/n/{site.notice}?t={site.token}")[0] == 403
+    os.chmod(key_path(site.cfg), 0o600)
+    assert site.req(f"/n/{site.notice}?t={site.token}")[0] == 200

@@ -8,7 +8,8 @@ Routes (``notice`` = ``n`` + 15 hex; ``t`` = the signed token of ``watcher.runti
   the page; a tap that changes nothing (``_not_yet``, ``_silenced``: already acked until it
   clears, or snoozed / silenced within ``AGAIN_S`` of the same) records nothing. Other methods:
   405. ``GET /healthz``: ``ok``.
-Invariants: the token is checked before anything is read or written, and a request without a
+Invariants: the token is checked (against the key file as it is now: deleting it revokes every
+link at once, no restart) before anything is read or written, and a request without a
 valid, unexpired token for exactly this notice gets 403 and changes nothing; bodies are capped
 (16 KiB); the token is never logged (no access log); events are appended through SQLite's own
 locking (the watcher folds them on its next tick), so they show in `tail`, the board and
@@ -18,6 +19,7 @@ touches the store).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -31,7 +33,7 @@ from events.log import EventLog
 from projections.report_view import today_line
 from watcher.config import Config
 from watcher.runtime.acks import SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for, unchanged
-from watcher.runtime.links import check, key_path, load_key
+from watcher.runtime.links import KeyError_, check, key_path, load_key
 from watcher.web import pages
 
 
@@ -48,7 +50,9 @@ class WebApp:
         self.cfg = cfg
         self.db = db
         self.clock = clock
-        self.key = load_key(key_path(cfg))
+        self.key_file = key_path(cfg)
+        self.key: bytes | None = load_key(self.key_file)
+        self._key_id = _file_id(self.key_file)
         self.url_map = Map([
             Rule("/n/<notice>", endpoint="page", methods=["GET"]),
             Rule("/n/<notice>/fleet", endpoint="fleet", methods=["GET"]),
@@ -68,6 +72,22 @@ class WebApp:
             self._proj = Projections.load(self._log)
         self._proj.catch_up(self._log)
         return self._log, self._proj.states
+
+    def _current_key(self) -> bytes | None:
+        """The key as the file holds it now: deleting or replacing it revokes every link at once
+        (the file is looked at on every request; a missing one is made anew, as at start). A key
+        that cannot be used (readable by others, damaged) refuses every link."""
+        fid = _file_id(self.key_file)
+        if fid is None or fid != self._key_id:
+            try:
+                self.key = load_key(self.key_file)
+                log.warning("web: the key file changed: links signed with the old key are refused; "
+                            "reload the watcher (SIGHUP) so new pushes are signed with the new one")
+            except KeyError_ as e:
+                log.warning("web: every link refused: %s", e)
+                self.key = None
+            self._key_id = _file_id(self.key_file)
+        return self.key
 
     def close(self) -> None:
         with self._lock:
@@ -108,7 +128,8 @@ class WebApp:
         notice = args["notice"]
         token = (req.form.get("t") if req.method == "POST" else None) or req.args.get("t")
         now = self.clock()
-        if not check(self.key, notice, token, now):
+        key = self._current_key()
+        if key is None or not check(key, notice, token, now):
             return self._forbidden()
         if endpoint == "act":
             if args["action"] not in ACTIONS:
@@ -178,3 +199,12 @@ def _silenced(st: dict, subject_match: str, until: float) -> bool:
     """A silence of exactly this subject (any class) in force until at least ``until``."""
     return any(s["subject"] == subject_match and not s["cls"] and s["until"] >= until
                for s in st["silences"].values())
+
+
+def _file_id(path: str) -> tuple[int, ...] | None:
+    """What changes when the key file is deleted, replaced, rewritten or chmod-ed (ctime)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size, st.st_mode)
