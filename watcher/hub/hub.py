@@ -106,6 +106,7 @@ class Hub:
         self.w = Watcher(cfg, self.olog, notifier=notifier)  # type: ignore[arg-type]
         self.silent_after = parse_duration(self.hc.silent_after, "hub.silent_after")
         self.last = store.last_seqs(elog.db)
+        self.tips = store.tips(elog.db, self.last)       # (host, chain) -> hash of its last row
         self.chains = store.chains_by_recency(elog.db)   # host -> chains, the latest last
         self._shared_logged: set[str] = set()
         start = time.monotonic() if mono is None else mono
@@ -145,7 +146,7 @@ class Hub:
                 self.stats["gaps"] += 1
                 log.warning("host %s: seqs %d..%d not received before seq %d", o.host, last + 1, o.seq - 1, o.seq)
             if o.seq > last:
-                self.last[key] = o.seq
+                self.last[key], self.tips[key] = o.seq, o.hash
                 self._interleaved(o)
             batch[(o.host, o.chain, o.seq)] = o.hash
             origins.append(o)
@@ -174,13 +175,15 @@ class Hub:
         hub holds that one; seq 1 from the genesis) and no other row holds its seq. A forged or
         altered row is refused before anything folds it (``verify`` would only find it later,
         and a new id at a seq already held was folded while verify saw nothing wrong)."""
-        db = self.olog.db
-        held = batch.get((o.host, o.chain, o.seq))
-        if held is None:
-            held = store.held_hash(db, o.host, o.chain, o.seq)
-        prev = None
-        if held is None and o.seq > 1:
-            prev = batch.get((o.host, o.chain, o.seq - 1)) or store.held_hash(db, o.host, o.chain, o.seq - 1)
+        db, key = self.olog.db, (o.host, o.chain)
+        last = self.last.get(key, 0)
+        if o.seq > last:   # the usual case, a row beyond the last one: nothing holds its seq
+            held, prev = None, self.tips.get(key) if o.seq == last + 1 else None
+        else:              # a redelivery, or a row filling an old gap: look in the batch, then stored
+            held = batch.get((o.host, o.chain, o.seq)) or store.held_hash(db, o.host, o.chain, o.seq)
+            prev = None
+            if held is None and o.seq > 1:
+                prev = batch.get((o.host, o.chain, o.seq - 1)) or store.held_hash(db, o.host, o.chain, o.seq - 1)
         why = store.link_problem(o, prev, held)
         return {"": o, "conflict": wire.Reject.CONFLICT, "chain": wire.Reject.CHAIN}[why]
 
@@ -338,6 +341,7 @@ class Hub:
             self.stats["failed"] += 1
             log.error("append failed, %d messages left for redelivery: %s", len(msgs), e)
             self.last = store.last_seqs(self.olog.db)
+            self.tips = store.tips(self.olog.db, self.last)
             self.chains = store.chains_by_recency(self.olog.db)
             for m in msgs:
                 await m.nak(delay=1.0)

@@ -63,11 +63,20 @@ def insert_origins(db: apsw.Connection, rows: list[tuple]) -> None:
 
 
 def held_hash(db: apsw.Connection, host: str, chain: str, seq: int) -> bytes | None:
-    """The hash of the row stored for (host, chain, seq), or None."""
-    if not has_origin(db):
-        return None
+    """The hash of the row stored for (host, chain, seq), or None (the hub creates hub_origin
+    before it receives anything: no look-up of the table first, this runs twice per message)."""
     r = db.execute("SELECT hash FROM hub_origin WHERE host=? AND chain=? AND seq=?", (host, chain, seq)).fetchall()
     return r[0][0] if r else None
+
+
+def tips(db: apsw.Connection, last: dict[tuple[str, str], int]) -> dict[tuple[str, str], bytes]:
+    """(host, chain) -> the hash of its row at ``last[(host, chain)]`` (what the next row links to)."""
+    out = {}
+    for (h, c), s in last.items():
+        got = held_hash(db, h, c, s)
+        if got is not None:
+            out[(h, c)] = got
+    return out
 
 
 def link_problem(o: Any, prev: bytes | None, held: bytes | None) -> str:
