@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -77,6 +78,7 @@ def test_config_default_is_ten_minutes_through_the_watcher(tmp_path):
     (g / "goal.json").write_text(json.dumps({"agent": "a1", "state": "busy", "phase": "haciendo",
                                              "dod_contract": "make test", "last_activity": NOW,
                                              "hook_event": "Stop"}))
+    os.utime(g / "goal.json", (NOW, NOW))  # written at NOW on the virtual clock (no activity after the mtime)
     cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/fleet/*/goal.json"\n')
     assert cfg.dur("classify.busy_silence") == 600 and cfg.dur("classify.busy_silence_tool") == 3600

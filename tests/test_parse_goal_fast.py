@@ -36,7 +36,7 @@ def reference(raw: bytes, folder_id: str, mtime: float) -> AgentObs:
     aid = aid.strip()[:200]
     contract = parse_contract(obj.get("dod_contract"))
     la = parse_time(obj.get("last_activity"))
-    if la is None:
+    if la is None or la > mtime:  # no file records activity after its mtime
         la = mtime
     state = obj.get("state")
     error = None

@@ -12,6 +12,7 @@ import time
 from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
+from tests.vclock import written_at
 
 T0 = 1_800_000_000.0
 
@@ -24,6 +25,7 @@ def goal(root, agent, **kw):
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / "goal.json.tmp"
     tmp.write_text(json.dumps(g))
+    written_at(tmp, g["last_activity"])  # on the virtual clock (tests/vclock.py)
     os.replace(tmp, d / "goal.json")
 
 

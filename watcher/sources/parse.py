@@ -92,7 +92,8 @@ _UNSET = msgspec.UNSET
 
 def agent_from_obj(obj: Any, *, source: str, fallback_id: str | None, path: str | None = None,
                    mtime: float | None = None) -> AgentObs:
-    """goal.json (or one `fleetview list --json` item) -> AgentObs. The ``dod`` text is dropped."""
+    """goal.json (or one `fleetview list --json` item) -> AgentObs. The ``dod`` text is dropped.
+    ``mtime`` (a file's): its last_activity is at most that (see ``parse_goal``)."""
     if not isinstance(obj, dict):
         return AgentObs(agent=fallback_id or "?", source=source, path=path, error="not a JSON object")
     return _from_goal(msgspec.convert(obj, _Goal), source=source, fallback_id=fallback_id, path=path, mtime=mtime)
@@ -108,8 +109,8 @@ def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | No
     aid = aid.strip()[:200]
     contract = parse_contract(g.dod_contract)   # free text or structured checks (validated)
     la = parse_time(g.last_activity)
-    if la is None:
-        la = mtime
+    if la is None or mtime is not None and la > mtime:
+        la = mtime  # absent, or later than the file was written: the mtime (see parse_goal)
     state = None if g.state is _UNSET else g.state
     error = None
     if state is not None and not isinstance(state, str) or g.state is None:
@@ -132,6 +133,11 @@ def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | No
 
 
 def parse_goal(raw: bytes, *, source: str, path: str, folder_id: str, mtime: float) -> AgentObs:
+    """One goal.json's bytes -> AgentObs; ``mtime``: the file's modification time. Its
+    ``last_activity`` is the document's when that is at or before ``mtime``, else ``mtime``
+    (absent or unreadable too): no file records activity after it was written. A future value
+    ("9999-12-31T00:00:00Z", an epoch of year 5138, a writer whose clock is ahead) kept a silent
+    busy agent TRABAJANDO for ever, past the ``busy_silence`` backstop (tests/test_future_activity.py)."""
     try:  # the usual document: an object, decoded into _Goal in one C call
         return _from_goal(_goal_dec.decode(raw), source=source, fallback_id=folder_id, path=path, mtime=mtime)
     except (msgspec.DecodeError, RecursionError):  # not an object, not JSON, a BOM, too deep: the careful way

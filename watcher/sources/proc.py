@@ -47,8 +47,10 @@ class TmuxSource:
     3. else the one window in scope whose name is exactly the agent id (two such: none).
 
     The agent's target becomes the exact ``=session:index[.pane]``. ``window_activity`` is liveness
-    (output on screen), not progress; activity within ``ECHO_S`` after a nudge's keys were sent
-    (``quiet``, from the notifier) is the echo of those keys and is ignored. An agent with no
+    (output on screen), not progress; a window activity later than the poll's ``now`` counts as
+    ``now`` (like a goal.json's later than its mtime: no output is seen before it happens);
+    activity within ``ECHO_S`` after a nudge's keys were sent (``quiet``, from the notifier) is
+    the echo of those keys and is ignored. An agent with no
     window is marked ``tmux_missing``, its unresolved target dropped (the fleet closes it "tmux
     window gone" if it was seen in one).
     """
@@ -99,7 +101,8 @@ class TmuxSource:
         if err:
             res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err)
         else:
-            self.wins = self.parse(out or b"")
+            self.wins = [w if w.activity is None or w.activity <= now else w._replace(activity=now)
+                         for w in self.parse(out or b"")]  # no later than this poll (see the class)
             self.by_id = {w.wid: w for w in self.wins}
             res = SourceResult(name=self.name, kind=self.kind)
         self.last = res
