@@ -213,3 +213,31 @@ def test_a_backtracking_stdout_re_does_not_freeze_the_watcher(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait(10)
+
+
+def test_a_claim_that_moves_its_cwd_is_not_checked_elsewhere(tmp_path):
+    """Before: the contract was pinned but goal.json's `cwd` is the agent's to write: launched in
+    its repo (where the check fails), it claimed done with `cwd` pointing at a folder where the
+    check passes, and got `met`."""
+    fleet, cfgp = _world(tmp_path)
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "ok").write_text("")
+    check = [{"id": "t", "kind": "cmd", "cmd": ["test", "-f", "ok"]}]
+    _goal(fleet, "a1", check, claim=False)
+    cfg = parse(cfgp.read_text())
+    w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
+    w.checker = Checker.from_config(cfg)
+    try:
+        _tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
+        d = fleet / "a1"
+        g = {"agent": "a1", "state": "idle", "phase": "hecho", "dod_contract": check, "cwd": str(fake),
+             "last_activity": time.time()}
+        (d / "g.tmp").write_text(json.dumps(g))
+        os.replace(d / "g.tmp", d / "goal.json")
+        _tick_until(w, lambda: bool(_verdicts(tmp_path / "e.db")))
+        v = _verdicts(tmp_path / "e.db")[0]
+        assert v.verdict == "unevaluable" and "cwd changed" in v.evidence, (v.verdict, v.evidence)
+    finally:
+        w.checker.close()
+        w.close()

@@ -22,6 +22,10 @@ Invariants
 - Exactly one verdict per claim: the event id is ``checks:<agent>:<claim seq>`` (an idempotent
   append), and a claim with a checker verdict newer than it is never run again — so a restart
   between claim and verdict runs the checks once more and records one verdict.
+- The folder is pinned too (``Checker.pins``, in memory): a claim whose work dir differs from
+  the one this checker first saw for the agent is ``unevaluable: cwd changed`` without running
+  anything. (Not across a restart: the log does not record ``cwd``; a durable pin belongs with
+  the contract digest in ``watcher.sources.parse`` / ``projections.dod``.)
 - No comparison can hold the watcher: ``stdout_re`` is searched in a child process killed at
   ``REGEX_TIMEOUT`` (``search_bounded``; no answer: ``unevaluable``), never in this process.
 - Evidence is what ran, not what the agent wrote: exit code, duration, the comparison, a digest
@@ -51,6 +55,7 @@ log = logging.getLogger("fleetwatch.checker")
 
 
 WORKERS = 4   # claims checked at once
+PIN_PRUNE = 1000      # steps between forgetting the folders of agents the dod state forgot
 REGEX_TIMEOUT = 10.0   # seconds a stdout_re search may take (at most the check's timeout)
 _SEARCH = ("import re, sys\n"
            "try:\n"
@@ -138,6 +143,15 @@ def verdict_for(agent: str, claim_seq: int, checks: list[dict[str, Any]] | None,
     return Pending(e, id=f"checks:{agent}:{claim_seq}")
 
 
+def moved(agent: str, claim_seq: int, pinned: str | None, now: str | None) -> Pending:
+    """The verdict of a claim whose checks would run in another folder than at first sight."""
+    ev = (f"cwd changed since the watcher first saw the agent ({safe(pinned or '-', 120)} -> "
+          f"{safe(now or '-', 120)}): checks refused")
+    e = DodVerdict(agent=agent, verdict="unevaluable", verifier=dod_checks.VERIFIER,
+                   evidence="needs a human or a verifier agent: " + ev, source="checks", checks=[])
+    return Pending(e, id=f"checks:{agent}:{claim_seq}")
+
+
 def work_dir(obs: Any) -> str | None:
     """Where an agent's checks run: goal.json's ``cwd``, else the folder holding its goal.json."""
     if obs.cwd:
@@ -154,6 +168,8 @@ class Checker:
         self.jobs: queue.Queue = queue.Queue()
         self.done: queue.Queue = queue.Queue()
         self.inflight: set[tuple[str, int]] = set()
+        self.pins: dict[str, str | None] = {}     # agent -> where its checks run, at first sight
+        self._steps = 0
         self._stop = threading.Event()
         folder = groups or os.path.join(xdg("state"), "checks-running")
         checkgroups.reap(folder)               # what a watcher killed -9 left running
@@ -204,14 +220,33 @@ class Checker:
             out.append(pending)
         dod = states["dod"]["agents"]
         agents = snap.agents if snap is not None else {}
+        self._pin(agents, dod)
         for agent, seq in dod_checks.due(dod, self.inflight | harvested):
             obs = agents.get(agent)
             if obs is None:
                 continue
             self.inflight.add((agent, seq))
-            self.jobs.put((agent, seq, obs.checks, work_dir(obs), obs.contract_sha256,
+            where, pinned_at = work_dir(obs), self.pins.get(agent)
+            if pinned_at is not None and where != pinned_at:   # the checks would run somewhere else
+                self.done.put(((agent, seq), moved(agent, seq, pinned_at, where)))
+                continue
+            self.jobs.put((agent, seq, obs.checks, where, obs.contract_sha256,
                            dod[agent].get("contract_sha256")))
         return out
+
+    def _pin(self, agents: dict[str, Any], dod: dict[str, Any]) -> None:
+        """Where each agent's checks run, as first seen by this checker (``pins``): goal.json's
+        ``cwd`` is the agent's to write, and a contract pinned at launch but run in a folder the
+        agent picked at claim time (one where ``make test`` is ``true``) proves nothing. Agents
+        the dod state has forgotten (pruned long after they closed) are forgotten every
+        ``PIN_PRUNE`` steps, so a relaunch under the same id is pinned afresh."""
+        if not agents.keys() <= self.pins.keys():
+            for a in agents.keys() - self.pins.keys():
+                self.pins[a] = work_dir(agents[a])
+        self._steps += 1
+        if self._steps % PIN_PRUNE == 0:
+            for a in [a for a in self.pins if a not in dod and a not in agents]:
+                del self.pins[a]
 
     def close(self, timeout: float = 2.0) -> None:
         """Stop the workers and kill every check still running (a claim checked but not recorded
