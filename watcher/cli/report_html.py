@@ -23,6 +23,10 @@ from events.errors import FleetwatchError
 from projections.text import safe
 
 
+MAX_BARS = 120     # bars per chart (days summed k at a time beyond that)
+MAX_LABELS = 20    # labelled bars per chart
+
+
 def _e(value: object, limit: int | None = None) -> str:
     """One inert line of HTML text: visible escapes for controls and bidi, then HTML-escaped."""
     return html.escape(safe(value, limit))
@@ -35,6 +39,16 @@ def _svg(fig: Any) -> str:
     return svg[svg.index("<svg"):]          # drop the XML prolog and doctype: inline in HTML
 
 
+def bins(days: list[dict]) -> tuple[int, list[dict]]:
+    """(k, the days summed k at a time) with at most ``MAX_BARS`` bars: a range of years (a log
+    with one event from a wrong clock) is a chart of ``MAX_BARS`` bars, not one bar a day."""
+    k = max(1, -(-len(days) // MAX_BARS))
+    if k == 1:
+        return 1, days
+    return k, [{"day": days[i]["day"], **{f: sum(d[f] for d in days[i:i + k]) for f in ("met", "failed", "reclama_s")}}
+               for i in range(0, len(days), k)]
+
+
 def charts(fig: dict[str, Any]) -> dict[str, str]:
     """{chart id: inline SVG} for the three charts."""
     try:
@@ -45,25 +59,29 @@ def charts(fig: dict[str, Any]) -> dict[str, str]:
     except ImportError as e:
         raise FleetwatchError("the HTML report needs matplotlib", op="report --html",
                               hint="pip install 'fleetwatch[report]'") from e
-    days = fig["days"]
-    labels = [d["day"][5:] for d in days]
+    k, days = bins(fig["days"])
+    per = "day" if k == 1 else f"{k} days"
+    years = len({d["day"][:4] for d in days}) > 1
+    step = max(1, -(-len(days) // MAX_LABELS))
     x = list(range(len(days)))
+    ticks = x[::step]
+    labels = [days[i]["day"] if years else days[i]["day"][5:] for i in ticks]
     out = {}
     plt.rcParams.update({"svg.hashsalt": "fleetwatch", "font.size": 9})
 
     f, ax = plt.subplots(figsize=(7, 2.6))
     ax.bar(x, [d["met"] for d in days], color="#2e7d32", label="met")
     ax.bar(x, [d["failed"] for d in days], bottom=[d["met"] for d in days], color="#c62828", label="failed")
-    ax.set_title("DoD verdicts per day")
-    ax.set_xticks(x, labels, rotation=45 if len(x) > 10 else 0)
+    ax.set_title(f"DoD verdicts per {per}")
+    ax.set_xticks(ticks, labels, rotation=45 if len(ticks) > 10 else 0)
     ax.legend(frameon=False)
     out["dod"] = _svg(f)
     plt.close(f)
 
     f, ax = plt.subplots(figsize=(7, 2.6))
     ax.bar(x, [d["reclama_s"] / 3600.0 for d in days], color="#ef6c00")
-    ax.set_title("Agent-hours waiting on you per day (RECLAMA)")
-    ax.set_xticks(x, labels, rotation=45 if len(x) > 10 else 0)
+    ax.set_title(f"Agent-hours waiting on you per {per} (RECLAMA)")
+    ax.set_xticks(ticks, labels, rotation=45 if len(ticks) > 10 else 0)
     out["waiting"] = _svg(f)
     plt.close(f)
 
