@@ -164,3 +164,24 @@ def test_a_recreated_host_log_is_not_a_shared_name(tmp_path):
         elog.close()
         for lg in logs:
             lg.close()
+
+
+def test_a_deeply_nested_payload_does_not_stop_the_hub(tmp_path, nats_server):
+    """Before: a row whose payload nested objects 1,000 deep (6 KB) (a seq after a gap, so no chain
+    link to check) made to_hub raise RecursionError out of msgspec; the hub dropped the
+    connection, got the same message again, and never consumed anything after it: every
+    host's rows stopped at the hub. Now it is kept as a host.event and the rest flows."""
+    deep = b'{"agent":"a",' + b'"x":{' * 1000 + b"}" * 1000 + b"}"
+    _publish(nats_server.url, [_forged("vm9", "ab" * 8, 5, "deep", deep, b"\x33" * 32)])
+    host = EventLog(str(tmp_path / "vm1.db"), durability="normal")
+    host.append([classified("a1", "RECLAMA")], T0)
+    fw = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(tmp_path / "vm1.db")).start()
+    hub = HubThread(hub_cfg(tmp_path, nats_server.url), str(tmp_path / "hub.db"))
+    try:
+        until(lambda: any(i.startswith("vm1/") for i in hub_rows(str(tmp_path / "hub.db"))), 20,
+              what="the genuine row after the nested one")
+    finally:
+        fw.stop(2.0)
+        hub.close()
+        host.close()
+    assert _agents(str(tmp_path / "hub.db"))["vm1/a1"]["class"] == "RECLAMA"

@@ -143,8 +143,8 @@ def to_hub(o: Origin) -> Any:
     if not o.type.startswith(LOCAL_TYPES):
         try:
             ev = decode_data(o.type, o.data)
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
-            ev = None
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError, RecursionError):
+            ev = None   # RecursionError: a payload nested 1,000 deep (msgspec gives up by raising it)
     if ev is None or isinstance(ev, Unknown):
         return HostEvent(host=o.host, kind=o.type, ref=o.subject[:200], seq=o.seq)
     return prefixed(ev, o.host)
