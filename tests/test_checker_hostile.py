@@ -241,3 +241,20 @@ def test_a_claim_that_moves_its_cwd_is_not_checked_elsewhere(tmp_path):
     finally:
         w.checker.close()
         w.close()
+
+
+def test_an_unwritable_groups_folder_warns_once_and_checks_still_run(tmp_path, caplog):
+    """Before: one warning per check started (a fleet's worth in the journal, check after
+    check); the checks themselves must run regardless."""
+    from watcher.runtime.checker import run_check
+
+    (tmp_path / "groups").write_text("a file, not a folder")
+    c = Checker(10, 1 << 20, groups=str(tmp_path / "groups"))
+    try:
+        for _ in range(3):
+            r = run_check({"id": "t", "kind": "cmd", "cmd": ["true"]}, str(tmp_path), 10, 1 << 20, c.running)
+            assert r["status"] == "pass"
+    finally:
+        c.close()
+    warned = [r for r in caplog.records if r.name == "fleetwatch.checker" and r.levelname == "WARNING"]
+    assert len(warned) == 1, [r.getMessage() for r in warned]

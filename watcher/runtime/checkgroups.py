@@ -63,6 +63,7 @@ class Ledger(set):
         self.folder = folder
         me = _stat(os.getpid())
         self.owner = f"{os.getpid()} {me[1] if me else 0}"
+        self.warned = False
 
     def add(self, pgid: int) -> None:       # type: ignore[override]
         super().add(pgid)
@@ -74,7 +75,10 @@ class Ledger(set):
                 f.write(f"{st[1] if st else 0} {self.owner}\n")
             os.replace(tmp, os.path.join(self.folder, str(pgid)))
         except OSError as e:
-            log.warning("cannot record a running check (%s): a watcher killed now leaves it running", e.strerror)
+            if not self.warned:   # once: a folder that cannot be written stays so, check after check
+                self.warned = True
+                log.warning("cannot record the running checks in %s (%s): a watcher killed -9 now leaves "
+                            "them running", self.folder, e.strerror)
 
     def discard(self, pgid: int) -> None:   # type: ignore[override]
         super().discard(pgid)
