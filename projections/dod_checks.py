@@ -77,15 +77,15 @@ def _check_error(i: int, c: Any, seen: set[str]) -> str | None:
             return f"{where} ({cid[:40]}): unknown expect key {k[:30]!r} (known: {', '.join(EXPECT_KEYS)})"
         if k == "exit" and (type(v) is not int):
             return f"{where} ({cid[:40]}): expect.exit must be an integer"
-        if k in ("stdout_gt", "stdout_lt") and (type(v) not in (int, float) or not math.isfinite(v)):
+        if k in ("stdout_gt", "stdout_lt") and not (type(v) is int or (type(v) is float and math.isfinite(v))):
             return f"{where} ({cid[:40]}): expect.{k} must be a number"
         if k in ("stdout_eq", "stdout_re") and not isinstance(v, str):
             return f"{where} ({cid[:40]}): expect.{k} must be a string"
         if k == "stdout_re":
             try:
                 re.compile(v)
-            except re.error as e:
-                return f"{where} ({cid[:40]}): expect.stdout_re does not compile ({e})"
+            except (re.error, RecursionError, OverflowError) as e:  # 1,000 nested groups: RecursionError
+                return f"{where} ({cid[:40]}): expect.stdout_re does not compile ({str(e) or type(e).__name__})"
     return None
 
 

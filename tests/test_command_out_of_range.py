@@ -43,8 +43,6 @@ def poll(tmp_path, items, entity=""):
     ('{"name": "b", "state": "busy", "tools_open": [{"n": -Infinity}]}', "tools_open: out-of-range number"),
     ('{"name": "b", "state": "busy", "dod_contract": ' + CHECK % ("stdout_gt", "1e400") + "}",
      "dod_contract: out-of-range number"),
-    ('{"name": "b", "state": "busy", "dod_contract": ' + CHECK % ("stdout_gt", BIG) + "}",
-     "out-of-range number (an integer beyond"),
 ])
 def test_one_item_out_of_range_is_that_agents_error_not_the_sources(tmp_path, bad, why):
     r = poll(tmp_path, [GOOD[0], bad, GOOD[1]])
@@ -58,6 +56,9 @@ def test_one_item_out_of_range_is_that_agents_error_not_the_sources(tmp_path, ba
 @pytest.mark.parametrize("bad", [
     '{"name": "b", "state": "busy", "cost": 1e400, "nested": {"x": [NaN]}}',   # keys never read
     '{"name": "b", "state": "busy", "last_activity": ' + BIG + "}",             # a huge int: no time
+    # a huge integer is a number a check's stdout can be compared with exactly (it raised
+    # OverflowError in the contract's check, in goal.json too: tests/test_parse_raises_one_file.py)
+    '{"name": "b", "state": "busy", "dod_contract": ' + CHECK % ("stdout_gt", BIG) + "}",
 ])
 def test_out_of_range_where_nothing_reads_it_changes_nothing(tmp_path, bad):
     r = poll(tmp_path, [GOOD[0], bad, GOOD[1]])

@@ -4,8 +4,8 @@
   read again; reads are capped at ``max_bytes`` (larger -> "too large").
 - A file that fails to parse counts only after two consecutive failed reads; meanwhile its last
   good observation stands (a half-written file is not MAL_LANZADO).
-- Errors (unreadable file, symlink loop) become observations or a failed SourceResult, never
-  exceptions out of ``poll``.
+- Errors (unreadable file, symlink loop, a parser that raises) become that file's observation
+  or a failed SourceResult, never exceptions out of ``poll``.
 - Nothing can block a read: a file is opened ``O_NONBLOCK`` and its open descriptor checked
   (``fstat``) before one byte is read; anything but a regular file (FIFO, socket, device,
   folder), also behind a symlink, is MAL_LANZADO "a FIFO, not a regular file" and never read.
@@ -23,11 +23,10 @@
 from __future__ import annotations
 
 import glob
-from itertools import compress
-from operator import ne
 import logging
-import operator
 import math
+from itertools import compress
+from operator import attrgetter, ne
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -41,10 +40,9 @@ from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _stat, re
 from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
-_KEY = operator.attrgetter("st_ino", "st_size", "st_mtime_ns")
-# A folder's listing is reused while its mtime is unchanged, but only when that mtime is older
-# than the listing by this margin (a change in the same clock tick as the listing would leave
-# the mtime as it was: the "racy" case git's index knows too).
+_KEY = attrgetter("st_ino", "st_size", "st_mtime_ns")
+# A folder's listing is reused while its mtime is unchanged, only when that mtime is older than the
+# listing by this margin (a change in the listing's clock tick leaves the mtime: git's "racy" case).
 _RACY_NS = 2_000_000_000
 _RELIST_NS = 30_000_000_000  # and it is listed anyway this often (a file system whose mtimes lag)
 DEFAULT_MAX_BYTES = 1 << 20  # per goal.json / steps.json unless the source sets max_bytes
@@ -69,9 +67,8 @@ class GlobSource:
         self._obs_of: dict[str, Any] = {}      # path -> the observation it gave last
         self._suspects: set[str] = set()       # files that failed their first read
         self._cursor = 0                       # where the next rolling sweep starts in ``_paths``
-        # (the previous result list, the new one, the (old, new) observations that differ between
-        # them; None for a file that came or went): set when a poll changed the result in place,
-        # so the watcher can merge only those (watcher/runtime/merged.py)
+        # (old result list, new one, the differing (old, new) observations; None: a file came or
+        # went): set when a poll changed the result in place, merged alone (runtime/merged.py)
         self.delta: tuple[list[Any] | None, list[Any], tuple[tuple[Any, Any], ...]] | None = None
         self._names_new = False                # the listing changed since the last stat pass
         self._root_key: tuple[int, int, int] | None = None  # ROOT's (dev, inode, mtime_ns) at that listing
@@ -84,12 +81,10 @@ class GlobSource:
     # the folders to watch with inotify
     def watch_roots(self) -> list[str]:
         from watcher.config import _glob_root
-
         return [_glob_root(self.pattern)]
 
     def matches(self, path: str) -> bool:
         import fnmatch
-
         return fnmatch.fnmatch(path, self.pattern)
 
     def parse(self, raw: bytes, path: str, folder_id: str, mtime: float) -> Any:
@@ -99,8 +94,7 @@ class GlobSource:
         return obs.error is not None
 
     def _read(self, path: str, st: os.stat_result) -> Any:
-        """The observation of a regular file ``st`` stat'ed: read_new checks its kind and size
-        again on the open descriptor (it may have changed since the stat)."""
+        """The observation of a regular file ``st`` stat'ed (read_new checks it again, opened)."""
         try:
             _, raw, bad = read_new(path, self.max_bytes)  # no 1 MB buffer per file
         except NotRegular as e:  # replaced by a FIFO (or other) between the stat and the open
@@ -110,9 +104,17 @@ class GlobSource:
         return self._observed(path, raw, bad, st.st_mtime)
 
     def _observed(self, path: str, raw: bytes, why: str | None, mtime: float) -> Any:
-        """The observation of bytes read from ``path``: its parse, or the error ``why``."""
+        """The observation of bytes read from ``path``: its parse, or the error ``why``; a parser
+        that raises (a 400-digit contract number raised OverflowError) is that file's error, not
+        the source's (it failed whole, every agent unseen, for one file)."""
         folder_id = _folder_id(path)
-        return self.error_obs(folder_id, path, why) if why else self.parse(raw, path, folder_id, mtime)
+        if why:
+            return self.error_obs(folder_id, path, why)
+        try:
+            return self.parse(raw, path, folder_id, mtime)
+        except Exception as e:  # logged when the file changed: only then is it parsed again
+            log.warning("%s: %r could not be parsed (%r)", self.name, path, e)
+            return self.error_obs(folder_id, path, f"could not be parsed ({type(e).__name__})")
 
     def error_obs(self, folder_id: str, path: str, reason: str) -> Any:
         raise NotImplementedError
@@ -452,8 +454,7 @@ class GlobSource:
         return self.result(self._items)
 
     def _emit(self, changed: bool, looked: bool = False) -> SourceResult:
-        """The result from the cache (the previous one again when nothing changed). ``looked``:
-        some entries were read again (which files await their second read may differ)."""
+        """The result from the cache (the previous one if unchanged); ``looked``: some were read."""
         if changed or self._items is None:
             cache = self.cache
             self._obs_of = {p: e.obs for p, e in cache.items()}
