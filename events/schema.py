@@ -31,6 +31,7 @@ Guards
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 
 import apsw
@@ -219,7 +220,8 @@ def check_path(path: str, create: bool, *, readonly: bool = False, parents: bool
     parent = os.path.dirname(os.path.abspath(path))
     if not parents and not os.path.isdir(parent):
         raise StoreError(f"the folder {parent} does not exist (a typo?); nothing was created", op="create",
-                         path=path, hint="fix the path, or pass --create to make the folder and a new log")
+                         path=path, hint=f"fix the path, or make the folder first (mkdir -p {shlex.quote(parent)}); "
+                         "`fleetwatch run --create` makes it too")
     try:
         if not os.path.isdir(parent):
             private_dir(parent)  # 0700 whatever the umask, parents too (issue 13)
