@@ -224,3 +224,38 @@ def test_a_key_made_readable_by_others_refuses_every_link(site):
     assert site.req(f"/n/{site.notice}?t={site.token}")[0] == 403
     os.chmod(key_path(site.cfg), 0o600)
     assert site.req(f"/n/{site.notice}?t={site.token}")[0] == 200
+
+
+def test_behind_a_proxy_at_a_path_the_buttons_links_and_redirects_keep_the_prefix(tmp_path, monkeypatch):
+    """Found reading the page behind `public_url = "https://fleet.example.net/fw"` (a TLS proxy
+    mounting the endpoint at /fw, as the docs advise): the push's link carried /fw, but the
+    page's forms, its fleet link and the 303 after a tap pointed at /n/..., outside the proxy."""
+    import re
+    from urllib.parse import urljoin, urlsplit
+
+    import tests.test_web as tw
+    from watcher.config import parse
+
+    def behind_proxy(tmp, extra: str = ""):
+        return parse(f'[store]\npath = "{tmp}/e.db"\n[notify]\nurls = ["json://127.0.0.1:9/x"]\n[web]\n'
+                     f'listen = "127.0.0.1:0"\npublic_url = "https://fleet.example.net/fw/"\n'
+                     f'key_file = "{tmp}/state/web.key"\n', check_paths=False)
+
+    monkeypatch.setattr(tw, "make_cfg", behind_proxy)
+    s = tw.Site(tmp_path)
+    try:
+        pushed = f"https://fleet.example.net/fw/n/{s.notice}?t={s.token}"
+        code, html, _ = s.req(f"/n/{s.notice}?t={s.token}")   # what the proxy forwards, /fw stripped
+        assert code == 200
+        targets = re.findall(r"action='([^']+)'", html) + re.findall(r"href='([^']+)'", html)
+        assert len(targets) == 4
+        for t in targets:
+            assert urlsplit(urljoin(pushed, t.replace("&amp;", "&"))).path.startswith("/fw/n/"), t
+        code, fleet, _ = s.req(f"/n/{s.notice}/fleet?t={s.token}")
+        back = re.findall(r"href='([^']+)'", fleet)[0].replace("&amp;", "&")
+        assert urljoin(pushed, back) == pushed
+        code, _, headers = s.req(f"/n/{s.notice}/ack", {"t": s.token})
+        assert code == 303
+        assert urlsplit(urljoin(pushed, headers["Location"])).path == f"/fw/n/{s.notice}"
+    finally:
+        s.close()

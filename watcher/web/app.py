@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from typing import Any, Callable
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
@@ -33,7 +33,7 @@ from events.log import EventLog
 from projections.report_view import today_line
 from watcher.config import Config
 from watcher.runtime.acks import SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for, unchanged
-from watcher.runtime.links import KeyError_, check, key_path, load_key
+from watcher.runtime.links import KeyError_, check, key_path, load_key, public_base
 from watcher.web import pages
 
 
@@ -50,6 +50,9 @@ class WebApp:
         self.cfg = cfg
         self.db = db
         self.clock = clock
+        # the path public_url puts before /n/ (behind a reverse proxy mounted at /fleet: "/fleet"):
+        # the page's forms, links and redirects go through the proxy as the push's link does
+        self.base = quote(urlsplit(public_base(cfg)).path.rstrip("/"), safe="/")
         self.key_file = key_path(cfg)
         self.key: bytes | None = load_key(self.key_file)
         self._key_id = _file_id(self.key_file)
@@ -138,12 +141,12 @@ class WebApp:
         with self._lock:
             elog, states = self._states()
             if endpoint == "fleet":
-                back = f"/n/{notice}?t={quote(token or '')}"
+                back = f"{self.base}/n/{notice}?t={quote(token or '')}"
                 today = today_line(states["report"], now) if "report" in states else ""
                 return self._html(200, pages.fleet_page(states["fleet"]["agents"], now, back, today))
             items = self._items(elog, states, notice, now)
         done = req.args.get("done", "")
-        return self._html(200, pages.notice_page(notice, token or "", items, now, done))
+        return self._html(200, pages.notice_page(notice, token or "", items, now, done, self.base))
 
     def _items(self, elog: EventLog, states: dict[str, Any], notice: str, now: float) -> list[dict]:
         conds = states["notify"]["conds"]
@@ -178,7 +181,7 @@ class WebApp:
                 self._proj.catch_up(elog)
         log.info("web: %s on notice %s (%d event(s))", action, notice, len(evs))
         r = Response(status=303)
-        r.headers["Location"] = f"/n/{notice}?t={quote(token)}&done={action}"
+        r.headers["Location"] = f"{self.base}/n/{notice}?t={quote(token)}&done={action}"
         r.headers.update(pages.HEADERS)
         return r
 

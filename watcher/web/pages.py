@@ -51,8 +51,9 @@ def _text(value: object, limit: int = 120) -> Markup:
     return escape(safe(value, limit))
 
 
-def notice_page(notice: str, token: str, items: list[dict], now: float, done: str = "") -> str:
-    """The page of one notice: its items, then Acknowledge / Snooze 1h / Silence agent 1d."""
+def notice_page(notice: str, token: str, items: list[dict], now: float, done: str = "", base: str = "") -> str:
+    """The page of one notice: its items, then Acknowledge / Snooze 1h / Silence agent 1d.
+    ``base``: the path ``[web] public_url`` puts before ``/n/`` (a reverse proxy's prefix)."""
     rows = []
     for it in items[:MAX_ITEMS]:
         status = it.get("status", "")
@@ -61,14 +62,14 @@ def notice_page(notice: str, token: str, items: list[dict], now: float, done: st
             escape(it["cls"]), _text(it["cls"], 40), _text(it["name"], 80), age(now - it["since"]),
             Markup(" · {}").format(_text(it["text"], 200)) if it.get("text") else "", escape(status)))
     rows += _more(len(items) - MAX_ITEMS, "the buttons act on all of them")
-    forms = [Markup("<form method=post action='/n/{}/{}'><input type=hidden name=t value='{}'>"
+    forms = [Markup("<form method=post action='{}/n/{}/{}'><input type=hidden name=t value='{}'>"
                     "<button type=submit name=action value='{}' class='{}'>{}</button></form>").format(
-        notice, action, token, action, "primary" if action == "ack" else "", label) for action, label in ACTIONS]
+        base, notice, action, token, action, "primary" if action == "ack" else "", label) for action, label in ACTIONS]
     banner = Markup("<div class=done role=status>{}</div>").format(DONE[done]) if done in DONE else ""
-    body = Markup("<h1>fleetwatch · {} item(s)</h1>{}<ul>{}</ul>{}<p><a href='/n/{}/fleet?t={}'>The whole fleet"
+    body = Markup("<h1>fleetwatch · {} item(s)</h1>{}<ul>{}</ul>{}<p><a href='{}/n/{}/fleet?t={}'>The whole fleet"
                   "</a></p><p class=muted>notice {}</p>").format(
         len(items), banner, Markup("").join(rows) or Markup("<li>nothing open any more</li>"),
-        Markup("").join(forms), notice, token, notice)
+        Markup("").join(forms), base, notice, token, notice)
     return _doc(f"fleetwatch: {len(items)} item(s)", body)
 
 
