@@ -52,3 +52,22 @@ def test_acking_twice_records_one_ack_and_a_new_for_is_recorded(tmp_path):
     back = fw("ack", "a1", "--db", str(db))                        # and back to until it clears
     assert back.returncode == 0 and back.stdout.startswith("acknowledged"), back
     assert len(acks(db)) == 3
+
+
+def test_the_same_snooze_twice_a_few_seconds_apart_records_one_as_the_phone_page_does(tmp_path):
+    """`ack --for 30m` run twice seconds apart recorded two acks (their ends differ by those
+    seconds), while the phone page's Snooze answered the same double tap with nothing: one rule
+    now (watcher/runtime/acks.unchanged, AGAIN_S). A longer or a shorter snooze is a change."""
+    db = tmp_path / "e.db"
+    log = EventLog(str(db))
+    log.append([AgentClassified(agent="a1", from_="TRABAJANDO", to="RECLAMA", state="waiting",
+                                phase="preguntando", reason="waiting for the human")], time.time())
+    log.close()
+    assert fw("ack", "a1", "--for", "30m", "--db", str(db)).returncode == 0
+    time.sleep(1.2)   # the second end is a second later: the same request again
+    again = fw("ack", "a1", "--for", "30m", "--db", str(db))
+    assert again.returncode == 0 and "already acknowledged agent:a1 RECLAMA until " in again.stdout, again.stdout
+    assert len(acks(db)) == 1
+    assert fw("ack", "a1", "--for", "2h", "--db", str(db)).returncode == 0      # longer: recorded
+    assert fw("ack", "a1", "--for", "10m", "--db", str(db)).returncode == 0     # shorter: recorded
+    assert [bool(e.until) for e in acks(db)] == [True, True, True]

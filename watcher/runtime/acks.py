@@ -23,6 +23,7 @@ from events.types import NoticeAcked, SilenceAdded
 NOTICE_RE = re.compile(r"^n[0-9a-f]{15}$")
 SNOOZE_S = 3600.0
 SILENCE_S = 86400.0
+AGAIN_S = 60.0   # a snooze this close to one already in force is the same request again
 
 
 class UnknownTarget(FleetwatchError):
@@ -81,15 +82,20 @@ def resolve(log: Any, state: dict, target: str) -> tuple[str, list[str]]:
 
 
 def unchanged(state: dict, cids: list[str], now: float, for_s: float | None = None) -> list[str]:
-    """The conditions of ``cids`` whose ack in force already ends where this one would (until it
-    clears without ``for_s``; at the same instant as its ``until`` with it): acking them again
-    records nothing. The notify projection keeps ``acked`` = the end (NEVER = until it clears)."""
+    """The conditions of ``cids`` whose ack in force already says what this one would: acking
+    them again records nothing. Without ``for_s``: acked until it clears. With it: a snooze in
+    force that ends from ``AGAIN_S`` before to 1 s after ``now + for_s`` (the same request
+    again: `ack --for 30m` run twice a few seconds apart, a double tap, a resubmitted form; the
+    CLI and the phone page answer it alike). The notify projection keeps ``acked`` = the end
+    (NEVER = until it clears)."""
     from projections.notify_policy import NEVER
 
-    want = parse_iso(iso(now + for_s)) if for_s else NEVER
     conds = state["conds"]
+    if not for_s:
+        return [c for c in cids if (a := conds[c].get("acked")) is not None and now < a and a >= NEVER]
+    want = parse_iso(iso(now + for_s))
     return [c for c in cids if (a := conds[c].get("acked")) is not None and now < a
-            and (a >= NEVER if want >= NEVER else a == want)]
+            and want - AGAIN_S <= a <= want + 1.0]
 
 
 def ack(notice: str, cids: list[str], via: str, now: float, for_s: float | None = None) -> NoticeAcked:
