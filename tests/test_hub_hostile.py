@@ -46,6 +46,15 @@ def _agents(db: str) -> dict:
         lg.close()
 
 
+def _verify_ok(db: str) -> None:
+    lg = EventLog(db, durability="normal")
+    try:
+        _, lines, ok = store.host_report(lg.db)
+    finally:
+        lg.close()
+    assert ok, lines
+
+
 def test_forged_rows_are_refused_before_the_hub_folds_them(tmp_path, nats_server):
     """Before: a message for vm1 with a new event id at a seq the hub already held (its origin
     row ignored, its event folded) turned vm1/a1 DICE_TERMINADO, and `verify` still said ok; a
@@ -79,12 +88,7 @@ def test_forged_rows_are_refused_before_the_hub_folds_them(tmp_path, nats_server
     assert _agents(str(tmp_path / "hub.db"))["vm1/a1"]["class"] == "RECLAMA"
     assert not any("forged" in i for i in rows), sorted(rows)
     assert hub.hub.stats["rejected"] == 2
-    lg = EventLog(str(tmp_path / "hub.db"), durability="normal")
-    try:
-        _, lines, ok = store.host_report(lg.db)
-    finally:
-        lg.close()
-    assert ok, lines
+    _verify_ok(str(tmp_path / "hub.db"))
 
 
 def test_a_row_whose_hash_does_not_follow_is_refused_in_the_same_batch(tmp_path):
@@ -185,3 +189,32 @@ def test_a_deeply_nested_payload_does_not_stop_the_hub(tmp_path, nats_server):
         hub.close()
         host.close()
     assert _agents(str(tmp_path / "hub.db"))["vm1/a1"]["class"] == "RECLAMA"
+
+
+def test_a_nats_that_comes_back_without_its_store_gets_the_rows_again(tmp_path, nats_server):
+    """Before: rows the stream had acknowledged, then lost with its store (the server came
+    back empty), were never sent again: a hub that had not consumed them yet never got them
+    (verify: GAPS, missing 1..10). Now the forwarder sees the stream hold fewer messages than
+    it acknowledged and forwards its chain again from seq 1 (known ids are no-ops)."""
+    import shutil
+
+    host = EventLog(str(tmp_path / "vm1.db"), durability="normal")
+    host.append([classified(f"a{i}", "RECLAMA") for i in range(10)], T0)
+    fw = Forwarder(fwd_cfg(nats_server.url, "vm1"), str(tmp_path / "vm1.db")).start()
+    hub = None
+    try:
+        until(lambda: fw.stats["position"] == 10, what="10 rows acknowledged")
+        nats_server.kill()
+        shutil.rmtree(nats_server.root / "js")
+        nats_server.start()
+        host.append([classified(f"b{i}", "RECLAMA") for i in range(5)], T0 + 1)
+        until(lambda: fw.stats["position"] == 15, what="the new rows forwarded")
+        hub = HubThread(hub_cfg(tmp_path, nats_server.url), str(tmp_path / "hub.db"))
+        until(lambda: sum(1 for i in hub_rows(str(tmp_path / "hub.db")) if i.startswith("vm1/")) >= 15, 20,
+              what="all 15 rows at the hub")
+    finally:
+        fw.stop(2.0)
+        if hub is not None:
+            hub.close()
+        host.close()
+    _verify_ok(str(tmp_path / "hub.db"))

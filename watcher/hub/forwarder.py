@@ -109,6 +109,7 @@ class Forwarder:
         self._thread: threading.Thread | None = None
         self._elog: EventLog | None = None  # the thread's own connection
         self.chain, self.pos = "", 0        # the acknowledged prefix: (chain id, last acked seq)
+        self.stream_seq = 0                 # the highest stream seq an ack of ours named (this run)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> Forwarder:
@@ -160,6 +161,7 @@ class Forwarder:
                 try:
                     js = nc.jetstream(publish_async_max_pending=max(256, 2 * self.batch))
                     await ensure_stream(js, self.stream)
+                    await self._lost(js)
                     await self._forward(elog, nc, js)
                     attempt = 0
                 except Exception as e:
@@ -176,6 +178,20 @@ class Forwarder:
         finally:
             self._elog = None
             elog.close()
+
+    async def _lost(self, js: Any) -> None:
+        """A stream that came back with fewer messages than an ack of ours named (its server
+        lost its store, or it was deleted and created again) lost rows we had counted as
+        forwarded: forward the chain again from seq 1 (the stream and the hub drop what they
+        still have by id). Without this a hub down during the loss never got them at all."""
+        if not self.stream_seq:
+            return
+        info = await js.stream_info(self.stream)
+        if info.state.last_seq < self.stream_seq:
+            log.warning("stream %s holds fewer messages (last seq %d) than it acknowledged to us (%d): it lost "
+                        "them; forwarding again from seq 1", self.stream, info.state.last_seq, self.stream_seq)
+            self.pos = self.stats["position"] = 0
+            self.stream_seq = info.state.last_seq
 
     async def _backoff(self, attempt: int, why: str) -> None:
         if attempt == 0:
@@ -248,6 +264,7 @@ class Forwarder:
             pos = r.seq
             if f is not None:
                 self.stats["acked"] += 1
+                self.stream_seq = max(self.stream_seq, getattr(f.result(), "seq", 0) or 0)
         for f in pending:
             if not f.done():
                 f.cancel()
