@@ -32,14 +32,14 @@ from werkzeug.wrappers import Request, Response
 from events.log import EventLog
 from projections.report_view import today_line
 from watcher.config import Config
-from watcher.runtime.acks import SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for, unchanged
+from watcher.runtime.acks import (AGAIN_S, SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for,
+                                  unchanged)
 from watcher.runtime.links import KeyError_, check, key_path, load_key, public_base
 from watcher.web import pages
 
 
 log = logging.getLogger("fleetwatch.web")
 MAX_BODY = 16 * 1024
-AGAIN_S = 60.0   # a snooze or silence this close to one already in force is the same tap again
 ACTIONS = ("ack", "snooze", "silence")
 
 
@@ -187,15 +187,11 @@ class WebApp:
 
 
 def _not_yet(st: dict, cids: list[str], now: float, for_s: float | None) -> list[str]:
-    """The conditions a tap would change: an Acknowledge of what is acked until it clears (as
-    `fleetwatch ack` twice), or a Snooze of what a snooze ending within ``AGAIN_S`` of this one
-    already covers (a double tap, a resubmitted form, a retried POST) records nothing."""
-    if for_s is None:
-        same = set(unchanged(st, cids, now, None))
-        return [c for c in cids if c not in same]
-    want = now + for_s
-    conds = st["conds"]
-    return [c for c in cids if not ((a := conds[c].get("acked")) is not None and want - AGAIN_S <= a <= want + 1.0)]
+    """The conditions a tap would change (``acks.unchanged``, the rule `fleetwatch ack` uses):
+    Acknowledge on what is acked until it clears, or Snooze again within ``AGAIN_S`` of the same
+    snooze (a double tap, a resubmitted form, a retried POST) records nothing."""
+    same = set(unchanged(st, cids, now, for_s))
+    return [c for c in cids if c not in same]
 
 
 def _silenced(st: dict, subject_match: str, until: float) -> bool:
