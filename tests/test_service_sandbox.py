@@ -220,7 +220,7 @@ group_wait = "1s"
         assert r.returncode == 0, r.stderr + (out.read_text() if out.exists() else "")
         show = m.run("systemctl", "--user", "show", unit, "-p", "ActiveState", "-p", "PrivateUsers",
                      "-p", "MemoryDenyWriteExecute", "-p", "RestrictNamespaces", env=env).stdout
-        assert "ActiveState=active" in show and "MemoryDenyWriteExecute=yes" in show and "RestrictNamespaces=yes" in show, show
+        assert "ActiveState=active" in show and "MemoryDenyWriteExecute=no" in show and "RestrictNamespaces=yes" in show, show
         def classified():
             out = m.run(str(FLEETWATCH), "tail", "-n", str(MANY + 200), "--json", "--db", str(work / "events.db"),
                         env=env, check=False).stdout
@@ -276,3 +276,53 @@ def service_properties(unit: Path) -> list[str]:
         if section == "[Service]" and key not in _NOT_PROPERTIES:
             props.append(line)
     return props
+
+
+# what a transient unit can run a command under: the sandbox lines, not the service's own type and life
+_LIFE = ("Type", "NotifyAccess", "Restart", "RestartSec", "RestartPreventExitStatus", "TimeoutStartSec",
+         "TimeoutStopSec", "WatchdogSec")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool,argv,want", [
+    ("node", ["node", "-e", "console.log([1, 2, 3].map(x => x * 2).join())"], "2,4,6"),
+    ("java", ["java", "-version"], "version"),
+])
+def test_a_dod_check_that_runs_a_jit_passes_under_the_watchers_sandbox(tmp_path, tool, argv, want):
+    """The DoD checker runs a contract's commands inside the watcher's unit, and the unit had
+    MemoryDenyWriteExecute=yes: node aborted in V8 (Runtime_CompileLazy) and java said "Failed to
+    mark memory page as executable", so every `npm test`/`mvn test` check under the service was a
+    false "failed". Found by a helper attacking the checker, reproduced with systemd-run under a
+    real user manager. `fleetwatch check` of an agent whose contract runs the JIT, under exactly
+    the installed unit's sandbox lines: the verdict is met."""
+    if shutil.which(tool) is None:
+        pytest.skip(f"no {tool} here (Debian: apt-get install {'nodejs' if tool == 'node' else 'default-jre-headless'})")
+    m = _manager()
+    if m.run(str(FLEETWATCH), "--help", check=False).returncode != 0:
+        pytest.skip(f"this checkout's fleetwatch cannot be run by {m.user} (.ci/run does `chmod o+x /root`)")
+    work = Path(tempfile.mkdtemp(prefix="fw-jit-"))
+    try:
+        repo = work / "repo"
+        _goal(work / "agents" / "j1", state="idle", phase="hecho", cwd=str(repo),
+              dod_contract=[{"id": "jit", "kind": "cmd", "required": True, "cmd": argv, "expect": {"exit": 0}}])
+        repo.mkdir()
+        cfg = work / "c.toml"
+        cfg.write_text(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{work}/agents/*/goal.json"\n')
+        env = {"HOME": str(Path(m.pw.pw_dir)), "XDG_STATE_HOME": str(work / "state")}
+        if os.geteuid() == 0 and m.pw.pw_uid != 0:
+            shutil.chown(work, m.user)
+            for p in work.rglob("*"):
+                shutil.chown(p, m.user)
+        db = str(work / "events.db")
+        m.run(str(FLEETWATCH), "run", "--once", "--create", "--config", str(cfg), "--db", db, env=env)
+        props = [p for p in service_properties(_install(work / "installed") / "fleetwatch.service")
+                 if p.partition("=")[0] not in _LIFE]
+        r = m.run("systemd-run", "--user", "--wait", "--pipe", "--quiet", *[f"--property={p}" for p in props],
+                  *[f"--setenv={k}={v}" for k, v in env.items()],
+                  str(FLEETWATCH), "check", "j1", "--json", "--config", str(cfg), "--db", db, env=env, check=False,
+                  timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out = json.loads(r.stdout)
+        assert out["verdict"] == "met", out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
