@@ -125,3 +125,39 @@ def link(cfg: Config, key: bytes, notice: str, now: float) -> str:
         return ""
     ttl = parse_duration(cfg.web.token_ttl, "web.token_ttl")
     return f"{public_base(cfg)}/n/{notice}?t={sign(key, notice, now, ttl)}"
+
+
+def _file_id(path: str) -> tuple[int, ...] | None:
+    """What changes when the key file is deleted, replaced, rewritten or chmod-ed (ctime)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size, st.st_mode)
+
+
+class CurrentKey:
+    """The key as its file holds it now, for the page (every request) and the notifier (every
+    push): deleting or replacing the file revokes every link at once and the next push is
+    signed with the new key (a missing one is made anew, as at start). ``get`` is one stat while
+    the file is unchanged; a key that cannot be used (readable by others, damaged) is None, and
+    ``problem`` says why (the caller logs it once per change)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.key: bytes | None = None
+        self.problem: FleetwatchError | None = None
+        self._id: tuple[int, ...] | None = None
+        self.changes = -1   # how often the file changed after the first load
+
+    def get(self) -> bytes | None:
+        fid = _file_id(self.path)
+        if fid is None or fid != self._id:
+            try:
+                self.key, self.problem = load_key(self.path), None
+            except FleetwatchError as e:
+                self.key, self.problem = None, e
+            self._id = _file_id(self.path)
+            self.changes += 1
+        return self.key
+

@@ -140,15 +140,12 @@ class Notifier:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._key: bytes | None = None
+        self._key = None   # links.CurrentKey: each push signs with the key file as it is now
         if cfg.web is not None:  # a bad key costs the links, never the pushes
-            from events.errors import FleetwatchError
-            from watcher.runtime.links import key_path, load_key
+            from watcher.runtime.links import CurrentKey, key_path
 
-            try:
-                self._key = load_key(key_path(cfg))
-            except FleetwatchError as e:
-                log.error("web: pushes go out without page links: %s%s", e, f" ({e.hint})" if e.hint else "")
+            self._key = CurrentKey(key_path(cfg))
+            self._key_now()
         self.problems = url_problems(cfg) if self.enabled else []
         for p in self.problems:
             log.warning("notify: %s", p)
@@ -217,11 +214,24 @@ class Notifier:
                 body += f"\nlog head {self.head_label()}"
             except Exception:  # the head is evidence, never a reason to hold a push
                 log.debug("log head unavailable for a push", exc_info=True)
-        if self._key is None:
+        key = self._key_now()
+        if key is None:
             return body
         from watcher.runtime.links import link
 
-        return body + "\n" + link(self.cfg, self._key, m.notice, now)
+        return body + "\n" + link(self.cfg, key, m.notice, now)
+
+    def _key_now(self) -> bytes | None:
+        """The web key as its file is now (deleted: a new one, so the old links stay revoked and
+        the new push's link works); a key that cannot be used is logged once per change."""
+        if self._key is None:
+            return None
+        seen = self._key.changes
+        key = self._key.get()
+        if key is None and self._key.changes != seen:
+            e = self._key.problem
+            log.error("web: pushes go out without page links: %s%s", e, f" ({e.hint})" if e and e.hint else "")
+        return key
 
     def _url_record(self, states: dict[str, Any]) -> list[Any]:
         """``source.failed`` (source notify-urls) once for unusable URLs; recovered once fixed."""

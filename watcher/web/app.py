@@ -19,7 +19,6 @@ touches the store).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Callable
@@ -34,7 +33,7 @@ from projections.report_view import today_line
 from watcher.config import Config
 from watcher.runtime.acks import (AGAIN_S, SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for,
                                   unchanged)
-from watcher.runtime.links import KeyError_, check, key_path, load_key, public_base
+from watcher.runtime.links import CurrentKey, check, key_path, public_base
 from watcher.web import pages
 
 
@@ -54,8 +53,9 @@ class WebApp:
         # the page's forms, links and redirects go through the proxy as the push's link does
         self.base = quote(urlsplit(public_base(cfg)).path.rstrip("/"), safe="/")
         self.key_file = key_path(cfg)
-        self.key: bytes | None = load_key(self.key_file)
-        self._key_id = _file_id(self.key_file)
+        self._key = CurrentKey(self.key_file)
+        if self._key.get() is None and self._key.problem is not None:
+            raise self._key.problem   # at start a bad key is the caller's error (as before)
         self.url_map = Map([
             Rule("/n/<notice>", endpoint="page", methods=["GET"]),
             Rule("/n/<notice>/fleet", endpoint="fleet", methods=["GET"]),
@@ -77,20 +77,20 @@ class WebApp:
         return self._log, self._proj.states
 
     def _current_key(self) -> bytes | None:
-        """The key as the file holds it now: deleting or replacing it revokes every link at once
-        (the file is looked at on every request; a missing one is made anew, as at start). A key
-        that cannot be used (readable by others, damaged) refuses every link."""
-        fid = _file_id(self.key_file)
-        if fid is None or fid != self._key_id:
-            try:
-                self.key = load_key(self.key_file)
-                log.warning("web: the key file changed: links signed with the old key are refused; "
-                            "reload the watcher (SIGHUP) so new pushes are signed with the new one")
-            except KeyError_ as e:
-                log.warning("web: every link refused: %s", e)
-                self.key = None
-            self._key_id = _file_id(self.key_file)
-        return self.key
+        """The key as the file holds it now (links.CurrentKey: deleting or replacing it revokes
+        every link at once; the watcher's next push is signed with the new one)."""
+        seen = self._key.changes
+        key = self._key.get()
+        if self._key.changes != seen:
+            if key is None:
+                log.warning("web: every link refused: %s", self._key.problem)
+            else:
+                log.warning("web: the key file changed: links signed with the old key are refused")
+        return key
+
+    @property
+    def key(self) -> bytes | None:
+        return self._key.key
 
     def close(self) -> None:
         with self._lock:
@@ -198,12 +198,3 @@ def _silenced(st: dict, subject_match: str, until: float) -> bool:
     """A silence of exactly this subject (any class) in force until at least ``until``."""
     return any(s["subject"] == subject_match and not s["cls"] and s["until"] >= until
                for s in st["silences"].values())
-
-
-def _file_id(path: str) -> tuple[int, ...] | None:
-    """What changes when the key file is deleted, replaced, rewritten or chmod-ed (ctime)."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size, st.st_mode)
