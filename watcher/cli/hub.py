@@ -35,4 +35,6 @@ def register(app: typer.Typer) -> None:
                               path=cfg.config_path or "", op="config")
         from watcher.hub.hub import serve
 
-        raise typer.Exit(serve(cfg, path))
+        from watcher.cli.util import explicit_db
+
+        raise typer.Exit(serve(cfg, path, parents=not explicit_db(db, cfg)))  # a typo'd path: refused, as run

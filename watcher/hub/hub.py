@@ -373,15 +373,17 @@ def _iso(t: float) -> str:
     return iso(t)
 
 
-def serve(cfg: Config, db: str) -> int:
-    """Hold the hub's writer lock, consume until SIGTERM/SIGINT. Exit codes as `run`."""
+def serve(cfg: Config, db: str, parents: bool = True) -> int:
+    """Hold the hub's writer lock, consume until SIGTERM/SIGINT. Exit codes as `run`.
+    ``parents`` False (the path was given: --db, $FLEETWATCH_DB, [store] path): a missing folder
+    is refused, not made."""
     import signal
     import threading
 
     from watcher.runtime.notifier import Notifier
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
 
-    elog = EventLog(db, durability=cfg.store.durability, lock=True)  # WriterLocked: exit 3
+    elog = EventLog(db, durability=cfg.store.durability, lock=True, parents=parents)  # WriterLocked: exit 3
     stop = threading.Event()
     sd = SystemdNotifier.from_env()
     hub = Hub(cfg, elog)

@@ -42,6 +42,9 @@ class WebError(FleetwatchError):
 class _Quiet(WSGIRequestHandler):
     timeout = IO_TIMEOUT  # socketserver: settimeout() on the connection before any read
 
+    def version_string(self) -> str:  # the Server header names no library or Python version
+        return "fleetwatch"
+
     def log_request(self, *a: Any, **kw: Any) -> None:  # the request line holds the token
         pass
 
