@@ -58,9 +58,12 @@ def _closed_at(state: dict, until: float) -> dict:
 
 
 def _days(st: dict, since: float | None, until: float) -> list[dict[str, Any]]:
-    start = since if since is not None else st["first"]
-    if start is None:
+    """One row per day from the later of ``since`` and the log's first event (no day before it
+    holds anything: `report --since 0001-01-01` listed 740,000 empty days, 279 MB of JSON in
+    17 s) to ``until``."""
+    if st["first"] is None:   # an empty log: no day holds anything
         return []
+    start = st["first"] if since is None else max(since, st["first"])
     first, last = int(start // DAY_S), int(until // DAY_S)
     out = []
     for d in range(first, last + 1):
