@@ -122,3 +122,26 @@ def test_a_tmux_window_activity_in_the_future_counts_as_the_poll_time(monkeypatc
     src = proc.TmuxSource(Source(name="tmux", kind="tmux"))
     src.poll(NOW)
     assert [(w.name, w.activity) for w in src.wins] == [("a1", NOW), ("a2", 1_799_999_000.0)]
+
+
+def test_a_file_whose_mtime_is_in_the_future_does_not_hide_a_stall_either(tmp_path):
+    """The mtime bound above left one way round it: a goal.json whose mtime is itself in the
+    future (`touch -d 2099`, a file system whose server clock is ahead, a host clock set back an
+    hour) kept its agent silent for ever. A file counts as written at most at the poll that read
+    it (GlobSource._observed): the agent read at NOW with a 2099 mtime and a 9999 last_activity
+    is silent from NOW on, and ESTANCADO once busy_silence has passed."""
+    fleet = tmp_path / "fleet"
+    goal(fleet, "touched", "9999-12-31T00:00:00Z", 4_070_908_800.0)   # mtime 2099-01-01
+    goal(fleet, "absent", None, 4_070_908_800.0)                      # no last_activity: the mtime
+    w, elog = watcher(tmp_path)
+    try:
+        w.tick(NOW)
+        agents = w.proj["fleet"]["agents"]
+        assert {a: agents[a]["class"] for a in ("touched", "absent")} == {"touched": "TRABAJANDO",
+                                                                            "absent": "TRABAJANDO"}
+        w.tick(NOW + 601)
+        got = {a: (agents[a]["class"], agents[a]["reason"]) for a in ("touched", "absent")
+               for agents in [w.proj["fleet"]["agents"]]}
+        assert got == {"touched": ("ESTANCADO", "busy, silent for 10m"), "absent": ("ESTANCADO", "busy, silent for 10m")}
+    finally:
+        elog.close()

@@ -67,6 +67,7 @@ class GlobSource:
         self._obs_of: dict[str, Any] = {}      # path -> the observation it gave last
         self._suspects: set[str] = set()       # files that failed their first read
         self._cursor = 0                       # where the next rolling sweep starts in ``_paths``
+        self._now = math.inf                   # this poll's time: no file counts as written after it
         # (old result list, new one, the differing (old, new) observations; None: a file came or
         # went): set when a poll changed the result in place, merged alone (runtime/merged.py)
         self.delta: tuple[list[Any] | None, list[Any], tuple[tuple[Any, Any], ...]] | None = None
@@ -104,14 +105,15 @@ class GlobSource:
         return self._observed(path, raw, bad, st.st_mtime)
 
     def _observed(self, path: str, raw: bytes, why: str | None, mtime: float) -> Any:
-        """The observation of bytes read from ``path``: its parse, or the error ``why``; a parser
-        that raises (a 400-digit contract number raised OverflowError) is that file's error, not
-        the source's (it failed whole, every agent unseen, for one file)."""
+        """The observation of bytes read from ``path``: its parse (an mtime after this poll's time,
+        `touch -d 2099` or a clock set back, counts as the poll's time: it bounds last_activity),
+        or the error ``why``; a parser that raises (a 400-digit contract number: OverflowError)
+        is that file's error, not the source's (it failed whole, every agent unseen)."""
         folder_id = _folder_id(path)
         if why:
             return self.error_obs(folder_id, path, why)
         try:
-            return self.parse(raw, path, folder_id, mtime)
+            return self.parse(raw, path, folder_id, min(mtime, self._now))
         except Exception as e:  # logged when the file changed: only then is it parsed again
             log.warning("%s: %r could not be parsed (%r)", self.name, path, e)
             return self.error_obs(folder_id, path, f"could not be parsed ({type(e).__name__})")
@@ -120,8 +122,7 @@ class GlobSource:
         raise NotImplementedError
 
     def _stats(self) -> Iterator[tuple[str, os.stat_result | OSError]]:
-        """(path, stat or the error) for every match. ``ROOT/*/NAME`` (the usual layout) is one
-        scandir plus one stat per agent; any other pattern goes through glob."""
+        """(path, stat or the error) for every match: ROOT/*/NAME a scandir + a stat each, else glob."""
         if self._simple is not None:
             paths = self._listing()
             if paths is None:
@@ -129,7 +130,6 @@ class GlobSource:
             yield from self._stat_all(paths)
             return
         from watcher.config import _glob_root
-
         if not os.path.isdir(_glob_root(self.pattern)):
             raise FileNotFoundError(2, "folder missing")
         for path in glob.glob(self.pattern, recursive=True):  # "**": any depth
@@ -214,6 +214,7 @@ class GlobSource:
         report) are looked at again, the rest comes from the cache; else everything is stat'ed.
         ``sweep`` (0 < part <= 1, with ``changed``): the next ``part`` of the files is stat'ed
         too (see ``_sweep``)."""
+        self._now = now
         if not full and changed is not None and self._items is not None:
             swept = self._sweep(sweep) if sweep > 0 else ()
             part = None if swept is None else self._partial(changed, swept)
@@ -279,8 +280,7 @@ class GlobSource:
         return self._emit(changed=True)
 
     def _read_new(self, path: str) -> tuple[Any, Any]:
-        """A first poll's look at one file: (its descriptor's stat, its observation), or (None,
-        None) when it could not be opened as a regular file."""
+        """A first poll's look at one file: (its fstat, its observation), or (None, None)."""
         try:
             st, raw, why = read_new(path, self.max_bytes)
         except OSError:
