@@ -310,7 +310,9 @@ def test_every_rule_fires_once_pushed_and_rebuild_is_clean(world):
     capped = [(r.event.group, r.event.cap, r.event.count) for r in evs if r.type == "swarm.capped"]
     assert capped == [("g-busy", "max-concurrent", 9)]          # g-done (60 settled children) is not over
     fan = [r.event for r in evs if r.type == "fleet.fanout"]
-    assert len(fan) == 1 and fan[0].count >= 12
+    # one fan-out, over fanout_max (8): the watcher's tick may fall between the 12 renames (a CI run
+    # saw 11: x9 and n00..n09), so the count is how many it had seen when the rule fired
+    assert len(fan) == 1 and 8 < fan[0].count <= 13, fan
     verdicts = [r.event for r in evs if r.type == "dod.verdict"]
     assert [(v.agent, v.verdict) for v in verdicts] == [("a2", "unevaluable")]
     # pushes: every rule named, with the severities stated
