@@ -33,7 +33,7 @@ from watcher.config import Config
 from watcher.runtime.counts import ClassCounts
 from watcher.runtime.logs import LineBudget
 from watcher.runtime.merged import Merger
-from watcher.sources import FILELESS, build_sources, clamp_activity
+from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
 from projections.base import encode_state
 from watcher.runtime.snapround import SnapshotRound
@@ -91,7 +91,6 @@ class Watcher:
         self.census_seq: int | None = None   # the log's seq after this process's first complete look
         self.checker: Any = None             # watcher.runtime.checker.Checker when [dod] run_checks
         self.polls = Polls(self.poll_one)
-        self._clamped: dict[str, tuple[Any, Any]] = {}  # fileless source -> (its last result, clamped)
         self.sweep = 0.0                     # part of the files a full tick with inotify paths stats too
         self.poll_wait: float | None = None  # a tick waits this long for sources (None: their deadlines)
         self._polled = False                 # the first tick always waits up to the deadlines
@@ -160,16 +159,7 @@ class Watcher:
             if full and self.sweep > 0:
                 return s.poll(now, False, changed=changed, sweep=self.sweep)
             return s.poll(now, False, changed=changed)
-        res = s.poll(now, full)
-        if s.kind not in FILELESS:
-            return res
-        # a command's output: a last_activity later than this poll's now is now (clamp_activity);
-        # the same result again (a wake-up reuses it) is the same clamped one, not clamped anew
-        raw, out = self._clamped.get(s.name, (None, None))
-        if res is not raw:
-            out = clamp_activity(res, now)
-            self._clamped[s.name] = (res, out)
-        return out
+        return s.poll(now, full)
 
     def detect(self, snap, now: float) -> list[Any]:
         """Every projection's pure detector on this tick's snapshot. A detector that raises is

@@ -40,22 +40,6 @@ def build_sources(cfg: Config) -> list[Any]:
     return [make(s) for s in cfg.sources]
 
 
-FILELESS = ("command", "claude")  # sources whose agents come from no file (no mtime to bound them)
-
-
-def clamp_activity(res: SourceResult, now: float) -> SourceResult:
-    """A fileless source's result with each agent's ``last_activity`` at most ``now`` (the poll's
-    time): nothing is observed active after it was observed, as no goal.json records activity
-    after its mtime (``parse.parse_goal``). A future value would otherwise win ``combine`` over
-    the goal.json's and keep a silent busy agent TRABAJANDO. ``res`` itself when nothing is later."""
-    agents = res.agents
-    if not any(a.last_activity is not None and a.last_activity > now for a in agents):
-        return res
-    return msgspec.structs.replace(res, agents=[
-        a if a.last_activity is None or a.last_activity <= now else msgspec.structs.replace(a, last_activity=now)
-        for a in agents])
-
-
 def duplicate(claims: list[Any]) -> Any:
     """One agent id claimed by several files (two folders, or two goals sources), given as
     one observation per distinct file (``combine`` drops a file reached by two globs): the agent

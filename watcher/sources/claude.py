@@ -21,6 +21,7 @@ from __future__ import annotations
 from projections.observations import AgentObs, SourceResult
 from watcher.config import Source, expand, parse_duration
 from watcher.sources.command import MAX_OUTPUT, run_argv
+from watcher.sources.parse import clamp_activity
 from watcher.sources.parse import ParseError, decode_json
 
 DEFAULT_ARGV = ["claude", "agents", "--json"]
@@ -69,7 +70,8 @@ class ClaudeSource:
         if not full and self.last is not None:
             return self.last
         out, err = run_argv(self.argv, self.timeout, self.max_bytes)
-        res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err) if err else self.parse(out or b"")
+        res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err) if err \
+            else clamp_activity(self.parse(out or b""), now)  # no activity after this poll
         self.last = res
         return res
 

@@ -30,7 +30,7 @@ import msgspec
 
 from projections.observations import AgentObs, RowObs, SourceResult
 from watcher.config import Source, expand, parse_duration
-from watcher.sources.parse import _Goal, ParseError, agent_from_obj, decode_json
+from watcher.sources.parse import _Goal, ParseError, agent_from_obj, clamp_activity, decode_json
 
 MAX_OUTPUT = 16 * 1024 * 1024   # a command's stdout cap unless its source sets max_bytes
 STDERR_SCAN = 4096              # bytes of stderr looked at (for KNOWN_STDERR), the rest dropped
@@ -302,9 +302,7 @@ class CommandSource:
         if key is None:
             try:
                 return agent_from_obj(item, source=self.name, fallback_id=None)
-            except OverflowError:   # an integer beyond the float range where a number is compared
-                why = "out-of-range number (an integer beyond 1.8e308)"
-            except (ValueError, TypeError, RecursionError) as e:
+            except Exception as e:   # a value the parser did not foresee: this item's, as a file's is
                 why = f"an item that cannot be read ({type(e).__name__})"
         else:
             why = f"{key}: {_RANGE_WHY}"
@@ -320,7 +318,7 @@ class CommandSource:
             res = SourceResult(name=self.name, kind=self.kind, ok=False, error=r.error,
                                error_class=r.error_class.value if r.error_class else "", exit_code=r.exit_code)
         else:
-            res = self.parse(r.out or b"")
+            res = clamp_activity(self.parse(r.out or b""), now)  # no activity after this poll
         self.last = res
         return res
 

@@ -10,7 +10,7 @@ import msgspec
 
 from projections.fleet import normalise_phase
 from projections.dod_checks import parse_contract
-from projections.observations import AgentObs, RunObs
+from projections.observations import AgentObs, RunObs, SourceResult
 
 _dec = msgspec.json.Decoder()
 MAX_DEPTH_HINT = "deeply nested"
@@ -159,3 +159,17 @@ def parse_steps(raw: bytes, *, source: str, path: str, folder_id: str) -> RunObs
     run = obj.get("run")
     run = run.strip()[:200] if isinstance(run, str) and run.strip() else folder_id
     return RunObs(run=run, source=source, path=path, doc=obj)
+
+
+def clamp_activity(res: SourceResult, now: float) -> SourceResult:
+    """A fileless source's (command, claude) result with each agent's ``last_activity`` at most
+    ``now``, its poll's time: nothing is observed active after it was observed, as no goal.json
+    records activity after its mtime (``parse_goal``); each source bounds its own result, so a
+    reused one (a wake-up) is the bounded one, and `check`/`doctor`'s polls are bounded too. A future value would otherwise win ``combine`` over
+    the goal.json's and keep a silent busy agent TRABAJANDO. ``res`` itself when nothing is later."""
+    agents = res.agents
+    if not any(a.last_activity is not None and a.last_activity > now for a in agents):
+        return res
+    return msgspec.structs.replace(res, agents=[
+        a if a.last_activity is None or a.last_activity <= now else msgspec.structs.replace(a, last_activity=now)
+        for a in agents])

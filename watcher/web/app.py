@@ -88,10 +88,6 @@ class WebApp:
                 log.warning("web: the key file changed: links signed with the old key are refused")
         return key
 
-    @property
-    def key(self) -> bytes | None:
-        return self._key.key
-
     def close(self) -> None:
         with self._lock:
             if self._log is not None:
