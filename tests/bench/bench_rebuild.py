@@ -9,6 +9,8 @@
    measured in the same run: the raw row fetch + msgspec decode of each row's data into its event
    Struct + a dict fold (count per type, last seq per subject). Target: rebuild ≥ 0.35× the
    floor's events/s (every projection folds every event it reads; the floor folds nothing).
+   The rebuild runs twice and the floor three times, interleaved; the row takes the best of each
+   and prints every sample (one sample of each swung 0.27-0.40x between runs of one day).
 3. The `status --json` answer in-process on that log (snapshots + tail, as after any watcher
    commit): target < 200 ms.
 4. CLI start to first output on that log, real processes: `fleetwatch tail -n 20` and
@@ -258,14 +260,25 @@ def run(quick: bool = False, budget_s: float = 300.0, log: str | None = None) ->
             rows += status_rows(small, 100_000, tmp, " (fallback log: full rebuild skipped)")
             return rows
         seq1, _, odt, _, _ = rebuild_and_snapshot(path, one_process=True)
-        seq, nmods, rdt, mine, theirs = rebuild_and_snapshot(path)
-        assert seq == seq1 == fn == n
+        # the rebuild and the floor each twice more, interleaved, best of each: one sample of a
+        # 2-8 s run on a shared machine swung 0.27-0.40x between runs of one day (the floor
+        # alone 1.6-2.9 s), a burst of the host's load falling on one side only
+        runs, fdts = [], [fdt]
+        for _ in range(2):
+            runs.append(rebuild_and_snapshot(path))
+            fdts.append(floor(path)[1])
+        seq, nmods, rdt, mine, theirs = min(runs, key=lambda r: r[2])
+        fdt = min(fdts)
+        frate = fn / fdt
+        assert seq == seq1 == fn == n and all(r[0] == n for r in runs)
         ratio = (n / rdt) / frate
         from watcher.runtime.rebuild_par import cores
 
         rows.append({"name": f"rebuild {nmods} projections vs floor (fetch+decode+dict fold)",
-                     "figure": f"rebuild {n / rdt:,.0f} ev/s ({rdt:.2f} s, {min(cores(), 2)} processes: CPU "
-                               f"{mine:.2f} s here, {theirs:.2f} s in the worker); floor {frate:,.0f} ev/s ({fdt:.2f} s)",
+                     "figure": f"rebuild {n / rdt:,.0f} ev/s ({rdt:.2f} s, best of "
+                               f"{'/'.join(f'{r[2]:.2f}' for r in runs)} s; {min(cores(), 2)} processes: CPU "
+                               f"{mine:.2f} s here, {theirs:.2f} s in the worker); floor {frate:,.0f} ev/s "
+                               f"({fdt:.2f} s, best of {'/'.join(f'{x:.2f}' for x in fdts)} s)",
                      "ratio": round(ratio, 3), "target": ">= 0.35x floor", "ok": ratio >= 0.35})
         rows.append({"name": "rebuild in one process vs floor (info)",
                      "figure": f"rebuild {n / odt:,.0f} ev/s ({odt:.2f} s); floor {frate:,.0f} ev/s",
