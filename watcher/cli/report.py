@@ -96,9 +96,12 @@ def _dur(s: float | None) -> str:
 
 
 def render(fig: dict[str, Any]) -> None:
-    """The terminal report (rich; no colour when NO_COLOR is set or not a terminal)."""
+    """The terminal report (rich; no colour when NO_COLOR is set or not a terminal). Values from
+    the log (agent ids, rule and source names) are escaped and never parsed as rich markup: an id
+    like ``a[/]`` was a MarkupError traceback, ``[bold]x[/]`` printed as a bold ``x``."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from events.timefmt import iso
     from projections.text import safe
@@ -146,18 +149,18 @@ def render(fig: dict[str, Any]) -> None:
             t.add_column(c, justify="right" if c != "agent" else "left")
         for a, v in fig["agents"].items():
             s = v["seconds"]
-            t.add_row(safe(a, 40), _dur(s.get("TRABAJANDO")), _dur(s.get("RECLAMA")), _dur(s.get("ESTANCADO")),
+            t.add_row(Text(safe(a, 40)), _dur(s.get("TRABAJANDO")), _dur(s.get("RECLAMA")), _dur(s.get("ESTANCADO")),
                       str(v["claims"]), str(v["met"]), str(v["failed"]))
         con.print(t)
     ru, mi, w = fig["runs"], fig["missions"], fig["watcher"]
     viol = ", ".join(f"{safe(k)} {n}" for k, n in ru["violations"].items()) or "none"
     con.print(f"runs: steps done {ru['steps_done']}, failed {ru['steps_failed']}, retries {ru['retries']}, "
-              f"abandoned {ru['abandoned']}; rule violations: {viol}")
+              f"abandoned {ru['abandoned']}; rule violations: {viol}", markup=False)
     con.print(f"missions: WPs done {mi['wps_done']}, approvals {mi['approvals']} (p50 wait "
               f"{_dur(mi['approval_wait']['p50_s'])}), circuit opens {mi['circuit_opens']}")
     down = ", ".join(f"{safe(k)} {n}" for k, n in w["source_failures"].items()) or "none"
     con.print(f"watcher: up {_dur(w['uptime_s'])}, starts {w['starts']}, restarts {w['restarts']}; "
-              f"source failures: {down}")
+              f"source failures: {down}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
