@@ -116,9 +116,11 @@ def test_a_tmux_window_activity_in_the_future_counts_as_the_poll_time(monkeypatc
     import watcher.sources.proc as proc
     from watcher.config import Source
 
-    lines = (b"fleet\t$1\t0\t@1\t99999999999\t0\t\t0\ta1\n"      # year 5138
-             b"fleet\t$1\t1\t@2\t1799999000\t0\t\t0\ta2\n")       # before now: as it is
-    monkeypatch.setattr(proc, "run_argv", lambda *a, **k: (lines, None))
+    lines = ("fleet\t$1\t0\t@1\t99999999999\t0\t\t0\ta1\t{end}\n"      # year 5138
+             "fleet\t$1\t1\t@2\t1799999000\t0\t\t0\ta2\t{end}\n")       # before now: as it is
+    # each record ends with the poll's nonce, the last tab-separated part of argv's format
+    monkeypatch.setattr(proc, "run_argv", lambda argv, *a, **k: (
+        lines.format(end=argv[-1].rpartition("\t")[2]).encode(), None))
     src = proc.TmuxSource(Source(name="tmux", kind="tmux"))
     src.poll(NOW)
     assert [(w.name, w.activity) for w in src.wins] == [("a1", NOW), ("a2", 1_799_999_000.0)]

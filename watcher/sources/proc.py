@@ -6,6 +6,7 @@ resync ticks only; between them (inotify wake-ups) the last result is reused.
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import NamedTuple
 
@@ -15,7 +16,9 @@ from watcher.config import Source, parse_duration
 from watcher.sources.command import MAX_OUTPUT, CommandSource, run_argv  # noqa: F401
 
 
-# window_name last: it is the one free-text field (a tab in it cannot shift the others)
+# window_name last: it is the one free-text field (a tab in it cannot shift the others). tmux
+# prints it raw (a newline, a U+2028 in it too), so each record ends with a nonce drawn for that
+# poll, which no window name can predict: "a3\nx" is one window named so, never a window "a3".
 TMUX_FORMAT = ("#{session_name}\t#{session_id}\t#{window_index}\t#{window_id}\t#{window_activity}\t#{pane_dead}\t"
                "#{pane_dead_status}\t#{pane_index}\t#{window_name}")
 ECHO_S = 5.0          # pane activity this long after a nudge's keys were sent is the echo, not the agent
@@ -69,13 +72,18 @@ class TmuxSource:
         self.quiet: dict[str, tuple[float, float]] = {}  # agent -> (keys sent from, until) of its last nudge
         self._enriched: dict[str, tuple[AgentObs, tuple, AgentObs]] = {}  # agent -> (input, window, output)
 
-    def argv(self) -> list[str]:
+    def argv(self, end: str = "") -> list[str]:
+        """The list-windows command; ``end``: the nonce closing every record (see TMUX_FORMAT)."""
         base = ["tmux"] + (["-L", self.spec.socket] if self.spec.socket else [])
-        return base + ["list-windows", "-a", "-F", TMUX_FORMAT]
+        return base + ["list-windows", "-a", "-F", TMUX_FORMAT + (f"\t{end}" if end else "")]
 
-    def parse(self, raw: bytes) -> list[Win]:
+    def parse(self, raw: bytes, end: str = "") -> list[Win]:
+        """Windows from list-windows output. ``end``: the nonce of ``argv(end)``: a record is what
+        lies before ``\t<end>\n``, whatever the window name holds (without it: one a line)."""
+        text = raw.decode("utf-8", "replace")
+        records = text.split(f"\t{end}\n")[:-1] if end else text.split("\n")
         wins: list[Win] = []
-        for line in raw.decode("utf-8", "replace").splitlines():
+        for line in records:
             parts = line.split("\t", 8)
             if len(parts) < 9:
                 continue
@@ -95,14 +103,15 @@ class TmuxSource:
     def poll(self, now: float, full: bool = True) -> SourceResult:
         if not full and self.last is not None:
             return self.last
-        out, err = run_argv(self.argv(), self.timeout)
+        end = os.urandom(8).hex()
+        out, err = run_argv(self.argv(end), self.timeout)
         if err and ("no server running" in err or "error connecting" in err):
             out, err = b"", None  # no tmux server: no window at all, not a failure
         if err:
             res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err)
         else:
             self.wins = [w if w.activity is None or w.activity <= now else w._replace(activity=now)
-                         for w in self.parse(out or b"")]  # no later than this poll (see the class)
+                         for w in self.parse(out or b"", end)]  # no later than this poll (see the class)
             self.by_id = {w.wid: w for w in self.wins}
             res = SourceResult(name=self.name, kind=self.kind)
         self.last = res

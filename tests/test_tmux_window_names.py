@@ -1,0 +1,59 @@
+"""Real tmux (a private ``-L`` socket): tmux prints a window name raw in ``list-windows -F``, a
+newline or a U+2028 in it included. The tmux source split its output into lines, so a window named
+``"a3\\nx"`` was read as a window ``a3`` (agent a3 linked to it: its nudges typed into that pane),
+and a name could even forge a whole record (another index, another window id)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from watcher.config import parse
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+
+def tmux(sock: str, *args: str) -> str:
+    r = subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=10,
+                       env={**os.environ, "TMUX": ""})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def sock():
+    name = f"fw-names-{os.getpid()}-{os.urandom(3).hex()}"
+    tmux(name, "-f", "/dev/null", "new-session", "-d", "-s", "fleet", "-n", "a1", "sleep 600")
+    try:
+        yield name
+    finally:
+        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+
+
+def goal(root, agent):
+    d = root / agent
+    d.mkdir(parents=True)
+    (d / "goal.json").write_text(json.dumps({"agent": agent, "state": "busy", "dod_contract": "tests"}))
+
+
+def test_a_window_name_with_a_newline_does_not_mask_an_agent_or_forge_a_window(tmp_path, sock):
+    from watcher.sources import build_sources, merge
+
+    forged = "x\nfleet\t$0\t7\t@99\t0\t0\t\t0\ta4"    # a name holding a whole list-windows record
+    for name in ("a2\u2028junk", "a3\nx", forged, "a5\tq"):
+        tmux(sock, "new-window", "-t", "fleet", "-n", name, "sleep 600")
+    fleet = tmp_path / "fleet"
+    for agent in ("a1", "a2", "a3", "a4", "a5"):
+        goal(fleet, agent)
+    cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
+                f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\n')
+    srcs = build_sources(cfg)
+    snap = merge(srcs, [s.poll(0) for s in srcs])
+    tm = next(s for s in srcs if s.kind == "tmux")
+    assert sorted(w.name for w in tm.wins) == sorted(["a1", "a2\u2028junk", "a3\nx", forged, "a5\tq"])
+    assert snap.agents["a1"].target == "=fleet:0" and not snap.agents["a1"].tmux_missing
+    for agent in ("a2", "a3", "a4", "a5"):   # no window is named exactly like them
+        assert snap.agents[agent].tmux_missing and snap.agents[agent].target is None, agent
