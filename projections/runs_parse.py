@@ -40,16 +40,51 @@ class Reason(str, Enum):
     BAD_FIELD = "bad field"
 
 
+def _text(v: Any, n: int) -> str:
+    """At most ``n`` characters showing any JSON value: str() of a list or object nested ~1,000
+    deep raised RecursionError, and one such ``at`` or ``status`` stopped the runs detector for
+    every run (tests/test_runs_hostile_values.py)."""
+    try:
+        return str(v)[:n]
+    except RecursionError:
+        return "[…]" if isinstance(v, list) else "{…}"
+
+
 def _at_str(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
     t = ts(v)
-    return iso(t) if t is not None else str(v)[:64]
+    return iso(t) if t is not None else _text(v, 64)
+
+
+MAX_DATA_DEPTH = 8      # a data value's containers nested deeper than this, or holding more
+MAX_DATA_NODES = 256    # values than this, are kept as a marker of the same type (see _bounded)
+
+
+def _bounded(v: Any) -> Any:
+    """A data value as the log and the runs state keep it: itself when it is a scalar or a small,
+    shallow container; else a non-empty marker of its type (``["…"]``, ``{"…": "…"}``), which every
+    rule reads as it read the value (a container is truthy, no id, no verdict). A value nested ~975
+    deep went into step.changed and the runs state, whose snapshot then could not be encoded
+    (RecursionError at every stop: exit 1)."""
+    if not isinstance(v, (list, dict)):
+        return v
+    todo, nodes = [(v, 1)], 0
+    while todo:
+        x, depth = todo.pop()
+        nodes += 1
+        if depth > MAX_DATA_DEPTH or nodes > MAX_DATA_NODES:
+            return ["…"] if isinstance(v, list) else {"…": "…"}
+        if isinstance(x, dict):
+            todo.extend((y, depth + 1) for y in x.values())
+        elif isinstance(x, list):
+            todo.extend((y, depth + 1) for y in x)
+    return v
 
 
 def _data(d: Any) -> dict:
-    """The rule-relevant part of a step's ``data`` (the rest is the run's own business)."""
-    return {k: d[k] for k in DATA_KEYS if k in d} if isinstance(d, dict) and d else {}
+    """The rule-relevant part of a step's ``data`` (the rest is the run's own business), bounded."""
+    return {k: _bounded(d[k]) for k in DATA_KEYS if k in d} if isinstance(d, dict) and d else {}
 
 
 def _utc(raw: str) -> float | None:
@@ -67,11 +102,10 @@ def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, di
     """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
     if type(entry) is dict and name in POS:  # the common, well-formed case
         st, raw = entry.get("status"), entry.get("at")
-        if st in STATUSES and type(raw) is str:
+        if type(st) is str and st in STATUSES and type(raw) is str:  # st: any JSON value (a dict is unhashable)
             t = _utc(raw)
             if t is not None:
-                d = entry.get("data")
-                return st, raw, t, ({k: d[k] for k in DATA_KEYS if k in d} if d and type(d) is dict else {}), ()
+                return st, raw, t, _data(entry.get("data")), ()
     probs: list[str] = []
     if name not in POS:
         probs.append(Reason.UNKNOWN_STEP.value)
@@ -85,7 +119,7 @@ def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, di
         status = ""
         probs.append(Reason.NO_STATUS.value)
     else:
-        status = st if isinstance(st, str) else str(st)[:32]
+        status = st if isinstance(st, str) else _text(st, 32)
         if status not in STATUSES:
             probs.append(f"{Reason.UNKNOWN_STATUS.value} {status!r}")
     raw = entry.get("at")

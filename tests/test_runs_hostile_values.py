@@ -1,0 +1,91 @@
+"""One steps.json value of an unforeseen shape stopped the runs detector for every run, or the
+watcher itself. Found attacking the steps source from the CLI:
+
+- ``"status": {"x": 1}`` (or a list): ``st in STATUSES`` (a frozenset) raised TypeError;
+- ``"at"`` a list nested ~975 deep: ``str(at)`` raised RecursionError;
+
+each "detector runs failed on this tick's snapshot; skipped" at every tick: no step.changed and no
+rule.violated for any run, however well-formed. And
+
+- a rule-relevant ``data`` value nested ~975 deep went into step.changed and the runs state, whose
+  snapshot then could not be encoded: ``run --once`` exited 1 with a RecursionError traceback.
+
+Now such a status is the step's "unknown status", such an ``at`` its "unparseable at", and a data
+value nested deeper than 8 (or of more than 256 values) is kept as a marker of its type, which the
+rules read as they read the value. Real files, a real ``fleetwatch run --once`` and ``tail``."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FW = [str(Path(sys.executable).parent / "fleetwatch")]
+DEEP = 975
+GOOD = {"run": "good", "branch": "full", "board": "B1", "steps": {
+    "facts": {"status": "done", "at": "2026-12-01T10:00:00Z"},
+    "launch_intent": {"status": "begin", "at": "2026-12-01T10:05:00Z", "data": {}}}}
+
+
+def _deep(n: int = DEEP) -> str:
+    return "[" * n + "]" * n
+
+
+def _watch(tmp_path: Path, bad: dict[str, str]) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    root = tmp_path / "runs"
+    for rid, text in {"good": json.dumps(GOOD), **bad}.items():
+        (root / rid).mkdir(parents=True)
+        (root / rid / "steps.json").write_text(text)
+    cfg = tmp_path / "fw.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "runs"\nkind = "steps"\n'
+                   f'glob = "{root}/*/steps.json"\n')
+    r = subprocess.run(FW + ["run", "--once", "--config", str(cfg), "--create"], capture_output=True,
+                       text=True, timeout=120)
+    t = subprocess.run(FW + ["tail", "--json", "-n", "1000", "--config", str(cfg)], capture_output=True,
+                       text=True, timeout=60)
+    assert t.returncode == 0, t.stderr
+    return r, [json.loads(line) for line in t.stdout.splitlines()]
+
+
+def _steps(evs: list[dict], run: str) -> dict[str, dict]:
+    return {e["data"]["step"]: e["data"] for e in evs if e["type"] == "step.changed" and e["data"]["run"] == run}
+
+
+def test_a_status_that_is_an_object_or_a_list_does_not_stop_the_runs_detector(tmp_path):
+    bad = {"obj": json.dumps({"steps": {"facts": {"status": {"x": 1}, "at": "2026-12-01T10:00:00Z"},
+                                        "audit": {"status": ["done"], "at": "2026-12-01T10:01:00Z"}}})}
+    r, evs = _watch(tmp_path, bad)
+    assert r.returncode == 0, r.stderr
+    assert "detector runs failed" not in r.stderr
+    assert {e["data"]["rule"] for e in evs if e["type"] == "rule.violated"} >= {"deploy-gate", "launch-request-id"}
+    got = _steps(evs, "obj")
+    assert got["facts"]["to"] == "{'x': 1}" and "unknown status" in got["facts"]["reason"]
+    assert got["audit"]["to"] == "['done']"
+
+
+def test_an_at_nested_a_thousand_deep_is_that_steps_unparseable_at(tmp_path):
+    bad = {"deepat": '{"steps": {"facts": {"status": "done", "at": ' + _deep() + '}}}',
+           "deepst": '{"steps": {"facts": {"status": ' + _deep() + ', "at": "2026-12-01T10:00:00Z"}}}',
+           "deeplf": '{"failures": 1, "last_failure_at": ' + _deep() + ', "steps": {}}'}
+    r, evs = _watch(tmp_path, bad)
+    assert r.returncode == 0, r.stderr
+    assert "detector runs failed" not in r.stderr
+    assert "launch-request-id" in {e["data"]["rule"] for e in evs if e["type"] == "rule.violated"}
+    assert "unparseable at" in _steps(evs, "deepat")["facts"]["reason"]
+    assert "unknown status" in _steps(evs, "deepst")["facts"]["reason"]
+
+
+def test_a_data_value_nested_a_thousand_deep_does_not_break_the_snapshot(tmp_path):
+    bad = {"deepdata": '{"steps": {"audit": {"status": "done", "at": "2026-12-01T10:00:00Z", '
+                       '"data": {"verdict": ' + _deep() + ', "tainted": ' + _deep(20) + '}},'
+                       '"upload_intent": {"status": "begin", "at": "2026-12-01T10:02:00Z", '
+                       '"data": {"candidate": {"a": ' + _deep(50) + '}, "sha256": "' + "a" * 64 + '"}}}}'}
+    r, evs = _watch(tmp_path, bad)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    got = _steps(evs, "deepdata")
+    assert got["audit"]["data"] == {"verdict": ["…"], "tainted": ["…"]}
+    assert got["upload_intent"]["data"]["candidate"] == {"…": "…"}
+    rules = {e["data"]["rule"] for e in evs if e["type"] == "rule.violated" and e["data"]["run"] == "deepdata"}
+    # a deep container is truthy (tainted) and no candidate, as before: the same rules fire
+    assert {"audit-branch", "upload-intent-evidence"} <= rules
