@@ -37,7 +37,10 @@ def iso(ts: float | datetime) -> str:
     m, sec = divmod(s, 60)  # POSIX time has no leap seconds: every minute is 60 s
     head = _iso_minutes.get(m)
     if head is None:
-        head = _time.strftime("%Y-%m-%dT%H:%M:", _time.gmtime(m * 60))
+        t = _time.gmtime(m * 60)
+        head = _time.strftime("%Y-%m-%dT%H:%M:", t)
+        if t.tm_year < 1000:  # glibc's %Y gives year 1 as "1-01-01", which no ISO parser reads
+            head = f"{t.tm_year:04d}" + head[head.index("-"):]
         if len(_iso_minutes) >= MINUTES:
             _iso_minutes.clear()
         _iso_minutes[m] = head
