@@ -106,9 +106,13 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
     for aid, obs in several.items():
         agents[aid] = combine(obs)
     for t in tmux:
-        if t.name in snap.failed:
-            continue
+        # failed this tick: its last known windows stand (a dead pane, a window's activity and
+        # target do not vanish for a tick: no CERRADO -> TRABAJANDO flap, no false stall)
+        failed = t.name in snap.failed
+        if failed and not getattr(t, "known", False):
+            continue  # never answered: nothing known
         for aid, obs in list(snap.agents.items()):
             snap.agents[aid] = t.enrich(obs)
-        orphans.add(t, snap)  # windows of the fleet with no goal.json (watcher/sources/orphans.py)
+        if not failed:
+            orphans.add(t, snap)  # windows of the fleet with no goal.json (watcher/sources/orphans.py)
     return snap

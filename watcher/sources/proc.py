@@ -65,7 +65,8 @@ class TmuxSource:
         self.spec = spec
         self.timeout = parse_duration(spec.timeout)
         self.last: SourceResult | None = None
-        self.wins: list[Win] = []
+        self.wins: list[Win] = []                       # as of the last poll that succeeded
+        self.known = False                              # one poll succeeded: ``wins`` is tmux's word
         self.by_id: dict[str, Win] = {}
         self.links: dict[str, str] = {}                 # agent -> window id it was matched to
         self.accepted: dict[str, float] = {}            # window id -> last pane activity taken as the agent's
@@ -113,6 +114,7 @@ class TmuxSource:
             self.wins = [w if w.activity is None or w.activity <= now else w._replace(activity=now)
                          for w in self.parse(out or b"", end)]  # no later than this poll (see the class)
             self.by_id = {w.wid: w for w in self.wins}
+            self.known = True
             res = SourceResult(name=self.name, kind=self.kind)
         self.last = res
         return res
