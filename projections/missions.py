@@ -94,29 +94,41 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
 
 
 # ---- detect ------------------------------------------------------------------------------
+def _dep(x: Any) -> str:
+    """One dep id as text: str() of a list nested ~1,000 deep raises RecursionError."""
+    try:
+        return str(x)[:1000]
+    except RecursionError:
+        return "[…]"
+
+
 def parse_deps(raw: Any) -> list[str]:
-    """The ``deps`` column: a JSON array of ids (or a list, or a comma-separated string)."""
+    """The ``deps`` column: a JSON array of ids (or a list, or a comma-separated string). Any text
+    is read: one row's deps nested 100,000 deep (RecursionError) stopped the missions detector
+    for every mission (tests/test_missions_hostile_rows.py)."""
     if raw is None or raw == "":
         return []
     if isinstance(raw, (list, tuple)):
-        return [str(x) for x in raw]
+        return [_dep(x) for x in raw]
     if isinstance(raw, (bytes, str)):
         import json  # here: the readers (`status`) import this module and never parse a deps column
 
         try:
             val = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return [p.strip() for p in str(raw).split(",") if p.strip()]
         if isinstance(val, list):
-            return [str(x) for x in val]
-        return [str(val)]
-    return [str(raw)]
+            return [_dep(x) for x in val]
+        return [_dep(val)]
+    return [_dep(raw)]
 
 
 def _int(v: Any) -> int:
+    """A counter column as an int; 0 when it is none (text, NULL, and Inf: a REAL 9e999 made
+    int() raise OverflowError, which stopped the missions detector for every mission)."""
     try:
         return int(v or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
 
 

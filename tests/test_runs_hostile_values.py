@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-FW = [str(Path(sys.executable).parent / "fleetwatch")]
+from tests.fwonce import once_and_tail
+
 DEEP = 975
 GOOD = {"run": "good", "branch": "full", "board": "B1", "steps": {
     "facts": {"status": "done", "at": "2026-12-01T10:00:00Z"},
@@ -39,12 +39,7 @@ def _watch(tmp_path: Path, bad: dict[str, str]) -> tuple[subprocess.CompletedPro
     cfg = tmp_path / "fw.toml"
     cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "runs"\nkind = "steps"\n'
                    f'glob = "{root}/*/steps.json"\n')
-    r = subprocess.run(FW + ["run", "--once", "--config", str(cfg), "--create"], capture_output=True,
-                       text=True, timeout=120)
-    t = subprocess.run(FW + ["tail", "--json", "-n", "1000", "--config", str(cfg)], capture_output=True,
-                       text=True, timeout=60)
-    assert t.returncode == 0, t.stderr
-    return r, [json.loads(line) for line in t.stdout.splitlines()]
+    return once_and_tail(cfg)
 
 
 def _steps(evs: list[dict], run: str) -> dict[str, dict]:

@@ -1,0 +1,20 @@
+"""A real ``fleetwatch run --once`` on a config, then its log as ``tail --json`` rows: the shared
+step of the tests that feed a source hostile input and read what the watcher recorded."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FW = [str(Path(sys.executable).parent / "fleetwatch")]
+
+
+def once_and_tail(cfg: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """(the run's completed process, every event of the log, oldest first)."""
+    r = subprocess.run(FW + ["run", "--once", "--config", str(cfg), "--create"], capture_output=True,
+                       text=True, timeout=120)
+    t = subprocess.run(FW + ["tail", "--json", "-n", "100000", "--config", str(cfg)], capture_output=True,
+                       text=True, timeout=60)
+    assert t.returncode == 0, t.stderr
+    return r, [json.loads(line) for line in t.stdout.splitlines()]
