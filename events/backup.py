@@ -6,11 +6,19 @@ Invariants
   the WAL (a ``cp`` of ``events.db`` misses them), and the writer is never blocked.
 - It is written to a temporary file in the destination's folder, checked (chain, guards,
   snapshots, and that its head is the source's head at the copy), given its own ``.head`` anchor
-  and only then renamed to ``dest`` (mode 0600): ``dest`` is a whole verified log or absent.
-- ``dest`` must not exist, must not be the source, and its folder must exist.
+  and only then linked into place (mode 0600): ``dest`` is a whole verified log or absent.
+- It never replaces a file: ``dest`` and ``dest.head`` must not exist (a log named ``X.head``
+  backed up to ``X`` had its anchor written over it), ``dest`` must not be one of the source's
+  companions (``-wal``/``-shm``/``-journal``, ``.head`` and what is set aside from them: a
+  backup at ``events.db.head`` was overwritten by the writer's next anchor), and both are put in
+  place with ``link`` (refused if a name appeared meanwhile), not ``rename``.
+- A backup killed mid-way (``kill -9``) leaves its ``.NAME.PID.partial`` file behind; each
+  backup holds a ``flock`` on its own, and the next backup to that name deletes those nobody holds.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 from typing import Any
 
@@ -20,29 +28,107 @@ from events import anchor, sqlrows
 from events.chain import VerifyResult
 from events.errors import BackupFailed, StoreError
 
+COMPANION_PREFIXES = ("-", anchor.SUFFIX)  # after the log's name: -wal, -shm, -journal, .head(.lost-…, .orphan-…)
+PARTIAL_PARTS = ("", "-journal", "-wal", "-shm", anchor.SUFFIX)
+
+
+NEW_NAME = "name a new file (backups never overwrite)"
+
+
+def refusal(src_path: str, dest: str) -> tuple[str, str] | None:
+    """(why, hint) when ``dest`` (absolute) cannot receive a backup of the log at ``src_path``
+    (resolved), else None."""
+    if os.path.lexists(dest):
+        return "the backup destination exists; nothing written", NEW_NAME
+    if os.path.lexists(anchor.path_of(dest)):
+        return (f"the backup's head file {os.path.basename(anchor.path_of(dest))} exists; nothing written",
+                NEW_NAME)
+    folder = os.path.dirname(dest)
+    name, log_name = os.path.basename(dest), os.path.basename(src_path)
+    if os.path.realpath(folder) == os.path.dirname(src_path) and any(
+            name.startswith(log_name + p) for p in COMPANION_PREFIXES):
+        return ("the backup would sit where fleetwatch and SQLite keep the log's -wal/-shm/.head files",
+                "choose another name")
+    return None
+
+
+def remove_stale_partials(folder: str, name: str) -> None:
+    """Delete ``.NAME.*.partial`` files (and their companions) whose backup is gone: no process
+    holds their flock (a backup killed with ``kill -9``)."""
+    head = f".{name}."
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for n in names:
+        if not (n.startswith(head) and n.endswith(".partial")):
+            continue
+        p = os.path.join(folder, n)
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a running backup holds it
+        try:
+            for part in PARTIAL_PARTS:
+                try:
+                    os.unlink(p + part)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+
+
+def place(tmp: str, dest: str) -> None:
+    """Give ``tmp`` the name ``dest`` without ever replacing a file there (``link``, then unlink
+    ``tmp``); a file system without hard links: ``rename`` after one more look."""
+    try:
+        os.link(tmp, dest)
+    except FileExistsError:
+        raise StoreError("the backup destination appeared meanwhile; nothing written", op="backup",
+                         path=dest, hint=NEW_NAME) from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
+            raise
+        if os.path.lexists(dest):
+            raise StoreError("the backup destination appeared meanwhile; nothing written", op="backup",
+                             path=dest, hint=NEW_NAME) from None
+        os.rename(tmp, dest)
+        return
+    os.unlink(tmp)
+
+
+def _failed(e: apsw.Error, dest: str) -> BackupFailed:
+    if isinstance(e, apsw.FullError):  # SQLite's own text for it can be "not an error"
+        return BackupFailed("backup failed, nothing written: the destination's disk is full", op="backup",
+                            path=dest, hint="free space there, or back up to another disk")
+    return BackupFailed(f"backup failed, nothing written: {type(e).__name__}: {e}", op="backup",
+                        path=dest, hint="disk full? check the destination folder")
+
 
 def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803 (the class, passed in)
     """Copy the log behind ``src`` (an open ``EventLog``, whose class opens the copy to check it)
     to ``dest``; returns the copy's VerifyResult."""
     dest = os.path.abspath(os.path.expanduser(dest))
-    if os.path.lexists(dest):
-        raise StoreError("the backup destination exists; nothing written", op="backup", path=dest,
-                         hint="name a new file (backups never overwrite)")
     folder = os.path.dirname(dest)
     if not os.path.isdir(folder):
         raise StoreError("the backup folder does not exist; nothing written", op="backup", path=dest,
                          hint="create it first")
-    if os.path.realpath(folder) == os.path.dirname(src.path) and os.path.basename(dest).startswith(
-            os.path.basename(src.path) + "-"):
-        raise StoreError("the backup would sit where SQLite keeps the log's -wal/-shm files", op="backup",
-                         path=dest, hint="choose another name")
+    refused = refusal(src.path, dest)
+    if refused:
+        raise StoreError(refused[0], op="backup", path=dest, hint=refused[1])
+    remove_stale_partials(folder, os.path.basename(dest))
     tmp = os.path.join(folder, f".{os.path.basename(dest)}.{os.getpid()}.partial")
     try:
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
+        held = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
     except OSError as e:
         raise BackupFailed(f"cannot write the backup: {e.strerror}", op="backup", path=dest) from e
     try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # ours while it lives: remove_stale_partials leaves it
         try:
             out = apsw.Connection(tmp)
             try:
@@ -52,8 +138,7 @@ def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803
             finally:
                 out.close()
         except apsw.Error as e:
-            raise BackupFailed(f"backup failed, nothing written: {type(e).__name__}: {e}", op="backup",
-                             path=dest, hint="disk full? check the destination folder") from e
+            raise _failed(e, dest) from e
         with EventLog(tmp, create=False, readonly=True) as copy:
             res = copy.verify(use_anchor=False)
             seq, h = copy.head()
@@ -65,16 +150,22 @@ def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803
             raise BackupFailed(f"the copy does not verify, nothing kept: {res.problem}", op="backup", path=dest,
                              hint="run `fleetwatch verify` on the log itself")
         anchor.write_once(tmp, seq, h)
-        os.replace(anchor.path_of(tmp), anchor.path_of(dest))
-        os.replace(tmp, dest)
+        place(anchor.path_of(tmp), anchor.path_of(dest))
+        try:
+            place(tmp, dest)
+        except BaseException:
+            os.unlink(anchor.path_of(dest))  # ours, placed a moment ago
+            raise
         return res
     except BaseException:
-        for p in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm", anchor.path_of(tmp)):
+        for part in PARTIAL_PARTS:
             try:
-                os.unlink(p)
+                os.unlink(tmp + part)
             except OSError:
                 pass
         raise
+    finally:
+        os.close(held)
 
 
-__all__ = ["backup_to"]
+__all__ = ["backup_to", "refusal", "remove_stale_partials"]

@@ -1,0 +1,109 @@
+"""`fleetwatch backup` never replaces a file, never sits on the log's own companions, and cleans
+up after a backup killed mid-way. Real logs, real subprocesses.
+
+Before: a log named ``X.head`` backed up to ``X`` had the backup's anchor renamed over it (the
+log was gone, exit 0); a backup to ``LOG.head`` (a log without an anchor yet) was overwritten by
+the writer's next anchor (and `verify` of the log said BROKEN); an existing ``DEST.head`` was
+replaced; every ``kill -9`` of a backup left a full-size hidden ``.DEST.PID.partial`` for ever.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+
+from events.log import EventLog
+from events.types import DodVerdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FW = [sys.executable, "-c", "import sys; from watcher.entry import main; sys.argv[0] = 'fleetwatch'; main()"]
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
+ENV.update(PYTHONPATH=ROOT, XDG_CONFIG_HOME="/nonexistent/config")
+NOW = 1_764_443_000.0
+
+
+def fw(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*FW, *args], capture_output=True, text=True, timeout=60, env=ENV)
+
+
+def make_log(path: str, n: int = 5, anchor: bool = True) -> tuple[int, bytes]:
+    with EventLog(path) as log:
+        log.append([DodVerdict(agent=f"a{i}", verdict="met", verifier="me", evidence="e", source="cli")
+                    for i in range(n)], NOW)
+        head = log.head()
+    if not anchor:
+        os.unlink(path + ".head")
+    return head
+
+
+def test_a_backup_beside_a_log_named_x_head_does_not_replace_the_log(tmp_path):
+    log = str(tmp_path / "log.head")
+    head = make_log(log)
+    r = fw("backup", str(tmp_path / "log"), "--db", log)
+    assert r.returncode == 2 and "head file log.head exists" in r.stderr, r.stderr
+    assert not (tmp_path / "log").exists()
+    with EventLog(log, create=False, readonly=True) as again:  # still the log, whole
+        assert again.head() == head and again.verify(use_anchor=False).ok
+
+
+def test_a_backup_at_the_logs_own_head_file_is_refused(tmp_path):
+    log = str(tmp_path / "events.db")
+    make_log(log, anchor=False)  # a log copied with cp, or from before anchors: no events.db.head
+    for name in ("events.db.head", "events.db.head.lost-20261201T000000Z", "events.db-wal.orphan-1", "events.db-x"):
+        r = fw("backup", str(tmp_path / name), "--db", log)
+        assert r.returncode == 2 and "-wal/-shm/.head" in r.stderr, (name, r.stderr)
+        assert not (tmp_path / name).exists()
+    assert fw("verify", "--db", log).returncode == 0
+
+
+def test_a_backup_never_replaces_an_existing_head_file(tmp_path):
+    log = str(tmp_path / "events.db")
+    make_log(log)
+    (tmp_path / "bk.db.head").write_text("precious\n")
+    r = fw("backup", str(tmp_path / "bk.db"), "--db", log)
+    assert r.returncode == 2 and "bk.db.head exists" in r.stderr and "nothing written" in r.stderr, r.stderr
+    assert (tmp_path / "bk.db.head").read_text() == "precious\n" and not (tmp_path / "bk.db").exists()
+
+
+def test_a_killed_backups_partial_file_is_removed_by_the_next_backup(tmp_path):
+    log = str(tmp_path / "events.db")
+    head = make_log(log)
+    # what a backup killed with kill -9 leaves: its partial copy (and journal), nobody holding it
+    dead = tmp_path / ".bk.db.999999.partial"
+    dead.write_bytes(b"\0" * 65536)
+    (tmp_path / ".bk.db.999999.partial-journal").write_bytes(b"\0" * 512)
+    # a backup to that name that is still running holds its partial's flock: kept
+    live = tmp_path / ".bk.db.1.partial"
+    live.write_bytes(b"")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(60)", str(live)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        r = fw("backup", str(tmp_path / "bk.db"), "--db", log)
+        assert r.returncode == 0, r.stderr
+        left = sorted(n for n in os.listdir(tmp_path) if "partial" in n)
+        assert left == [".bk.db.1.partial"]
+    finally:
+        holder.kill()
+        holder.wait()
+    with EventLog(str(tmp_path / "bk.db"), create=False, readonly=True) as bk:
+        assert bk.head() == head and bk.verify().ok
+
+
+def test_a_backup_holds_its_own_partial_while_it_runs(tmp_path):
+    """The flock the clean-up relies on: a partial being written is never taken for a dead one."""
+    from events.backup import remove_stale_partials
+
+    p = tmp_path / ".x.db.5.partial"
+    p.write_bytes(b"")
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        remove_stale_partials(str(tmp_path), "x.db")
+        assert p.exists()
+    finally:
+        os.close(fd)
+    remove_stale_partials(str(tmp_path), "x.db")
+    assert not p.exists()
