@@ -79,12 +79,15 @@ class SqliteSource:
             db.setbusytimeout(min(BUSY_TIMEOUT_MS, int(self.timeout * 1000)))
             deadline = time.monotonic() + self.timeout
             db.setprogresshandler(lambda: time.monotonic() > deadline, 10_000)
+            prepared = _Columns()
             try:
-                cur = db.execute(self.query)
+                cur = db.cursor()
+                cur.exec_trace = prepared  # each statement's columns, before it runs
+                cur.execute(self.query)
                 try:
                     cols = [d[0] for d in cur.getdescription()]
-                except apsw.ExecutionCompleteError:
-                    cols = []
+                except apsw.ExecutionCompleteError:  # no row (an empty table): the columns all the same
+                    cols = prepared.cols
                 try:
                     rows = _fetch(cur)
                 except UnicodeDecodeError:  # a text value that is not UTF-8 (another program wrote it):
@@ -118,6 +121,20 @@ class SqliteSource:
 
     def close(self) -> None:
         pass
+
+
+class _Columns:
+    """An exec trace keeping the column names of the statement about to run: once a query has
+    given no row its cursor has no description, and an empty table was "schema changed: the
+    query gives no column mission, wp, state (has none)", a failed source (and its rows, all
+    deleted, never gone) (tests/test_sqlite_empty_result.py)."""
+
+    def __init__(self) -> None:
+        self.cols: list[str] = []
+
+    def __call__(self, cur: Any, sql: str, bindings: Any) -> bool:
+        self.cols = [d[0] for d in cur.getdescription()]
+        return True
 
 
 def _fetch(cur: Any) -> list[tuple[Any, ...]] | None:
