@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import enum
-import json
 import os
 import shlex
 import shutil
@@ -20,6 +19,7 @@ import typer
 
 from events.errors import FleetwatchError
 from watcher.cli.util import errors
+from watcher.hook.goalfile import dumps_exact, loads_exact
 
 # Every event the hook maps (see docs/readme/hook.md and watcher/hook/mapping.py), in the order they
 # are written to settings.json. Events whose settings schema has a matcher (tool name, notification
@@ -144,7 +144,7 @@ def merge(settings: dict, command: str, *, force: bool = False,
     entry -> kept as is, or its command replaced in place with ``force``; none -> one matcher group
     appended after the existing groups. Other keys, events and hooks are untouched.
     """
-    new = json.loads(json.dumps(settings))  # deep copy, key order kept
+    new = loads_exact(dumps_exact(settings, indent=None))  # deep copy, key order and numbers kept
     hooks = new.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise SettingsError("settings.json: `hooks` is not an object", op="hook install",
@@ -173,7 +173,7 @@ def merge(settings: dict, command: str, *, force: bool = False,
 
 
 def render(settings: dict) -> str:
-    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    return dumps_exact(settings) + "\n"  # each number as it was read (1e400 stays 1e400, not Infinity)
 
 
 # ---------------------------------------------------------------- install: I/O
@@ -218,7 +218,7 @@ def _load(path: str) -> tuple[str, dict]:
     if not text.strip():
         return text, {}
     try:
-        data = json.loads(text)
+        data = loads_exact(text)
     except ValueError as e:
         raise SettingsError(f"settings.json is not valid JSON (line {e.lineno})", op="hook install", path=path,
                             hint="fix it by hand (Claude Code would not load it either), then run again") from None

@@ -87,11 +87,57 @@ def read_regular(path: str, cap: int = MAX_GOAL_BYTES) -> tuple[bytes, os.stat_r
     return got[1], got[2]
 
 
+class Number:
+    """A JSON number (or a NaN/Infinity constant) kept as its text, so that it is written back
+    byte for byte: ``json`` would make ``1e400`` a float ``inf`` and write ``Infinity`` (not JSON:
+    the watcher then refuses the whole goal.json), round ``0.10000000000000000555`` to ``0.1``,
+    and refuse an integer of over 4300 digits. Not a str, int or float: the mapping, which reads
+    only strings, lists and booleans, never mistakes one for a value of its own."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Number) and other.text == self.text
+
+    def __repr__(self) -> str:
+        return f"Number({self.text!r})"
+
+
+def loads_exact(raw: bytes | str):
+    """``json.loads`` with every number a :class:`Number` (see ``dumps_exact``)."""
+    return json.loads(raw, parse_int=Number, parse_float=Number, parse_constant=Number)
+
+
+def dumps_exact(doc, indent: int | None = 2) -> str:
+    """``json.dumps`` (UTF-8 text, ``indent``) writing each :class:`Number` as the text it was
+    read from: each is first written as a string tagged with a per-call nonce, then replaced."""
+    texts: list[str] = []
+    tag = os.urandom(8).hex()
+
+    def number(o):
+        if not isinstance(o, Number):
+            raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+        texts.append(o.text)
+        return f"{tag}-{len(texts) - 1}"
+
+    out = json.dumps(doc, ensure_ascii=False, indent=indent, default=number)
+    if not texts:
+        return out
+    parts = out.split(f'"{tag}-')
+    for i in range(1, len(parts)):
+        n, _, rest = parts[i].partition('"')
+        parts[i] = texts[int(n)] + rest
+    return "".join(parts)
+
+
 def read_json(path: str, cap: int = MAX_GOAL_BYTES):
     """The parsed JSON of a regular file, or None (absent, refused, unreadable or not JSON)."""
     try:
         got = read_regular(path, cap)
-        return json.loads(got[0]) if got else None
+        return loads_exact(got[0]) if got else None
     except (HookError, ValueError, RecursionError):
         return None
 
@@ -300,7 +346,7 @@ def update_goal(path: str, change, *, create: bool = True, timeout: float = LOCK
                 doc = None
                 if got is not None:
                     try:
-                        doc = json.loads(got[1])
+                        doc = loads_exact(got[1])
                     except (ValueError, RecursionError):
                         raise HookError(f"{path} is not valid JSON: left untouched") from None
                     if not isinstance(doc, dict):
@@ -310,7 +356,7 @@ def update_goal(path: str, change, *, create: bool = True, timeout: float = LOCK
                     return False
                 mode = got[2].st_mode & 0o7777 if got else 0o644 & ~_umask()
                 try:
-                    data = (json.dumps(new, ensure_ascii=False, indent=2) + "\n").encode()
+                    data = (dumps_exact(new) + "\n").encode()
                 except UnicodeEncodeError:
                     bad = surrogate_in(doc) if doc is not None else None
                     if bad is None:

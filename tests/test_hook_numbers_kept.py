@@ -1,0 +1,53 @@
+"""``fleetwatch hook`` and ``fleetwatch hook install`` rewrite a JSON file they do not own in full
+(goal.json, settings.json). Python's json made ``1e400`` a float ``inf`` and wrote it back as
+``Infinity``, which is not JSON: the watcher then refused the whole goal.json (the agent turned
+MAL_LANZADO "not JSON"), and Claude Code would refuse the settings file. It also rounded
+``0.10000000000000000555`` to ``0.1`` and refused an integer of 5000 digits as "not valid JSON".
+Every number is now written back as the text it was read from."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FW = str(Path(sys.executable).with_name("fleetwatch"))
+NUMBERS = ('"extra": 1e400, "p": 0.10000000000000000555, "n": [-0, 1E5, 2.50, -1e-400], '
+           '"big": ' + "9" * 5000)
+
+
+def fw(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "FLEETWATCH_AGENT": ""}
+    return subprocess.run([FW, *args], input=stdin, capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_the_hook_writes_back_every_number_of_goal_json_as_it_was_not_infinity(tmp_path):
+    folder = tmp_path / "agents" / "a1"
+    folder.mkdir(parents=True)
+    goal = folder / "goal.json"
+    goal.write_text('{"agent": "a1", "state": "idle", "dod_contract": "x", ' + NUMBERS + '}')
+    r = fw("hook", "--goals-dir", str(tmp_path / "agents"), "--agent", "a1",
+           stdin='{"hook_event_name": "UserPromptSubmit"}')
+    assert (r.returncode, r.stderr) == (0, "")
+    text = goal.read_text()
+    assert "Infinity" not in text
+    for num in ("1e400", "0.10000000000000000555", "-0", "1E5", "2.50", "-1e-400", "9" * 5000):
+        assert num in text
+    doc = json.loads(text, parse_int=str, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))  # strict JSON
+    assert doc["state"] == "busy" and doc["hook_event"] == "UserPromptSubmit"
+    assert list(doc)[:6] == ["agent", "state", "dod_contract", "extra", "p", "n"]
+
+
+def test_hook_install_keeps_every_number_of_settings_json_valid_json(tmp_path):
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"cleanupPeriodDays": 30, ' + NUMBERS + '}')
+    r = fw("hook", "install", "--settings", str(settings), "--events", "core")
+    assert r.returncode == 0, r.stderr
+    assert "Infinity" not in r.stdout  # the diff shows the file as it is
+    text = settings.read_text()
+    assert "Infinity" not in text and "1e400" in text and "0.10000000000000000555" in text
+    doc = json.loads(text, parse_int=str, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert doc["cleanupPeriodDays"] == "30" and "Stop" in doc["hooks"]
+    again = fw("hook", "install", "--settings", str(settings), "--events", "core")
+    assert again.returncode == 0 and "nothing to change" in again.stdout and settings.read_text() == text
