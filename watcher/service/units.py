@@ -320,19 +320,63 @@ def default_config_text() -> str:
 
 
 def write_config(path: str, *, force: bool) -> str | None:
-    """Write the default config; returns the backup path when an old file was replaced."""
+    """Write the default config; returns the backup path when an old file was replaced.
+
+    Refused (ConfigError, exit 2; nothing written): a path that is a folder, a FIFO or a device,
+    or under a file. An existing config without ``force`` is exit 1; with it the old file is kept
+    as ``PATH.bak`` or, when that name is taken (a backup of an earlier ``--force``), the first
+    free ``PATH.bak.N``: a second ``init --force`` never replaces the first one's backup with the
+    defaults, and the backup is a new file (``O_EXCL``), never written through a symlink."""
+    import stat
+
+    from events.errors import ConfigError
+
     p = Path(path)
+    anc = p.parent
+    while not os.path.lexists(anc) and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise ConfigError(f"cannot write the config: {anc} is not a directory; nothing was written", key="--config",
+                          op="init", path=path, hint="name a config file in a folder with --config")
     backup = None
     if p.exists():
+        if not stat.S_ISREG(p.stat().st_mode):
+            raise ConfigError("the config path is not a regular file (a folder, FIFO or device); nothing was "
+                              "written", key="--config", op="init", path=path,
+                              hint="name a config file with --config")
         if not force:
             raise FleetwatchError("a config already exists; nothing was written", op="init", path=path,
                                   hint="check it with `fleetwatch doctor`, or rerun with --force "
-                                       "(the old file is kept as config.toml.bak)")
-        backup = str(p) + ".bak"
-        shutil.copy2(p, backup)
-        os.chmod(backup, 0o600)
+                                       f"(the old file is kept as {p.name}.bak, or .bak.N when that is taken)")
+        backup = _keep_copy(p)
     from events.private import private_dir
 
-    private_dir(str(p.parent))  # 0700 whatever the umask, parents too (issue 13)
-    _write_atomic(p, default_config_text(), 0o600)
+    try:
+        private_dir(str(p.parent))  # 0700 whatever the umask, parents too (issue 13)
+        _write_atomic(p, default_config_text(), 0o600)
+    except OSError as e:
+        raise ConfigError(f"cannot write the config: {e.strerror or e}; nothing was written", key="--config",
+                          op="init", path=path, hint="choose a writable place with --config") from e
     return backup
+
+
+def _keep_copy(p: Path) -> str:
+    """Copy ``p`` to the first free name of ``p.bak``, ``p.bak.1``, … (a new 0600 file)."""
+    from events.errors import ConfigError
+
+    try:
+        data = p.read_bytes()
+        for n in range(1000):
+            backup = f"{p}.bak" + (f".{n}" if n else "")
+            try:
+                fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return backup
+    except OSError as e:
+        raise ConfigError(f"cannot keep a copy of the old config: {e.strerror or e}; nothing was written",
+                          key="--config", op="init", path=str(p), hint="check the folder's owner and mode") from e
+    raise ConfigError("cannot keep a copy of the old config: 1000 backups exist; nothing was written",
+                      key="--config", op="init", path=str(p), hint=f"delete old {p.name}.bak.N files")

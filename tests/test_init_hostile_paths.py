@@ -1,0 +1,66 @@
+"""`fleetwatch init` over what is already there: real files, real subprocesses.
+
+Before: a second `init --force` replaced the first one's `config.toml.bak` (the user's own
+config) with the defaults; a `config.toml.bak` symlink was written through (its target
+overwritten, and made 0600); a folder or FIFO at the path, a path under a file and an unwritable
+folder were Python tracebacks (IsADirectoryError, SpecialFileError, FileExistsError, OSError).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FW = [sys.executable, "-c", "import sys; from watcher.entry import main; sys.argv[0] = 'fleetwatch'; main()"]
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
+ENV.update(PYTHONPATH=ROOT, XDG_CONFIG_HOME="/nonexistent/config")
+
+
+def fw(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*FW, *args], capture_output=True, text=True, timeout=60, env=ENV)
+
+
+def test_a_second_init_force_keeps_the_first_backup_of_the_users_config(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("# MY REAL CONFIG\n")
+    first = fw("init", "--force", "--config", str(cfg))
+    second = fw("init", "--force", "--config", str(cfg))
+    assert first.returncode == 0 and second.returncode == 0, (first.stderr, second.stderr)
+    assert (tmp_path / "config.toml.bak").read_text() == "# MY REAL CONFIG\n"
+    assert "config.toml.bak.1" in second.stdout and "[notify]" in (tmp_path / "config.toml.bak.1").read_text()
+    assert os.stat(tmp_path / "config.toml.bak").st_mode & 0o777 == 0o600
+
+
+def test_init_force_never_writes_through_a_symlinked_backup_name(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("# mine\n")
+    precious = tmp_path / "precious"
+    precious.write_text("precious\n")
+    os.chmod(precious, 0o644)
+    (tmp_path / "config.toml.bak").symlink_to(precious)
+    r = fw("init", "--force", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert precious.read_text() == "precious\n" and os.stat(precious).st_mode & 0o777 == 0o644
+    assert (tmp_path / "config.toml.bak.1").read_text() == "# mine\n"
+
+
+def test_init_over_a_folder_or_a_fifo_is_refused_without_a_traceback(tmp_path):
+    (tmp_path / "dir.toml").mkdir()
+    os.mkfifo(tmp_path / "fifo.toml")
+    for name in ("dir.toml", "fifo.toml"):
+        for force in ((), ("--force",)):
+            r = fw("init", *force, "--config", str(tmp_path / name))
+            assert r.returncode == 2 and "not a regular file" in r.stderr, (name, force, r.stderr)
+            assert "Traceback" not in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["dir.toml", "fifo.toml"] and not os.listdir(tmp_path / "dir.toml")
+
+
+def test_init_under_a_file_or_in_an_unwritable_folder_is_refused_without_a_traceback(tmp_path):
+    (tmp_path / "file").write_text("x")
+    for path in (tmp_path / "file" / "c.toml", tmp_path / "file" / "a" / "b" / "c.toml"):
+        r = fw("init", "--config", str(path))
+        assert r.returncode == 2 and "is not a directory" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = fw("init", "--config", "/proc/fleetwatch-test.toml")  # a folder nobody may create files in
+    assert r.returncode == 2 and "cannot write the config" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert (tmp_path / "file").read_text() == "x"
