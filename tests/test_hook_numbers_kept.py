@@ -51,3 +51,18 @@ def test_hook_install_keeps_every_number_of_settings_json_valid_json(tmp_path):
     assert doc["cleanupPeriodDays"] == "30" and "Stop" in doc["hooks"]
     again = fw("hook", "install", "--settings", str(settings), "--events", "core")
     assert again.returncode == 0 and "nothing to change" in again.stdout and settings.read_text() == text
+
+
+def test_a_permission_request_whose_tool_input_holds_a_5000_digit_integer_still_waits(tmp_path):
+    """The payload is valid JSON: json.loads refused it (int() over 4300 digits), so the hook said
+    'stdin is not a JSON hook payload' and the agent never showed RECLAMA."""
+    agents = tmp_path / "agents"
+    call = '"tool_name": "mcp__calc__add", "tool_input": {"n": ' + "9" * 5000 + '}'
+    r = fw("hook", "--goals-dir", str(agents), "--agent", "a1",
+           stdin='{"hook_event_name": "PermissionRequest", ' + call + '}')
+    assert (r.returncode, r.stderr) == (0, "")
+    doc = json.loads((agents / "a1" / "goal.json").read_text())
+    assert doc["state"] == "waiting" and len(doc["pending"]) == 1
+    fw("hook", "--goals-dir", str(agents), "--agent", "a1", stdin='{"hook_event_name": "PostToolUse", ' + call + '}')
+    doc = json.loads((agents / "a1" / "goal.json").read_text())
+    assert doc["state"] == "busy" and "pending" not in doc   # the same call answered it

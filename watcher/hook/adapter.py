@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from watcher.hook.goalfile import (LOCK_TIMEOUT, MAX_GOAL_BYTES, HookError, read_json, read_regular,  # noqa: F401
+from watcher.hook.goalfile import (LOCK_TIMEOUT, MAX_GOAL_BYTES, HookError, Number, read_json, read_regular,  # noqa: F401
                                    surrogate_in, update_goal, write_atomic)
 from watcher.hook.mapping import (HOOK_KEYS, Decision, Reason, apply, decide, iso_utc,  # noqa: F401
                                   notification_kind)
@@ -125,6 +125,12 @@ def _read_stdin() -> bytes:
     return data.encode() if isinstance(data, str) else data
 
 
+def _int(text: str):
+    """A payload's integer; one over 4300 digits (Python's int() refuses it, so json.loads did) is
+    kept as its text: a tool call's input may hold one, and its PermissionRequest still counts."""
+    return int(text) if len(text) < 4300 else Number(text)
+
+
 def _utf8(s: str) -> bool:
     try:
         s.encode()
@@ -179,7 +185,7 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
         if len(raw) > MAX_STDIN:
             raise HookError("stdin payload larger than 4 MiB: ignored")
         try:
-            payload = json.loads(raw)
+            payload = json.loads(raw, parse_int=_int)
         except (ValueError, RecursionError):
             raise HookError("stdin is not a JSON hook payload") from None
         if not isinstance(payload, dict):

@@ -105,6 +105,9 @@ class Number:
     def __repr__(self) -> str:
         return f"Number({self.text!r})"
 
+    def __str__(self) -> str:
+        return self.text
+
 
 def loads_exact(raw: bytes | str):
     """``json.loads`` with every number a :class:`Number` (see ``dumps_exact``)."""
