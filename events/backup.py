@@ -24,7 +24,7 @@ from typing import Any
 
 import apsw
 
-from events import anchor, sqlrows
+from events import anchor, schema, sqlrows
 from events.chain import VerifyResult
 from events.errors import BackupFailed, StoreError
 
@@ -38,6 +38,8 @@ NEW_NAME = "name a new file (backups never overwrite)"
 def refusal(src_path: str, dest: str) -> tuple[str, str] | None:
     """(why, hint) when ``dest`` (absolute) cannot receive a backup of the log at ``src_path``
     (resolved), else None."""
+    if not schema.is_utf8(dest):
+        return "the backup path is not valid UTF-8 (SQLite takes UTF-8 file names); nothing written", NEW_NAME
     if os.path.lexists(dest):
         return "the backup destination exists; nothing written", NEW_NAME
     if os.path.lexists(anchor.path_of(dest)):

@@ -174,11 +174,24 @@ def restore_guards(db: apsw.Connection) -> None:
             db.execute(f"INSERT OR IGNORE INTO event_types SELECT DISTINCT type, seq >> {BLOCK_SHIFT} FROM events")
 
 
+def is_utf8(path: str) -> bool:
+    """Whether ``path`` is UTF-8 text: a name with other bytes reaches Python as lone surrogates,
+    which apsw cannot hand to SQLite (a UnicodeEncodeError traceback from any command given it)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_path(path: str, create: bool, *, readonly: bool = False, parents: bool = True) -> None:
     """Refuse a directory, a non-regular, unreadable (or, unless ``readonly``, unwritable) or
     non-SQLite file, and a file with more than one hard link (two names = two WALs for one
     file), with a StoreError. Create a missing file with mode 0600 when ``create``; its missing
     parent folders (0700) only with ``parents`` (an explicit --db with a typo is refused)."""
+    if not is_utf8(path):
+        raise StoreError("the event log path is not valid UTF-8 (SQLite takes UTF-8 file names)", op="open",
+                         path=path, hint="rename the file or folder whose name is not UTF-8")
     if os.path.isdir(path):
         raise StoreError("the event log path is a directory", op="open", path=path,
                          hint="point --db / [store] path at a file, e.g. events.db")

@@ -29,14 +29,15 @@ _BIDI_AND_FORMAT = frozenset(
 
 def _needs_escape(ch: str) -> bool:
     o = ord(ch)
-    return o < 0x20 or 0x7F <= o < 0xA0 or o in _BIDI_AND_FORMAT or ch == "\\"
+    return o < 0x20 or 0x7F <= o < 0xA0 or o in _BIDI_AND_FORMAT or ch == "\\" or 0xD800 <= o < 0xE000
 
 
 def safe(value: object, limit: int | None = None) -> str:
     """``value`` as one line of inert text: C0/C1 controls (ESC, CR, LF, BEL…), DEL, bidi
-    overrides and zero-width/format characters become visible escapes (``\\x1b``, ``\\n``,
-    ``\\u202e``); backslashes are doubled so an escape cannot be faked. ``limit`` cuts the
-    result (with ``…``) after escaping. Idempotent on already-safe ASCII text."""
+    overrides, zero-width/format characters and lone surrogates (bytes of an argument or file
+    name that is not UTF-8: stdout cannot encode them) become visible escapes (``\\x1b``,
+    ``\\n``, ``\\u202e``, ``\\udcff``); backslashes are doubled so an escape cannot be faked.
+    ``limit`` cuts the result (with ``…``) after escaping. Idempotent on already-safe ASCII text."""
     s = value if isinstance(value, str) else str(value)
     if s.isprintable() and s.isascii() and "\\" not in s:
         out = s
