@@ -425,7 +425,7 @@ def _validate_phone(cfg: Config, bad) -> None:
             raise bad(f"{k}.urls", "a route needs urls")
     if cfg.web is not None:
         host, sep, port = cfg.web.listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: any free port
+        if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:  # 0: any free port; "²" is a digit int() refuses
             raise bad("web.listen", f"expected host:port, got {cfg.web.listen!r}")
         if cfg.web.public_url and not re.match(r"^https?://[^\s/]+", cfg.web.public_url):
             raise bad("web.public_url", "must be an http:// or https:// URL")

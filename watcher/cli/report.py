@@ -28,8 +28,9 @@ def parse_bound(text: str | None, now: float, key: str) -> tuple[str, float] | N
     if text is None or text == "":
         return None
     t = text.strip()
-    if t.lstrip("#").isdigit() and int(t.lstrip("#")) < 1 << 63:  # larger: SQLite's OverflowError before
-        return ("seq", float(int(t.lstrip("#"))))
+    n = t.lstrip("#")
+    if n.isascii() and n.isdigit() and int(n) < 1 << 63:  # larger: SQLite's OverflowError before; "²": a digit int() refuses
+        return ("seq", float(int(n)))
     from watcher.config import parse_duration
 
     try:
