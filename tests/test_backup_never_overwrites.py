@@ -15,16 +15,9 @@ import sys
 
 from events.log import EventLog
 from events.types import DodVerdict
+from tests.fwcli import fw
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FW = [sys.executable, "-c", "import sys; from watcher.entry import main; sys.argv[0] = 'fleetwatch'; main()"]
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
-ENV.update(PYTHONPATH=ROOT, XDG_CONFIG_HOME="/nonexistent/config")
 NOW = 1_764_443_000.0
-
-
-def fw(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FW, *args], capture_output=True, text=True, timeout=60, env=ENV)
 
 
 def make_log(path: str, n: int = 5, anchor: bool = True) -> tuple[int, bytes]:

@@ -8,17 +8,8 @@ folder were Python tracebacks (IsADirectoryError, SpecialFileError, FileExistsEr
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FW = [sys.executable, "-c", "import sys; from watcher.entry import main; sys.argv[0] = 'fleetwatch'; main()"]
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
-ENV.update(PYTHONPATH=ROOT, XDG_CONFIG_HOME="/nonexistent/config")
-
-
-def fw(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FW, *args], capture_output=True, text=True, timeout=60, env=ENV)
+from tests.fwcli import fw
 
 
 def test_a_second_init_force_keeps_the_first_backup_of_the_users_config(tmp_path):

@@ -1,0 +1,17 @@
+"""``fw(*args)``: one real ``fleetwatch`` command in a subprocess, run from this checkout with no
+``FLEETWATCH_*`` variable of the caller's and no user config (``XDG_CONFIG_HOME`` points nowhere),
+so only the paths a test passes count."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FW = [sys.executable, "-c", "import sys; from watcher.entry import main; sys.argv[0] = 'fleetwatch'; main()"]
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
+ENV.update(PYTHONPATH=ROOT, XDG_CONFIG_HOME="/nonexistent/config")
+
+
+def fw(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([*FW, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
