@@ -208,11 +208,22 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
         update_goal(path, lambda doc: apply(doc, d, agent, at, session=session[:200], cwd=cwd[:4096]),
                     create=explicit)
     except HookError as e:
-        print(f"fleetwatch hook: {e}", file=sys.stderr)
+        _say(str(e))
     except UnicodeEncodeError as e:  # goal.json's own surrogates are named by update_goal
-        print(f"fleetwatch hook: {_unencodable(e, payload, agent)}", file=sys.stderr)
+        _say(_unencodable(e, payload, agent))
     except OSError as e:  # the goals dir or agent folder cannot be made or used
-        print(f"fleetwatch hook: {_unusable(e, goals_dir, agent)}", file=sys.stderr)
+        _say(_unusable(e, goals_dir, agent))
     except Exception as e:  # never break the agent: any failure is one line, exit 0
-        print(f"fleetwatch hook: {type(e).__name__}: {e}", file=sys.stderr)
+        _say(f"{type(e).__name__}: {e}")
     return 0
+
+
+def _say(msg: str) -> None:
+    """The hook's one stderr line. Its paths and ids come from the environment, the goals dir's
+    folder names and the payload: every character that is not printable (ESC and the other C0/C1
+    controls, a newline, bidi overrides, U+2028, lone surrogates) is shown as an escape, so
+    nothing in them reaches the terminal as a control or forges a second line."""
+    if not (msg.isascii() and msg.isprintable()):
+        msg = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                      for c in msg)
+    print(f"fleetwatch hook: {msg}", file=sys.stderr)
