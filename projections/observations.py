@@ -61,6 +61,9 @@ class SourceResult(msgspec.Struct, kw_only=True):
     agents: list[AgentObs] = []
     runs: list[RunObs] = []
     rows: list[RowObs] = []
+    # files of a file source not in this result because their first read failed and they never
+    # read well before (the two-read rule): their runs are not gone (projections.runs._gone)
+    held: int = 0
 
 
 class Snapshot(msgspec.Struct, kw_only=True):

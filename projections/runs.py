@@ -270,11 +270,15 @@ def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_d
 
 
 def _gone(runs: dict, snap: Any) -> list:
-    """run.changed ``gone`` for each known run no longer seen (not while its source is failing)."""
+    """run.changed ``gone`` for each known run no longer seen (not while its source is failing, nor
+    while it holds back a file awaiting its second read: at each start of the watcher a steps.json
+    that does not parse was missing from the first tick, "gone" and back, tests/test_runs_restart.py)."""
     failed = snap.failed
+    held = {r.name for r in snap.results if r.held} if snap.results else ()
     return [RunChanged(run=rid, **{k: rs.get(k) for k in RUN_FIELDS}, error=rs["error"], source=rs["source"],
                        gone=True)
-            for rid, rs in runs.items() if rid not in snap.runs and not rs["gone"] and rs["source"] not in failed]
+            for rid, rs in runs.items() if rid not in snap.runs and not rs["gone"] and rs["source"] not in failed
+            and rs["source"] not in held]
 
 
 def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, pol: _Policy) -> tuple[list, float]:

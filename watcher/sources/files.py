@@ -36,7 +36,7 @@ from projections.observations import AgentObs, RunObs, SourceResult
 from watcher.config import Source, expand
 from watcher.config_limits import NotRegular
 from watcher.sources import forkread
-from watcher.sources.filestat import _Entry, _folder_id, _not_regular, _stat, read_new, shown_name
+from watcher.sources.filestat import DEFAULT_MAX_BYTES, _Entry, _folder_id, _not_regular, _stat, read_new, shown_name
 from watcher.sources.parse import parse_goal, parse_steps
 
 log = logging.getLogger("fleetwatch.sources")
@@ -45,7 +45,6 @@ _KEY = attrgetter("st_ino", "st_size", "st_mtime_ns")
 # listing by this margin (a change in the listing's clock tick leaves the mtime: git's "racy" case).
 _RACY_NS = 2_000_000_000
 _RELIST_NS = 30_000_000_000  # and it is listed anyway this often (a file system whose mtimes lag)
-DEFAULT_MAX_BYTES = 1 << 20  # per goal.json / steps.json unless the source sets max_bytes
 
 
 class GlobSource:
@@ -494,7 +493,8 @@ class StepsSource(GlobSource):
         return RunObs(run=folder_id, source=self.name, path=path, error=reason)
 
     def result(self, items):
-        return SourceResult(name=self.name, kind="steps", runs=items)
+        held = sum(1 for p in self._suspects if self._obs_of.get(p) is None)  # not shown until read again
+        return SourceResult(name=self.name, kind="steps", runs=items, held=held)
 
 
 FACTORY: dict[str, Callable[[Source], Any]] = {"goals": GoalsSource, "steps": StepsSource}

@@ -10,6 +10,8 @@ from typing import Any
 
 from watcher.config_limits import file_kind, open_regular, read_fd
 
+DEFAULT_MAX_BYTES = 1 << 20  # per goal.json / steps.json unless the source sets max_bytes
+
 
 def _folder_id(path: str) -> str:
     """The name of the folder holding ``path`` (os.path.basename(os.path.dirname(path))), as text
