@@ -64,19 +64,25 @@ def _norm(p: str) -> str:
     return os.path.normpath(os.path.expanduser(p))
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str | None:
     """Which agent this payload is about (None: not part of the fleet, nothing to do).
 
     Order: explicit agent (flag or $FLEETWATCH_AGENT); a goals-dir entry whose goal.json has the
     payload's ``session_id``; for a SessionStart, one whose ``handoff`` (left by a SessionEnd that
     cleared or resumed) has the payload's cwd; one whose ``cwd`` contains the payload's cwd
-    (deepest wins); an existing goals-dir folder named like $CLAUDE_PROJECT_DIR or cwd.
+    (deepest wins; symlinks resolved too); an existing goals-dir folder named like
+    $CLAUDE_PROJECT_DIR or cwd.
     """
     if agent:
         return agent
     session = payload.get("session_id")
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
     c = _norm(cwd) if cwd else ""
+    real = os.path.realpath(c) if c else ""
     starting = payload.get("hook_event_name") == "SessionStart"
     best, best_len, handed = None, -1, None
     try:
@@ -101,8 +107,9 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
         gcwd = doc.get("cwd")
         if c and isinstance(gcwd, str) and gcwd:
             g = _norm(gcwd)
-            if (c == g or c.startswith(g.rstrip(os.sep) + os.sep)) and len(g) > best_len:
-                best, best_len = e.name, len(g)
+            rg = os.path.realpath(g)  # also through symlinks: ~/work -> /data/work, /tmp -> /private/tmp
+            if (_within(c, g) or _within(real, rg)) and len(rg) > best_len:
+                best, best_len = e.name, len(rg)
     if handed:
         return handed
     if best:

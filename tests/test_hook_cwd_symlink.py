@@ -1,0 +1,44 @@
+"""``fleetwatch hook`` finds the agent whose goal.json ``cwd`` contains the payload's cwd. It
+compared the strings only: a launcher that wrote ``cwd`` through a symlink (``~/work`` ->
+``/data/work``, macOS ``/tmp`` -> ``/private/tmp``) while Claude Code reports the physical path
+(or the other way round) matched nothing, and the hook silently did nothing: the agent's state
+never moved. Both sides are now also compared resolved; the deepest folder still wins."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FW = str(Path(sys.executable).with_name("fleetwatch"))
+
+
+def hook(goals: Path, payload: dict) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("FLEETWATCH_AGENT", "CLAUDE_PROJECT_DIR")}
+    return subprocess.run([FW, "hook", "--goals-dir", str(goals)], input=json.dumps(payload), text=True,
+                          capture_output=True, timeout=60, env=env)
+
+
+def state(goals: Path, agent: str) -> str | None:
+    return json.loads((goals / agent / "goal.json").read_text()).get("state")
+
+
+def test_a_goal_cwd_written_through_a_symlink_still_maps_the_session(tmp_path):
+    (tmp_path / "data" / "proj" / "sub").mkdir(parents=True)
+    (tmp_path / "work").symlink_to(tmp_path / "data")
+    goals = tmp_path / "agents"
+    for agent, cwd in (("p1", tmp_path / "work" / "proj"),              # through the link
+                       ("p2", tmp_path / "data" / "proj" / "sub")):     # physical, deeper
+        (goals / agent).mkdir(parents=True)
+        (goals / agent / "goal.json").write_text(json.dumps({"agent": agent, "state": "idle", "cwd": str(cwd)}))
+    r = hook(goals, {"hook_event_name": "UserPromptSubmit", "cwd": str(tmp_path / "data" / "proj")})
+    assert (r.returncode, r.stderr) == (0, "")
+    assert (state(goals, "p1"), state(goals, "p2")) == ("busy", "idle")
+    r = hook(goals, {"hook_event_name": "Stop", "cwd": str(tmp_path / "work" / "proj" / "sub" / "x")})
+    assert (state(goals, "p1"), state(goals, "p2")) == ("busy", "idle")  # the deepest: p2
+    r = hook(goals, {"hook_event_name": "PreToolUse", "tool_use_id": "t1",
+                     "cwd": str(tmp_path / "work" / "proj" / "sub" / "x")})
+    assert (state(goals, "p1"), state(goals, "p2")) == ("busy", "busy")
+    hook(goals, {"hook_event_name": "Stop", "cwd": str(tmp_path / "work" / "proj")})
+    assert (state(goals, "p1"), state(goals, "p2")) == ("idle", "busy")
