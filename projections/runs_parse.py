@@ -61,15 +61,22 @@ MAX_DATA_DEPTH = 8      # a data value's containers nested deeper than this, or 
 MAX_DATA_NODES = 256    # values than this, are kept as a marker of the same type (see _bounded)
 
 
+def _number(f: float) -> list[str]:
+    """A NaN or an Infinity (read from steps.json by ``watcher.sources.parse``) as the log keeps it:
+    the log writes such a float as null, so the next tick saw its data "changed" again; as
+    ``["NaN"]`` it is no id and no verdict, and truthy, as the float was."""
+    return ["NaN" if f != f else "Infinity" if f > 0 else "-Infinity"]
+
+
 def _bounded(v: Any) -> Any:
     """A data value as the log and the runs state keep it: itself when it is a scalar or a small,
     shallow container; else a non-empty marker of its type (``["…"]``, ``{"…": "…"}``), which every
     rule reads as it read the value (a container is truthy, no id, no verdict). A value nested ~975
     deep went into step.changed and the runs state, whose snapshot then could not be encoded
-    (RecursionError at every stop: exit 1)."""
+    (RecursionError at every stop: exit 1). A NaN or an Infinity, anywhere in it: see ``_number``."""
     if not isinstance(v, (list, dict)):
-        return v
-    todo, nodes = [(v, 1)], 0
+        return _number(v) if type(v) is float and v - v != 0.0 else v
+    todo, nodes, odd = [(v, 1)], 0, False
     while todo:
         x, depth = todo.pop()
         nodes += 1
@@ -79,7 +86,18 @@ def _bounded(v: Any) -> Any:
             todo.extend((y, depth + 1) for y in x.values())
         elif isinstance(x, list):
             todo.extend((y, depth + 1) for y in x)
-    return v
+        elif type(x) is float and x - x != 0.0:
+            odd = True
+    return _finite(v) if odd else v
+
+
+def _finite(v: Any) -> Any:
+    """``v`` (small and shallow: see ``_bounded``) with each NaN or Infinity as ``_number``."""
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return _number(v) if type(v) is float and v - v != 0.0 else v
 
 
 def _data(d: Any) -> dict:

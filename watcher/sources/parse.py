@@ -149,11 +149,41 @@ def parse_goal(raw: bytes, *, source: str, path: str, folder_id: str, mtime: flo
     return agent_from_obj(obj, source=source, fallback_id=folder_id, path=path, mtime=mtime)
 
 
+def _with_non_finite(raw: bytes) -> Any:
+    """``raw`` decoded by the standard library, which reads ``NaN``, ``Infinity`` and ``1e400``
+    (as float nan/inf) where the fast decoder refuses the whole document; None when those are not
+    the cause (not JSON, too deep, a lone surrogate the log could not encode, no such number)."""
+    import json
+
+    seen = []
+
+    def num(text: str) -> float:
+        f = float(text)
+        if f - f != 0.0:
+            seen.append(f)
+        return f
+
+    try:
+        doc = json.loads(raw.removeprefix(b"\xef\xbb\xbf"), parse_constant=num, parse_float=num)
+        if not seen:
+            return None
+        msgspec.json.encode(doc)  # what else the fast decoder refused stays refused
+    except (ValueError, RecursionError, TypeError, msgspec.EncodeError):  # UnicodeError is a ValueError
+        return None
+    return doc
+
+
 def parse_steps(raw: bytes, *, source: str, path: str, folder_id: str) -> RunObs:
+    """One steps.json's bytes -> RunObs. A NaN or an Infinity anywhere (Python's json.dump writes
+    them for a float metric) made the whole run "not JSON", every rule of it unchecked: such
+    numbers are read, and each field they land in is judged as any other value of the wrong type
+    (``projections.runs_parse``; tests/test_steps_non_finite.py)."""
     try:
         obj = decode_json(raw)
     except ParseError as e:
-        return RunObs(run=folder_id, source=source, path=path, error=e.reason)
+        obj = _with_non_finite(raw) if e.reason == "not JSON" else None
+        if obj is None:
+            return RunObs(run=folder_id, source=source, path=path, error=e.reason)
     if not isinstance(obj, dict):
         return RunObs(run=folder_id, source=source, path=path, error="not a JSON object")
     run = obj.get("run")
