@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from events.records import Damaged
+from projections.text import inert_json
 from watcher.cli.plain import context, open_log
 
 SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowError traceback
@@ -26,7 +27,8 @@ SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowEr
 _enc = msgspec.json.Encoder()
 
 def _json_line(rec: Any) -> str:
-    return _enc.encode(rec.to_json()).decode() + "\n"
+    """One JSON line (`tail --json`, `export`): raw controls and bidi characters as escapes."""
+    return inert_json(_enc.encode(rec.to_json()).decode()) + "\n"
 
 
 class _Out:
@@ -210,13 +212,14 @@ def _emit(out: _Out, recs: Iterable[Any]) -> int:
 
 
 def parse_expect_head(value: str) -> tuple[int, str]:
-    """``--expect-head SEQ:HASH`` -> (seq, hash); ValueError when it is not that."""
+    """``--expect-head SEQ:HASH`` -> (seq, hash); ValueError when it is not that. HASH is the
+    full 64 hex digits `verify` prints or, at least 8 of them, the short head of a push body."""
     seq_s, _, hash_s = value.partition(":")
-    want = (int(seq_s), hash_s.strip().lower())
-    bytes.fromhex(want[1])
-    if want[0] < 0 or len(want[1]) != 64:
+    seq_s, hash_s = seq_s.strip(), hash_s.strip().lower()
+    if not (seq_s.isascii() and seq_s.isdigit()) or not 8 <= len(hash_s) <= 64 \
+            or any(c not in "0123456789abcdef" for c in hash_s):
         raise ValueError(value)
-    return want
+    return int(seq_s), hash_s
 
 
 # ---- the commands' bodies (no typer: the typer commands below and watcher.cli.fast call these)
@@ -287,7 +290,7 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
         doc = msgspec.to_builtins(res)
         if hosts:
             doc["hosts"] = msgspec.to_builtins(hosts)
-        sys.stdout.write(_enc.encode(doc).decode() + "\n")
+        sys.stdout.write(inert_json(_enc.encode(doc).decode()) + "\n")
     elif res.ok:
         print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
         print(f"head anchor {res.anchor.split(':')[0]}:{res.anchor.split(':')[1][:8]} matches" if res.anchor
@@ -364,7 +367,7 @@ def register(app: Any) -> None:
     @app.command("verify")
     @errors
     def verify_cmd(
-        expect_head: Annotated[Optional[str], typer.Option("--expect-head", metavar="SEQ:HASH", help="Also require the row at SEQ to have HASH (hex), as printed by an earlier verify: catches a truncated tail.")] = None,
+        expect_head: Annotated[Optional[str], typer.Option("--expect-head", metavar="SEQ:HASH", help="Also require the row at SEQ to have HASH (hex: the 64 digits an earlier verify printed, or at least 8, as in a push body's 'log head SEQ:HASH'): catches a truncated tail.")] = None,
         restore_guards: Annotated[bool, typer.Option("--restore-guards", help="Put the append-only triggers and indexes back as fleetwatch created them (the only write verify makes), then check everything.")] = False,
         as_json: JsonOpt = False,
         config: ConfigOpt = None,
@@ -379,7 +382,7 @@ def register(app: Any) -> None:
             try:
                 want = parse_expect_head(expect_head)
             except ValueError:
-                raise typer.BadParameter("expected SEQ:HASH, e.g. 42:3f2a… (64 hex digits)",
+                raise typer.BadParameter("expected SEQ:HASH, e.g. 42:3f2a1b0c… (8 to 64 hex digits)",
                                          param_hint="--expect-head") from None
         verify(want, restore_guards, as_json, config, db)
 
