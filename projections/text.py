@@ -56,3 +56,20 @@ def safe(value: object, limit: int | None = None) -> str:
     if limit is not None and len(out) > limit:
         out = out[: max(0, limit - 1)] + "…"
     return out
+
+
+_JSON_TABLE: dict[int, str] = {}
+
+
+def inert_json(text: str) -> str:
+    """A JSON text with the characters JSON leaves raw and a terminal may act on (DEL, the C1
+    controls such as U+009B CSI, bidi overrides, zero-width and format characters: those ``safe``
+    escapes, bar the ones JSON escapes itself) written as ``\\uXXXX``. Every JSON reader decodes the
+    same values (JSON's structure is ASCII, so such a character can only stand inside a string,
+    where its escape means itself); `tail --json` read on a screen stays inert. Lone surrogates
+    cannot reach here (the encoders refuse them)."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    if not _JSON_TABLE:
+        _JSON_TABLE.update({o: f"\\u{o:04x}" for o in (*range(0x7F, 0xA0), *_BIDI_AND_FORMAT)})
+    return text.translate(_JSON_TABLE)

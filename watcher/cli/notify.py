@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import msgspec
 import typer
 
-from projections.text import safe
+from projections.text import inert_json, safe
 
 from events.errors import ConfigError, FleetwatchError
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, errors, open_log
@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
             log.close()
         if as_json:
             for v in act.values():
-                typer.echo(_json.encode(v).decode())
+                typer.echo(inert_json(_json.encode(v).decode()))
             return
         if not act:
             typer.echo("no active silences")

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from projections import views
-from projections.text import safe
+from projections.text import inert_json, safe
 from watcher.cli import render
 from watcher.cli.plain import context
 
@@ -142,7 +142,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     doc = build_status(cfg, states, head, now)
     if json:
-        sys.stdout.write(_json.encode(doc).decode() + "\n")
+        sys.stdout.write(inert_json(_json.encode(doc).decode()) + "\n")
     elif sys.stdout.isatty():
         render.status_rich(doc)
     else:
@@ -158,8 +158,8 @@ def summary(config: str | None = None, db: str | None = None, json: bool = False
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     groups = summary_groups(cfg, states, now)
     if json:
-        sys.stdout.write(_json.encode({"head": head, "groups": [
-            {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode() + "\n")
+        sys.stdout.write(inert_json(_json.encode({"head": head, "groups": [
+            {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode()) + "\n")
     elif sys.stdout.isatty():
         render.summary_rich(groups, len((states.get("fleet") or {}).get("agents", {})))
     else:
