@@ -415,7 +415,8 @@ def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failu
         n = c.attempt if c else (p["n"] if p else 1)
         if p is not None and c is None and p["overdue_n"] == n:
             continue
-        start = t if t is not None else (ts(p["since"]) if p is not None and c is None else None)
+        seen = now if c is not None else (ts(p["since"]) if p is not None else None)  # begun by then
+        start = t if t is not None and (seen is None or t <= seen) else seen  # an `at` ahead: when seen
         if start is None:
             continue
         dl = float(pol.deadlines.get(name, pol.default_deadline))

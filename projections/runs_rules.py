@@ -285,8 +285,10 @@ def check_retry(rid: str, fields: dict, view: dict, changes: list[Change], rs: d
     ev, evstep = None, None
     if lf is not None:
         for name, (st, _, t, _, _) in view.items():
-            if t is not None and t > lf and st not in ("fail", "") and (ev is None or t < ev):
-                ev, evstep = t, name
+            if t is not None and t > lf and st not in ("fail", ""):
+                t = min(t, now)  # an `at` ahead of the clock (2099): the step was there by now
+                if ev is None or t < ev:
+                    ev, evstep = t, name
     if rs is not None and rs["failures"] == n and rs["last_failure_at"] == lfa:
         for c in changes:  # a begin without `at` after the failure was recorded: started by now
             if c.new and c.status == "begin" and c.t is None and (ev is None or now < ev):
