@@ -57,3 +57,23 @@ def test_a_window_name_with_a_newline_does_not_mask_an_agent_or_forge_a_window(t
     assert snap.agents["a1"].target == "=fleet:0" and not snap.agents["a1"].tmux_missing
     for agent in ("a2", "a3", "a4", "a5"):   # no window is named exactly like them
         assert snap.agents[agent].tmux_missing and snap.agents[agent].target is None, agent
+
+
+def test_a_window_named_in_utf8_is_matched_under_a_locale_that_is_not_utf8(tmp_path, sock, monkeypatch):
+    """Without a UTF-8 locale (LANG/LC_ALL of a service, a cron job) tmux printed every non-ASCII
+    character of a name as '_': agent café lost its window, and a window 'aé1' could pass for
+    'a_1'. The source runs tmux -u."""
+    from watcher.sources import build_sources, merge
+
+    for name in ("café", "aé1"):
+        tmux(sock, "new-window", "-t", "fleet", "-n", name, "sleep 600")
+    fleet = tmp_path / "fleet"
+    for agent in ("café", "a__1", "a_1"):
+        goal(fleet, agent)
+    cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
+                f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\n')
+    monkeypatch.setenv("LC_ALL", "en_US.ISO-8859-1")   # what the watcher's tmux child inherits
+    srcs = build_sources(cfg)
+    snap = merge(srcs, [s.poll(0) for s in srcs])
+    assert snap.agents["café"].target == "=fleet:1" and not snap.agents["café"].tmux_missing
+    assert snap.agents["a__1"].target is None and snap.agents["a_1"].target is None

@@ -75,7 +75,8 @@ class TmuxSource:
 
     def argv(self, end: str = "") -> list[str]:
         """The list-windows command; ``end``: the nonce closing every record (see TMUX_FORMAT)."""
-        base = ["tmux"] + (["-L", self.spec.socket] if self.spec.socket else [])
+        # -u: names in UTF-8 whatever the locale (under a non-UTF-8 one tmux prints "café" as "caf_")
+        base = ["tmux", "-u"] + (["-L", self.spec.socket] if self.spec.socket else [])
         return base + ["list-windows", "-a", "-F", TMUX_FORMAT + (f"\t{end}" if end else "")]
 
     def parse(self, raw: bytes, end: str = "") -> list[Win]:
