@@ -230,7 +230,7 @@ def test_verify_expect_head_catches_truncation(cli, db_path, tmp_path):
     assert r.exit_code == 1 and "seq 10" in r.stderr and "truncated" in r.stderr
 
 
-@pytest.mark.parametrize("bad", ["12", "x:ab", "12:zz", "-1:" + "0" * 64, "3:" + "0" * 10])
+@pytest.mark.parametrize("bad", ["12", "x:ab", "12:zz", "-1:" + "0" * 64, "3:" + "0" * 7, "3:" + "0" * 65])
 def test_verify_rejects_a_malformed_expect_head(cli, db_path, bad):
     seed(db_path, 3)
     r = cli("verify", "--expect-head", bad, "--db", db_path)
