@@ -267,7 +267,21 @@ def _unit_state(unit: str) -> str | None:
     return out if out in ("active", "inactive", "failed", "activating", "deactivating", "reloading") else None
 
 
+def pipe_safe(echo):
+    """``echo`` that survives a reader closing the pipe (`doctor | head -3`): the rest of the
+    output goes to /dev/null and the checks go on, so the exit status still says unhealthy."""
+    def out(*a, **kw) -> None:
+        try:
+            echo(*a, **kw)
+        except BrokenPipeError:
+            from watcher.cli.log import _quiet_pipe
+
+            _quiet_pipe()
+    return out
+
+
 def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
+    echo = pipe_safe(echo)
     ck = Checklist(echo)
     cfg = check_config(ck, config)
     if cfg is not None:

@@ -286,21 +286,25 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
         hosts, host_lines, hosts_ok = host_report(log.db)
     finally:
         log.close()
-    if as_json:
-        doc = msgspec.to_builtins(res)
-        if hosts:
-            doc["hosts"] = msgspec.to_builtins(hosts)
-        sys.stdout.write(inert_json(_enc.encode(doc).decode()) + "\n")
-    elif res.ok:
-        print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
-        print(f"head anchor {res.anchor.split(':')[0]}:{res.anchor.split(':')[1][:8]} matches" if res.anchor
-              else "no head anchor (events.db.head): a cut tail cannot be told; pass --expect-head")
-    else:
-        where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
-        print(f"BROKEN at {where}: {res.problem}\n"
-              f"last good {res.head_seq}:{res.head_hash}")
-    if host_lines and not as_json:
-        print("\n".join(host_lines))
+    try:  # a reader that closed the pipe (`| head -1`, `| grep -q BROKEN`) does not make a broken log exit 0
+        if as_json:
+            doc = msgspec.to_builtins(res)
+            if hosts:
+                doc["hosts"] = msgspec.to_builtins(hosts)
+            sys.stdout.write(inert_json(_enc.encode(doc).decode()) + "\n")
+        elif res.ok:
+            print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
+            print(f"head anchor {res.anchor.split(':')[0]}:{res.anchor.split(':')[1][:8]} matches" if res.anchor
+                  else "no head anchor (events.db.head): a cut tail cannot be told; pass --expect-head")
+        else:
+            where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
+            print(f"BROKEN at {where}: {res.problem}\n"
+                  f"last good {res.head_seq}:{res.head_hash}")
+        if host_lines and not as_json:
+            print("\n".join(host_lines))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_pipe()
     if not res.ok:
         where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
         from projections.text import safe
