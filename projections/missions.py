@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict
 
 from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
 from projections.rows import unseen
-from projections.missions_rules import MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check
+from projections.missions_rules import MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check, deps_not_done
 
 NAME = "missions"
 
@@ -221,6 +221,7 @@ def circuit_state(state: dict[str, Any], mission: str) -> str:
 def status(state: dict[str, Any], now: float) -> dict[str, Any]:
     """Per mission: WPs by state, runnable, awaiting approval, circuit, flagged retries, completed."""
     done = {w for m in state["missions"].values() for w, x in m["wps"].items() if x["state"] == DONE}
+    view = {mid: {w: x["state"] for w, x in m["wps"].items()} for mid, m in state["missions"].items()}
     missions: dict[str, Any] = {}
     for mid in sorted(state["missions"]):
         m = state["missions"][mid]
@@ -230,7 +231,7 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
         for wid in sorted(m["wps"]):
             w = m["wps"][wid]
             by_state.setdefault(w["state"], []).append(wid)
-            if w["state"] == READY and circ == "CLOSED" and all(d in done for d in w["deps"]):
+            if w["state"] == READY and circ == "CLOSED" and not deps_not_done(mid, w["deps"], view, done):
                 runnable.append(wid)
             if w["state"] == APPROVAL:
                 approval.append(wid)

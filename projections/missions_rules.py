@@ -50,6 +50,17 @@ class WpFlag(str, enum.Enum):
     SAME_ERROR = "same-error"    # same error signature > 2 times
 
 
+def deps_not_done(mid: str, deps: list[str], view: dict[str, dict[str, str]], done: set[str]) -> list[str]:
+    """The deps of a WP of mission ``mid`` that are not DONE. A dep names a WP of the same mission
+    when there is one (WPs are keyed by (mission, wp): two missions may both have a ``wp1``);
+    else a WP of any mission (``done``: every DONE WP id, for ids unique across missions, as in
+    fixtures/missions.sql). A DONE ``wp1`` of mission A satisfied mission B's dep on its own
+    ``wp1``, still READY: B's ``wp2`` RUNNING broke no rule and showed as runnable
+    (tests/test_missions_dep_scope.py)."""
+    own = view.get(mid, {})
+    return [d for d in deps if (own[d] != DONE if d in own else d not in done)]
+
+
 def active_count(wps: dict[str, Any]) -> int:
     """WPs RUNNING or CHECKING (``wps``: wp -> record with ``state``, or wp -> state)."""
     return sum(1 for w in wps.values() if (w if isinstance(w, str) else w["state"]) in ACTIVE)
@@ -75,7 +86,7 @@ def check(state: dict[str, Any], changes: list[tuple[str, str, dict | None, dict
         if was == DONE and st != DONE:
             out.append(_v(mid, wid, WpRule.DONE_REDONE, f"{wid} was DONE and went {st} again"))
         if starts:
-            missing = [d for d in new["deps"] if d not in done]
+            missing = deps_not_done(mid, new["deps"], view, done)
             if missing:
                 out.append(_v(mid, wid, WpRule.DEPS_NOT_DONE, f"{wid} is RUNNING while deps not DONE: "
                               + ", ".join(missing[:5]) + (f" (+{len(missing) - 5})" if len(missing) > 5 else "")))
