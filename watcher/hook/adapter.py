@@ -45,6 +45,8 @@ def parse_args(argv: list[str], env) -> tuple[str | None, str]:
             if i >= len(argv):
                 raise HookError(f"{name} needs a value")
             val = argv[i]
+        if not val:  # "--goals-dir=$UNSET": never fall back to ~/.fleet/agents or another agent
+            raise HookError(f"{name} needs a value (got an empty one)")
         if name == "--agent":
             agent = val
         else:
