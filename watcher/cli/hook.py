@@ -244,6 +244,14 @@ def install(
 
     from watcher.hook.adapter import write_atomic
 
+    from watcher.hook.adapter import valid_agent
+
+    for flag, val in (("--agent", agent), ("--goals-dir", goals_dir)):
+        if val is not None and not val:  # the hook would refuse every event: not baked in
+            raise typer.BadParameter("an empty value: leave the option out instead", param_hint=flag)
+    if agent and not valid_agent(agent):
+        raise typer.BadParameter(f"'{safe(agent)}' is no agent id the hook takes (no '/', no control "
+                                 "character, not '.' or '..'): it would refuse every event", param_hint="--agent")
     path = _settings_path(settings, project)
     before_text, before = _load(path)
     cmd = hook_command(command or _default_prefix(), agent, goals_dir)

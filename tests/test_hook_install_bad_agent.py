@@ -1,0 +1,27 @@
+"""``fleetwatch hook install --agent ID`` baked any ID into the command, also one the hook itself
+refuses (a newline, a '/', '..', an empty one): Claude Code then ran a hook that ignored every
+event of the agent ("invalid agent id" on a stderr nobody reads). The install refuses such an
+ID (or an empty --goals-dir) as a usage error, before touching settings.json."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FW = str(Path(sys.executable).with_name("fleetwatch"))
+
+
+@pytest.mark.parametrize("args, shown", [(["--agent", "a\nb"], "'a\\nb' is no agent id"),
+                                         (["--agent", "x/y"], "'x/y' is no agent id"),
+                                         (["--agent", ".."], "'..' is no agent id"),
+                                         (["--agent", ""], "an empty value"),
+                                         (["--goals-dir", ""], "an empty value")])
+def test_hook_install_refuses_an_agent_id_the_hook_would_refuse(tmp_path, args, shown):
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"model": "x"}\n')
+    r = subprocess.run([FW, "hook", "install", "--settings", str(settings), "--events", "core", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and shown in r.stderr and "\x1b" not in r.stderr, r.stderr
+    assert settings.read_text() == '{"model": "x"}\n' and not list(tmp_path.glob("settings.json.*"))
