@@ -290,7 +290,14 @@ def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
         check_notify(ck, cfg)
         check_secret_files(ck, cfg)
     else:
-        ck.warn("sources, log, notify: not checked (the config does not parse)")
+        from watcher.config import Config, config_path
+
+        why = "the config does not parse" if os.path.exists(config_path(config)) else "no config"
+        if db or os.environ.get("FLEETWATCH_DB"):  # a log named without the config: checked all the same
+            ck.warn(f"sources, notify: not checked ({why})")
+            check_log(ck, Config(), db)
+        else:
+            ck.warn(f"sources, log, notify: not checked ({why})")
     check_unit(ck)
     echo("unhealthy: fix the ✗ lines above" if ck.failed else "healthy")
     return 1 if ck.failed else 0
