@@ -18,3 +18,11 @@ def once_and_tail(cfg: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
                        text=True, timeout=60)
     assert t.returncode == 0, t.stderr
     return r, [json.loads(line) for line in t.stdout.splitlines()]
+
+
+def sqlite_config(tmp_path: Path, db: Path, query: str) -> Path:
+    """A config with one ``sqlite`` source of work packages (keyed by mission, wp) on ``db``."""
+    cfg = tmp_path / "fw.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "missions"\nkind = "sqlite"\n'
+                   f'entity = "wp"\npath = "{db}"\nkey = ["mission", "wp"]\nquery = "{query}"\n')
+    return cfg

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-from pathlib import Path
 
-from tests.fwonce import FW, once_and_tail
+from tests.fwonce import FW, once_and_tail, sqlite_config
 
 ROWS = [("A", "wp1", "DONE", "[]"), ("A", "g", "DONE", "[]"),
         ("B", "wp1", "READY", "[]"), ("B", "wp2", "RUNNING", '["wp1"]'), ("B", "wp3", "READY", '["wp1"]'),
@@ -28,10 +27,7 @@ def test_a_dep_names_the_wp_of_its_own_mission(tmp_path):
     c.executemany("INSERT INTO wps VALUES (?, ?, ?, ?)", ROWS)
     c.commit()
     c.close()
-    cfg = tmp_path / "fw.toml"
-    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "missions"\nkind = "sqlite"\n'
-                   f'entity = "wp"\npath = "{db}"\nkey = ["mission", "wp"]\n'
-                   'query = "SELECT mission, wp, state, deps FROM wps"\n')
+    cfg = sqlite_config(tmp_path, db, "SELECT mission, wp, state, deps FROM wps")
     r, evs = once_and_tail(cfg)
     assert r.returncode == 0, r.stderr
     got = sorted((e["data"]["mission"], e["data"]["wp"], e["data"]["rule"]) for e in evs if e["type"] == "wp.violated")

@@ -7,12 +7,11 @@ for any mission. Now such deps are read as text and such a counter is 0. A real 
 (sqlite3), a real ``fleetwatch run --once`` and ``tail --json``."""
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 from pathlib import Path
 
-from tests.fwonce import once_and_tail
+from tests.fwonce import once_and_tail, sqlite_config
 SCHEMA = ("CREATE TABLE work_packages (id TEXT PRIMARY KEY, mission_id TEXT NOT NULL, state TEXT NOT NULL, "
           "deps TEXT, attempts INTEGER NOT NULL DEFAULT 0, last_error_sig TEXT, "
           "same_sig_count INTEGER NOT NULL DEFAULT 0)")
@@ -26,12 +25,8 @@ def _watch(tmp_path: Path, rows: list[tuple]) -> tuple[subprocess.CompletedProce
                   "VALUES (?, ?, ?, ?, ?, ?)", rows)
     c.commit()
     c.close()
-    cfg = tmp_path / "fw.toml"
-    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "missions"\nkind = "sqlite"\n'
-                   f'entity = "wp"\npath = "{db}"\nkey = ["mission", "wp"]\n'
-                   'query = "SELECT mission_id AS mission, id AS wp, state, deps, attempts, last_error_sig, '
-                   'same_sig_count FROM work_packages"\n')
-    return once_and_tail(cfg)
+    return once_and_tail(sqlite_config(tmp_path, db, "SELECT mission_id AS mission, id AS wp, state, deps, attempts, "
+                                       "last_error_sig, same_sig_count FROM work_packages"))
 
 
 GOOD = [("g1", "good", "DONE", "[]", 1, 0), ("g2", "good", "RUNNING", '["g3"]', 1, 0),

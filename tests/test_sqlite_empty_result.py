@@ -10,15 +10,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.fwonce import once_and_tail
+from tests.fwonce import once_and_tail, sqlite_config
 
 
 def _config(tmp_path: Path, db: Path) -> Path:
-    cfg = tmp_path / "fw.toml"
-    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "missions"\nkind = "sqlite"\n'
-                   f'entity = "wp"\npath = "{db}"\nkey = ["mission", "wp"]\n'
-                   'query = "SELECT mission_id AS mission, id AS wp, state FROM work_packages"\n')
-    return cfg
+    return sqlite_config(tmp_path, db, "SELECT mission_id AS mission, id AS wp, state FROM work_packages")
 
 
 def test_an_empty_table_is_a_source_with_no_rows_and_deleted_wps_are_gone(tmp_path):

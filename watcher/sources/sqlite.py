@@ -12,6 +12,7 @@ Invariants
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import stat
@@ -29,6 +30,7 @@ log = logging.getLogger("fleetwatch.sources.sqlite")
 
 BUSY_TIMEOUT_MS = 250
 MAX_ROWS = 100_000
+MAX_TEXT = 1024  # characters of a text value kept whole (see _plain)
 # Columns each entity needs (besides the configured key columns).
 REQUIRED = {"wp": ("mission", "wp", "state"), "circuit": ("scope", "state"),
             "swarm": ("group", "child", "status")}
@@ -156,9 +158,15 @@ def _texts_as_blobs(query: str, cols: list[str]) -> str:
 
 
 def _plain(v: Any) -> Any:
-    """Row values as JSON-able scalars (blobs decoded as UTF-8 text)."""
+    """Row values as JSON-able scalars (blobs decoded as UTF-8 text), a text longer than MAX_TEXT
+    as its beginning, its length and a digest of the whole (two long values stay apart): a 20 MB
+    last_error_sig went whole into every wp.changed and the missions state, the log growing by
+    twice the database (tests/test_sqlite_long_values.py)."""
     if isinstance(v, (bytes, memoryview)):
-        return bytes(v).decode("utf-8", "replace")
+        v = bytes(v).decode("utf-8", "replace")
+    if type(v) is str and len(v) > MAX_TEXT:
+        digest = hashlib.sha256(v.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"{v[:MAX_TEXT - 48]}…[{len(v)} chars {digest}]"
     return v
 
 
