@@ -88,10 +88,10 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
     starting = payload.get("hook_event_name") == "SessionStart"
     best, best_len, handed = None, -1, None
     try:
-        entries = sorted(os.scandir(goals_dir), key=lambda e: e.name)[:MAX_AGENTS_SCANNED]
+        entries = sorted(os.scandir(goals_dir), key=lambda e: e.name)
     except OSError:
         return None
-    for e in entries:
+    for e in entries[:MAX_AGENTS_SCANNED]:
         try:
             if not e.is_dir(follow_symlinks=False):
                 continue
@@ -120,6 +120,9 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
         name = os.path.basename(_norm(base)) if base else ""
         if valid_agent(name) and os.path.isdir(os.path.join(goals_dir, name)):
             return name
+    if len(entries) > MAX_AGENTS_SCANNED:  # an agent past the cut may be this session's: say so
+        raise HookError(f"no agent found for this session among the first {MAX_AGENTS_SCANNED} of "
+                        f"{len(entries)} entries of the goals dir: set $FLEETWATCH_AGENT or --agent")
     return None
 
 
