@@ -271,10 +271,23 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
            config: str | None = None, db: str | None = None) -> None:
     """`fleetwatch verify`; ``want``: the parsed ``--expect-head``. Exit 1 (SystemExit) when broken."""
     if restore_guards:
+        import apsw
+
+        from events.errors import AppendFailed, StoreError, append_hint
+
         _, log = open_log(config, db)
         try:
+            if log.readonly:  # a read-only file or folder: the one write verify makes cannot be made
+                raise StoreError("the event log is read-only here: the guards cannot be restored; nothing written",
+                                 op="restore-guards", path=log.path,
+                                 hint="`fleetwatch verify` checks it as it is; restore the guards on a writable copy "
+                                      "(`fleetwatch backup COPY`, then --db COPY)")
             before = log.guard_problems()
-            log.restore_guards()
+            try:
+                log.restore_guards()
+            except apsw.Error as e:
+                raise AppendFailed(f"cannot restore the guards, nothing changed: {type(e).__name__}: {e}",
+                                   op="restore-guards", path=log.path, hint=append_hint(e)) from e
         finally:
             log.close()
         print(f"guards restored ({'; '.join(before)})" if before else "guards were intact", file=sys.stderr)

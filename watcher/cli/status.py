@@ -230,6 +230,9 @@ def register(app: Any) -> None:
                     check: Annotated[bool, typer.Option("--check", help="Compare with the stored snapshots; write nothing.")] = False,
                     ) -> None:
         """Replay every projection from seq 1 (and store the snapshots); --check compares instead."""
+        import apsw
+
+        from events.errors import AppendFailed, StoreError, append_hint
         from events.log import EventLog
         from watcher.runtime.rebuild_par import rebuild  # half the folds in a second process when that pays
 
@@ -239,8 +242,17 @@ def register(app: Any) -> None:
             return
         elog = EventLog(path, durability=cfg.store.durability, create=False, readonly=check)
         try:
+            if elog.readonly and not check:  # a read-only file or folder: it would fold, then fail to store
+                raise StoreError("the event log is read-only here: `rebuild` stores fresh snapshots in it; "
+                                 "nothing rebuilt", op="rebuild", path=path,
+                                 hint="`fleetwatch rebuild --check` compares without writing; or rebuild a "
+                                      "writable copy (`fleetwatch backup COPY`, then --db COPY)")
             t0 = time.perf_counter()
-            p, diff = rebuild(elog, check=check, store=not check)
+            try:
+                p, diff = rebuild(elog, check=check, store=not check)
+            except apsw.Error as e:  # storing the snapshots failed (disk full, I/O): one message, nothing changed
+                raise AppendFailed(f"cannot store the rebuilt snapshots, nothing changed: {type(e).__name__}: {e}",
+                                   op="rebuild", path=path, hint=append_hint(e)) from e
             dt = time.perf_counter() - t0
             damaged, untrusted = dict(elog.damaged), dict(elog.snapshot_problems)
         finally:
