@@ -30,8 +30,9 @@ def lock_path(db_path: str) -> str:
     return os.path.realpath(os.path.expanduser(db_path))
 
 
-def holder_pid(db_path: str) -> int | None:
-    """The pid holding an exclusive ``flock`` on the file at ``db_path`` (``/proc/locks``), or None."""
+def _holders(db_path: str) -> list[int] | None:
+    """The pids holding an exclusive ``flock`` on the file at ``db_path`` (``/proc/locks``, matched
+    by device:inode); None when that cannot be told (no such file, no ``/proc/locks``)."""
     try:
         st = os.stat(db_path)
         with open("/proc/locks", "rb") as f:
@@ -39,6 +40,7 @@ def holder_pid(db_path: str) -> int | None:
     except OSError:
         return None
     want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    pids = []
     for line in lines:
         parts = line.split()
         if "->" in parts or len(parts) < 6 or parts[1] != "FLOCK" or parts[3] != "WRITE":
@@ -46,10 +48,26 @@ def holder_pid(db_path: str) -> int | None:
         try:
             maj, mi, ino = parts[5].split(":")
             if (int(maj, 16), int(mi, 16), int(ino)) == want:
-                return int(parts[4])
+                pids.append(int(parts[4]))
         except ValueError:
             continue
-    return None
+    return pids
+
+
+def holder_pid(db_path: str) -> int | None:
+    """The pid holding an exclusive ``flock`` on the file at ``db_path`` (``/proc/locks``), or None."""
+    pids = _holders(db_path)
+    return pids[0] if pids else None
+
+
+def writer_running(db_path: str) -> tuple[bool | None, int | None]:
+    """Whether a writer (`fleetwatch run` or `hub`) holds the log at ``db_path`` now, and its pid:
+    (True, pid), (False, None), or (None, None) when it cannot be told. Only reads ``/proc/locks``:
+    never takes the lock, so a watcher starting meanwhile is not refused."""
+    pids = _holders(lock_path(db_path))
+    if pids is None:
+        return None, None
+    return (True, pids[0]) if pids else (False, None)
 
 
 def check_identity(path: str, identity: tuple[int, int]) -> None:
@@ -140,4 +158,4 @@ class WriterLock:
         self.release()
 
 
-__all__ = ["WriterLock", "check_identity", "holder_pid", "lock_path"]
+__all__ = ["WriterLock", "check_identity", "holder_pid", "lock_path", "writer_running"]

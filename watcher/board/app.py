@@ -65,7 +65,8 @@ def visible(doc: dict[str, Any], needle: str, show_closed: bool) -> list[dict[st
 
 
 def header(doc: dict[str, Any], feed_note: str) -> Text:
-    """Two lines: counts by class (coloured); sources, notifications, log head."""
+    """Two lines: counts by class (coloured); whether a watcher runs (said only when none does),
+    sources, notifications, log head."""
     t = Text("fleetwatch ", style="bold")
     t.append(f"{len(doc['agents'])} agents ")
     for c in classes.ORDER:
@@ -73,7 +74,11 @@ def header(doc: dict[str, Any], feed_note: str) -> Text:
         if n:
             t.append(f" {c} {n}", style=class_style(c))
     failed = [s for s in doc["sources"] if s.get("failed")]
-    t.append("\nsources ")
+    t.append("\n")
+    if (doc.get("watcher") or {}).get("running") is False:  # classes frozen at its last tick
+        t.append("watcher NOT RUNNING", style="bold red")
+        t.append("  │ ")
+    t.append("sources ")
     if failed:
         t.append(f"{len(failed)} FAILED ({cell(','.join(s['source'] for s in failed), 30)})", style="bold red")
     else:

@@ -87,8 +87,13 @@ class Feed:
         """The `status --json` document at the folded head (empty before the log exists)."""
         from watcher.runtime.state import Projections
 
+        from events.lock import writer_running
+
         states = self.proj.states if self.proj is not None else Projections().states
-        return views.status_doc(states, self.seq, now, **self.limits)
+        doc = views.status_doc(states, self.seq, now, **self.limits)
+        running, pid = writer_running(self.path) if self.log is not None else (None, None)
+        doc["watcher"] = {"running": running, "pid": pid}  # as `status --json` (False: nobody watches)
+        return doc
 
     def known_agents(self) -> dict[str, Any]:
         if self.proj is None:

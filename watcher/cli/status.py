@@ -81,6 +81,24 @@ def load_states(config: str | None, db: str | None, names: tuple[str, ...] | Non
         elog.close()
 
 
+NOT_RUNNING = ("note: no watcher is running on this log (no `fleetwatch run` holds it): classes are as of "
+               "its last tick, and time alone moves none of them (no TRABAJANDO becomes ESTANCADO)\n"
+               "  hint: start it: `systemctl --user start fleetwatch` or `fleetwatch run`")
+
+
+def watcher_state(cfg: Any, db: str | None) -> dict[str, Any]:
+    """``{"running": bool | None, "pid"}``: whether a writer holds the log now (None: cannot tell;
+    events.lock.writer_running), said on stderr by `status` and `summary` when it does not: a fleet
+    nobody watches kept showing TRABAJANDO with a growing age and "all quiet"."""
+    from events.lock import writer_running
+    from watcher.config import db_path
+
+    running, pid = writer_running(db_path(cfg, db))
+    if running is False:
+        print(f"fleetwatch: {NOT_RUNNING}", file=sys.stderr)
+    return {"running": running, "pid": pid}
+
+
 def build_status(cfg: Any, states: dict[str, Any], head: int, now: float) -> dict[str, Any]:
     """The `status --json` document (pure over the folded states; see projections.views)."""
     return views.status_doc(states, head, now, max_concurrent=cfg.swarm.max_concurrent,
@@ -141,6 +159,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     doc = build_status(cfg, states, head, now)
+    doc["watcher"] = watcher_state(cfg, db) if note is None else {"running": None, "pid": None}
     if json:
         sys.stdout.write(inert_json(_json.encode(doc).decode()) + "\n")
     elif sys.stdout.isatty():
@@ -157,8 +176,9 @@ def summary(config: str | None = None, db: str | None = None, json: bool = False
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     groups = summary_groups(cfg, states, now)
+    w = watcher_state(cfg, db) if note is None else {"running": None, "pid": None}
     if json:
-        sys.stdout.write(inert_json(_json.encode({"head": head, "groups": [
+        sys.stdout.write(inert_json(_json.encode({"head": head, "watcher": w, "groups": [
             {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode()) + "\n")
     elif sys.stdout.isatty():
         render.summary_rich(groups, len((states.get("fleet") or {}).get("agents", {})))
