@@ -3,11 +3,12 @@
 tick's results into a :class:`Snapshot` (agents merged by id in the configured source order)."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import msgspec
 
-from projections.observations import Snapshot, SourceResult
+from projections.observations import RunObs, Snapshot, SourceResult
 from watcher.sources import orphans
 from watcher.config import Config, Source
 
@@ -50,7 +51,8 @@ def duplicate(claims: list[Any]) -> Any:
     from watcher.sources.filestat import shown_name  # a path with bytes that are not UTF-8
 
     first, second, *rest = sorted(claims, key=lambda o: o.path)
-    error = f"duplicate id {first.agent!r} in {shown_name(first.path)} and {shown_name(second.path)}"
+    ident = first.run if isinstance(first, RunObs) else first.agent
+    error = f"duplicate id {ident!r} in {shown_name(first.path)} and {shown_name(second.path)}"
     for o in rest:
         if len(error) > 600:
             break
@@ -63,8 +65,6 @@ def combine(obs: list[Any]) -> Any:
     two distinct files are a ``duplicate``. Otherwise the first observation stands and the
     others enrich it: the later last activity (with its target when it had none) — how a
     command or tmux source adds activity to an agent's goal.json."""
-    import os
-
     files: dict[str, Any] = {}
     for o in sorted((o for o in obs if o.path is not None), key=lambda o: o.path):
         files.setdefault(os.path.realpath(o.path), o)
@@ -88,6 +88,7 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
         if s.name not in answered:
             snap.failed[s.name] = "pending"
     several: dict[str, list[Any]] = {}  # agent id -> its observations, when more than one
+    twice: dict[str, list[Any]] = {}    # run id -> its observations, when more than one
     agents = snap.agents
     for res in results:
         if not res.ok:
@@ -100,17 +101,28 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
             else:
                 several.setdefault(a.agent, [cur]).append(a)
         for r in res.runs:
-            snap.runs.setdefault(r.run, r)
+            cur = snap.runs.get(r.run)
+            if cur is None:
+                snap.runs[r.run] = r
+            else:
+                twice.setdefault(r.run, [cur]).append(r)
         for row in res.rows:
             snap.rows.setdefault(row.entity, []).append(row)
     for aid, obs in several.items():
         agents[aid] = combine(obs)
+    for rid, runs in twice.items():  # one run id in two steps.json: the first listed masked the other
+        files: dict[str, Any] = {}
+        for o in sorted((o for o in runs if o.path is not None), key=lambda o: o.path):
+            files.setdefault(os.path.realpath(o.path), o)  # one file reached by two globs is one file
+        if len(files) >= 2:
+            snap.runs[rid] = duplicate(list(files.values()))
     for t in tmux:
         # failed this tick: its last known windows stand (a dead pane, a window's activity and
         # target do not vanish for a tick: no CERRADO -> TRABAJANDO flap, no false stall)
         failed = t.name in snap.failed
         if failed and not getattr(t, "known", False):
-            continue  # never answered: nothing known
+            snap.tmux_unknown = True  # never answered: nothing known (the fleet keeps the log's)
+            continue
         for aid, obs in list(snap.agents.items()):
             snap.agents[aid] = t.enrich(obs)
         if not failed:
