@@ -202,6 +202,21 @@ class _Stopper:
             signal.signal(sig, h)
 
 
+def _open_initialised(config: str | None, db: str | None, follow: bool, stop: Any) -> Any:
+    """The log, read-only. A file that exists but holds no log yet (0 bytes, or an SQLite file whose
+    tables are still being made: the moment `run` creates a new log) is read as an empty log held
+    in memory; `tail -f` waits until the file is a log, or it followed that memory copy forever and
+    never showed what the watcher then wrote. None: stopped while waiting."""
+    while True:
+        _, log = open_log(config, db, readonly=True)
+        if not follow or log.db.filename:
+            return log
+        log.close()
+        if stop():
+            return None
+        time.sleep(0.2)
+
+
 def _emit(out: _Out, recs: Iterable[Any]) -> int:
     last = 0
     for rec in recs:
@@ -243,7 +258,9 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
                     if stop():
                         return
                     time.sleep(0.2)
-            _, log = open_log(config, db, readonly=True)
+            log = _open_initialised(config, db, follow, stop)
+            if log is None:
+                return
             try:
                 if since is not None:
                     head = since
