@@ -75,6 +75,19 @@ def append_hint(e: Exception) -> str:
     return "disk full or I/O error? free space or check the disk, then run the command again"
 
 
+def open_hint(e: Exception) -> str:
+    """The hint of a StoreError from SQLite's error ``e`` while opening the log: a damaged file
+    (cut short, overwritten) is not "some other file", and a full disk is neither."""
+    name = type(e).__name__
+    if name in ("CorruptError", "NotADBError"):
+        return "the file is damaged (cut short or overwritten?): restore it from a backup; it was not changed"
+    if name in ("IOError", "FullError"):
+        return "disk full or I/O error? SQLite needs room beside the log for its -wal/-shm files: free space"
+    if name == "CantOpenError":
+        return "check the owner and mode of the file and of its folder"
+    return "is it a fleetwatch events.db?"
+
+
 class ConfigError(FleetwatchError):
     """The config is invalid: ``key`` names the offending key."""
 

@@ -40,7 +40,7 @@ from events import anchor, query, schema, sqlrows
 from events.chain import GENESIS, ROW_COLUMNS, VerifyResult, iso, parse_iso, read_verified, row_hash
 from events.chain import chain_rows, snapshot_digest, snapshot_problem
 from events.chain import verify as _verify
-from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict, append_hint
+from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict, append_hint, open_hint
 from events.records import Damaged, Pending, Recorded, _problem, _writable, check_time, damaged_json  # noqa: F401
 from events.lock import WriterLock, check_identity
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
@@ -109,7 +109,7 @@ class EventLog:
             self._close_quietly()
             if isinstance(e, apsw.Error):
                 raise StoreError(f"cannot open the event log: {type(e).__name__}: {e}", op="open", path=self.path,
-                                 hint="is it a fleetwatch events.db?") from e
+                                 hint=open_hint(e)) from e
             raise
         st = os.fstat(cast(int, self._lock.fd)) if self._lock is not None else os.stat(self.path)
         self.identity = (st.st_dev, st.st_ino)
