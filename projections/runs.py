@@ -32,7 +32,7 @@ from typing import Any, Literal, NamedTuple, TypedDict
 from events.timefmt import iso
 from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, StepOverdue
 from projections.runs_parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
-                                    parse_steps, step_names)
+                                    parse_steps, step_names, steps_problem)
 from projections.runs_quota import check_cross_run
 from projections.runs_rules import (MAX_FAILURES, Change, Rule, check_retry, check_step_rules, intents_index,
                                     rid_key, ts)
@@ -291,6 +291,8 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, pol: _Policy) ->
     steps_ok = raw_steps is None or isinstance(raw_steps, dict)
     if not steps_ok:
         probs.append(Reason.STEPS_NOT_OBJECT.value)
+    elif raw_steps:
+        probs += [p for p in (steps_problem(raw_steps),) if p]
     evs = _fields_changed(rid, obs.source, rs, fields, "; ".join(probs))
     view = (ctx.view(rid) or {}) if steps_ok else {}
     changes = _step_changes(view, rs["steps"] if rs else {}, fields["failures"]) if steps_ok else []
