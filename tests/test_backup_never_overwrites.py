@@ -100,3 +100,13 @@ def test_a_backup_holds_its_own_partial_while_it_runs(tmp_path):
         os.close(fd)
     remove_stale_partials(str(tmp_path), "x.db")
     assert not p.exists()
+
+
+def test_the_backup_path_is_printed_escaped(tmp_path):
+    log = str(tmp_path / "events.db")
+    make_log(log)
+    dest = str(tmp_path / "e\x1b]0;PWN\x07\nx.db")
+    r = fw("backup", dest, "--db", log)
+    assert r.returncode == 0 and "\x1b" not in r.stdout and "\x07" not in r.stdout, repr(r.stdout)
+    assert r.stdout.count("\n") == 1 and "e\\x1b]0;PWN\\x07\\nx.db" in r.stdout
+    assert os.path.exists(dest)

@@ -451,4 +451,6 @@ def register(app: Any) -> None:
         if as_json:
             sys.stdout.write(_enc.encode({"path": os.path.abspath(dest), **msgspec.to_builtins(res)}).decode() + "\n")
         else:
-            print(f"backed up {res.count} events to {dest}: verified, head {res.head_seq}:{res.head_hash[:8]}")
+            from projections.text import safe  # the path is the user's, but may hold any byte
+
+            print(f"backed up {res.count} events to {safe(dest)}: verified, head {res.head_seq}:{res.head_hash[:8]}")
