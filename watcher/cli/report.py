@@ -181,6 +181,9 @@ def register(app: typer.Typer) -> None:
 
         now = time.time()
         s, u = parse_bound(since, now, "--since"), parse_bound(until, now, "--until")
+        if s and u and s[0] == u[0] and s[1] > u[1]:  # an empty range, not an empty report
+            raise ConfigError(f"--since {since!r} is after --until {until!r}: the range holds nothing",
+                              op="report", key="--since", hint="swap them: --since is the start, --until the end")
         _, path = context(config, db)
         log = EventLog(path, create=False, readonly=True)
         try:
@@ -199,7 +202,9 @@ def register(app: typer.Typer) -> None:
 
             write_html(fig, html, note)
         if as_json:
-            print(json.dumps(fig, ensure_ascii=False, sort_keys=True))
+            from projections.text import inert_json
+
+            print(inert_json(json.dumps(fig, ensure_ascii=False, sort_keys=True)))
         else:
             render(fig)
             if html:
