@@ -29,6 +29,7 @@ from events.types import AgentClassified, AgentUpdated, SourceFailed, SourceReco
 from projections.classes import Cls
 from projections.observations import AgentObs, Snapshot
 from projections.text import age as fmt_age
+from projections.tmuxfacts import recorded_tmux, tmux_gone
 
 NAME = "fleet"
 TYPES = frozenset(("agent.classified", "agent.updated", "source.failed", "source.recovered"))  # fold reads only these
@@ -296,13 +297,6 @@ def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
     return out, memo.absent
 
 
-def tmux_gone(obs: AgentObs, old: dict[str, Any] | None) -> bool:
-    """The agent's tmux window or session is gone: a tmux source found no window for it although
-    the log records a window it was seen in (targets recorded by the tmux source are exact,
-    ``=session:index``)."""
-    return obs.tmux_missing and old is not None and str(old.get("target") or "").startswith("=")
-
-
 def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
          memo: Memo | None = None, busy_silence: float | None = None,
          busy_silence_tool: float | None = None) -> tuple[list[Any], Memo]:
@@ -331,7 +325,7 @@ def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float
         if index is None:
             index = dict(zip(keys, range(len(keys))))
         bounds = _look(sorted(todo), cur, recs, index, now, out, due, bounds, again,
-                       stall_after, busy_silence, busy_silence_tool)
+                       stall_after, busy_silence, busy_silence_tool, snap.tmux_unknown)
     absent, missing = _missing(memo, snap, agents, same_ids, out)
     return out, Memo(absent=absent, keys=keys, vals=vals, recs=recs, due=due, bounds=bounds,
                      n_state=len(agents), missing=missing, stall_after=stall_after, busy_silence=silence,
@@ -419,15 +413,18 @@ def _due(memo: Memo, cur: dict[str, Any], now: float, todo: set[str],
 def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str, int], now: float,
           out: list[Any], due: dict[str, tuple[float, float]], bounds: tuple[float, float],
           again: set[str], stall_after: float, busy_silence: float | None,
-          busy_silence_tool: float | None) -> tuple[float, float]:
+          busy_silence_tool: float | None, blind: bool = False) -> tuple[float, float]:
     """Classify the agents of ``todo`` (in id order) against their records: an
     ``agent.classified`` on a class change, else an ``agent.updated`` when something else
     changed; each such agent is looked at again next tick (``again``). Updates ``due`` and
-    returns the new bounds."""
+    returns the new bounds. ``blind``: see ``tmuxfacts.recorded_tmux``."""
     lo_max, hi_min = bounds
     for aid in todo:
         obs = cur[aid]
         old = recs[index[aid]]
+        if blind and (obs := recorded_tmux(obs, old)) is None:
+            again.add(aid)
+            continue
         gone = tmux_gone(obs, old)
         if gone:
             cls, reason = Cls.CERRADO, "tmux window gone"

@@ -75,6 +75,9 @@ class Snapshot(msgspec.Struct, kw_only=True):
     runs: dict[str, RunObs] = {}
     rows: dict[str, list[RowObs]] = {}     # entity -> rows
     failed: dict[str, str] = {}            # source name -> error
+    # a tmux source failed and never answered in this process: what it adds (a dead pane, a
+    # window's activity, the exact target) is unknown this tick; the log's record of it stands
+    tmux_unknown: bool = False
     # The watcher's change hint (set at the edge, watcher/runtime/loop.py): ``gen`` numbers the
     # snapshots one watcher hands out; ``dirty`` names the agents whose observation or folded
     # state records may differ from those of snapshot ``gen - 1`` (None: any may). A detector
