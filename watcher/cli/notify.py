@@ -6,6 +6,7 @@ tick. Silenced notices are recorded (``notice.silenced``), never sent.
 """
 from __future__ import annotations
 
+import glob
 import sys
 import time
 import uuid
@@ -53,12 +54,31 @@ def refusal(subject: str | None, cls: str | None, config: str | None, db: str | 
     if subject:
         s = normalise_subject(subject)
         fam, _, aid = s.partition(":")
-        if fam == "agent" and not any(c in aid for c in "*?["):
-            from watcher.cli.status import load_states, unknown_agent
+        if fam == "agent":
+            from watcher.cli.status import unknown_agent
 
-            _, states, _, _ = load_states(config, db)
-            return unknown_agent(aid, (states.get("fleet") or {}).get("agents", {}))
+            if not any(c in aid for c in "*?["):  # a pattern is not a typo (a known id is escaped: silence_match)
+                return unknown_agent(aid, known_agents(config, db))
     return None
+
+
+def known_agents(config: str | None, db: str | None) -> dict[str, Any]:
+    from watcher.cli.status import load_states
+
+    _, states, _, _ = load_states(config, db)
+    return (states.get("fleet") or {}).get("agents", {})
+
+
+def silence_match(subject: str, config: str | None, db: str | None) -> str:
+    """The glob a silence of ``subject`` records. Silences match subjects by glob, so an agent
+    whose id holds ``* ? [`` (``b[12]``, ``a*``: ids come from files) is escaped to mean only
+    itself: ``silence 'b[12]'`` recorded ``agent:b[12]``, which muted b1 and not b[12]. Any
+    other subject with those characters is the pattern it says (``agent:test-*``)."""
+    s = normalise_subject(subject)
+    fam, _, aid = s.partition(":")
+    if fam == "agent" and any(c in aid for c in "*?[") and aid in known_agents(config, db):
+        return "agent:" + glob.escape(aid)
+    return s
 
 
 def normalise_subject(subject: str) -> str:
@@ -114,7 +134,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--for: must be longer than 0", key="--for")
         now = time.time()
         sid = uuid.uuid4().hex[:8]
-        ev = SilenceAdded(silence=sid, subject_match=normalise_subject(subject) if subject else None,
+        ev = SilenceAdded(silence=sid, subject_match=silence_match(subject, config, db) if subject else None,
                           class_match=cls.strip().upper() if cls else None, until=iso(now + secs),
                           reason=reason[:200])
         _, log = open_log(config, db, create=True)
@@ -123,10 +143,13 @@ def register(app: typer.Typer) -> None:
         finally:
             log.close()
         if as_json:
-            typer.echo(_json.encode({"id": sid, "subject": ev.subject_match, "class": ev.class_match,
-                                     "until": ev.until, "reason": ev.reason}).decode())
+            typer.echo(inert_json(_json.encode({"id": sid, "subject": ev.subject_match, "class": ev.class_match,
+                                                "until": ev.until, "reason": ev.reason}).decode()))
         else:
-            what = " ".join(x for x in (ev.subject_match, ev.class_match and f"class {ev.class_match}") if x)
+            shown = normalise_subject(subject) if subject else None
+            if shown and shown != ev.subject_match:  # an id holding glob characters, escaped
+                shown += " (that agent only, not a pattern)"
+            what = " ".join(x for x in (shown, ev.class_match and f"class {ev.class_match}") if x)
             typer.echo(f"silence {sid}: {safe(what, 200)} muted until {ev.until} (undo: fleetwatch unsilence {sid})")
 
     @app.command("unsilence")
