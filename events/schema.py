@@ -207,6 +207,16 @@ def check_path(path: str, create: bool, *, readonly: bool = False, parents: bool
                              "name and lose commits", op="open", path=path,
                              hint="remove the other names (`find / -xdev -samefile FILE`); to copy a log "
                                   "use `fleetwatch backup PATH`, to alias it use a symlink")
+        for suf in ("-wal", "-shm", "-journal"):  # SQLite opens these itself: a FIFO, folder or link fails obscurely
+            try:
+                mode = os.lstat(path + suf).st_mode
+            except OSError:
+                continue
+            if not stat.S_ISREG(mode):
+                raise StoreError(f"the log's {suf} file is not a regular file (a FIFO, folder, device or symlink)",
+                                 op="open", path=path + suf,
+                                 hint="move it away (nothing else may sit there: SQLite keeps its own "
+                                      f"{suf} file beside the log)")
         if st.st_size:
             try:
                 with open(path, "rb") as f:
