@@ -10,7 +10,9 @@ Invariants
 - A group is settled when none of its children is queued or running.
 - Caps (the swarm design's 8 / 50 / 200; 0 = no cap), per group: ``max_concurrent`` running
   children, ``max_children`` active (queued + running) children, ``max_total`` children ever
-  seen (``ever`` counts first sights; a group whose children all disappear is forgotten).
+  seen (``ever`` counts distinct children: one that disappears and comes back is not counted
+  again, up to LEFT_MAX gone children remembered per group; a group whose children all disappear
+  is forgotten).
   ``detect`` gives one ``swarm.capped`` per breach episode; the fold ends an episode when the
   count is back at or under the limit (never, for ``max-total``). ``status`` flags the levels.
 """
@@ -54,14 +56,15 @@ def _counts(children: dict[str, Any]) -> dict[str, int]:
     return c
 
 
-# The snapshot schema: ``layout`` 2 = the issue-22 rule fields. A snapshot of an older layout fails
-# to decode, so ``Projections.load`` replays the log instead of folding into a stale shape (and
-# ``rebuild --check`` stays clean after an upgrade).
-STATE_TYPE = TypedDict("SwarmsState", {"groups": dict, "layout": Literal[2]})
+# The snapshot schema: ``layout`` 2 = the issue-22 rule fields, 3 = ``left`` (gone children). A
+# snapshot of an older layout fails to decode, so ``Projections.load`` replays the log instead of
+# folding into a stale shape (and ``rebuild --check`` stays clean after an upgrade).
+STATE_TYPE = TypedDict("SwarmsState", {"groups": dict, "layout": Literal[3]})
+LEFT_MAX = 1024  # gone children remembered per group (so that their return is not a new child)
 
 
 def initial() -> dict[str, Any]:
-    return {"groups": {}, "layout": 2}
+    return {"groups": {}, "layout": 3}
 
 
 def norm_status(raw: Any) -> str:
@@ -87,15 +90,20 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     g = gs.get(ev.group)
     if ev.to is None:
         if g is not None:
-            g["children"].pop(ev.child, None)
+            if g["children"].pop(ev.child, None) is not None:
+                left = g.setdefault("left", {})
+                left[ev.child] = 1
+                if len(left) > LEFT_MAX:
+                    del left[next(iter(left))]  # the oldest: counted again if it ever comes back
             g["last_change"] = rec.time
             if not g["children"]:
                 del gs[ev.group]
         return state
     if g is None:
-        g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time, "ever": 0, "capped": {}}
-    if ev.child not in g["children"]:
-        g["ever"] = g.get("ever", len(g["children"])) + 1
+        g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time, "ever": 0, "capped": {},
+                            "left": {}}
+    if ev.child not in g["children"] and g.get("left", {}).pop(ev.child, None) is None:
+        g["ever"] = g.get("ever", len(g["children"])) + 1  # a distinct child (one back from gone is not)
     g["children"][ev.child] = {"status": ev.to, "label": ev.label, "since": rec.time, "source": ev.source}
     g["last_change"] = rec.time
     capped = g.get("capped")
@@ -135,8 +143,8 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = C
         if old is None or old["status"] != st:
             out.append(SwarmChanged(group=g, child=c, from_=old["status"] if old else None, to=st,
                                     label=label, source=r.source))
-        if old is None:
-            ever[g] = ever.get(g, 0) + 1
+        if old is None and c not in state["groups"].get(g, {}).get("left", ()):
+            ever[g] = ever.get(g, 0) + 1  # a distinct child: one back from gone counts once
         view.setdefault(g, {})[c] = st
     for g, c, ch in unseen(state["groups"], "children", seen, live):
         out.append(SwarmChanged(group=g, child=c, from_=ch["status"], to=None, source=ch["source"]))
