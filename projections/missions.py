@@ -156,8 +156,8 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: in
             continue
         row = r.row
         mid, wid, st = _s(row.get("mission")), _s(row.get("wp")), _s(row.get("state"))
-        if not mid or not wid or not st:
-            continue
+        if not mid or not wid or not st or (mid, wid) in seen:
+            continue  # no key; or a key twice in the query's rows: the first row wins (swarms too)
         seen.add((mid, wid))
         new: dict[str, Any] = {"state": st, "deps": parse_deps(row.get("deps")), "attempts": _int(row.get("attempts")),
                "last_error_sig": _s(row.get("last_error_sig")), "same_sig_count": _int(row.get("same_sig_count")),
@@ -186,8 +186,8 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: in
         if r.source in failed:
             continue
         scope, st = _s(r.row.get("scope")), _s(r.row.get("state"))
-        if not scope or not st:
-            continue
+        if not scope or not st or scope in cseen:
+            continue  # a scope twice: the first row wins (two rows flipped it at every tick)
         cseen.add(scope)
         old = state["circuits"].get(scope)
         if old is None or old["state"] != st:
