@@ -13,5 +13,6 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
 ENV.update(PYTHONPATH=ROOT, XDG_CONFIG_HOME="/nonexistent/config")
 
 
-def fw(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*FW, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
+def fw(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``env``: variables added to the clean environment."""
+    return subprocess.run([*FW, *args], capture_output=True, text=True, timeout=timeout, env={**ENV, **(env or {})})

@@ -110,3 +110,13 @@ def test_the_backup_path_is_printed_escaped(tmp_path):
     assert r.returncode == 0 and "\x1b" not in r.stdout and "\x07" not in r.stdout, repr(r.stdout)
     assert r.stdout.count("\n") == 1 and "e\\x1b]0;PWN\\x07\\nx.db" in r.stdout
     assert os.path.exists(dest)
+
+
+def test_the_backup_path_expands_variables_and_json_names_the_file_written(tmp_path):
+    log = str(tmp_path / "events.db")
+    make_log(log)
+    env = {"FW_BACKUP_DIR": str(tmp_path)}
+    r = fw("backup", "$FW_BACKUP_DIR/bk\u202e.db", "--json", "--db", log, env=env)
+    assert r.returncode == 0, r.stderr
+    assert os.path.exists(tmp_path / "bk\u202e.db") and not os.path.exists(tmp_path / "$FW_BACKUP_DIR")
+    assert '"path":"' + str(tmp_path) + '/bk\\u202e.db"' in r.stdout  # the file written, its bidi override inert

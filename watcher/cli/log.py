@@ -443,13 +443,16 @@ def register(app: Any) -> None:
         commits still in the WAL included, which `cp events.db` misses), verified before it is
         put in place, with its own head anchor. Exit 0 done, 1 failed (nothing left at PATH),
         2 refused (PATH exists, its folder does not, no log)."""
+        from watcher.config import expand
+
+        dest = os.path.abspath(expand(dest))  # ~ and $VARS, as in every path (CONTRACT.md); printed as written
         _, log = open_log(config, db, readonly=True)
         try:
             res = log.backup(dest)  # StoreError: a refused destination (2); BackupFailed (1)
         finally:
             log.close()
         if as_json:
-            sys.stdout.write(_enc.encode({"path": os.path.abspath(dest), **msgspec.to_builtins(res)}).decode() + "\n")
+            sys.stdout.write(inert_json(_enc.encode({"path": dest, **msgspec.to_builtins(res)}).decode()) + "\n")
         else:
             from projections.text import safe  # the path is the user's, but may hold any byte
 
