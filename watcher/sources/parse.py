@@ -35,9 +35,21 @@ def decode_json(raw: bytes) -> Any:
         msg = str(e)
         if "depth" in msg.lower() or "recursion" in msg.lower():
             raise ParseError("not JSON (nested too deeply)") from None
-        raise ParseError("not JSON" + (" (truncated)" if "truncated" in msg.lower() else "")) from None
+        raise ParseError("not JSON" + (_not_utf8(raw) or (" (truncated)" if "truncated" in msg.lower() else ""))) from None
     except RecursionError:
         raise ParseError("not JSON (nested too deeply)") from None
+
+
+def _not_utf8(raw: bytes) -> str:
+    """`` (not UTF-8 text: byte N)`` when that is why ``raw`` is no JSON, else ''. A goal.json in
+    Latin-1 or UTF-16 (an editor's "Unicode") reads as valid JSON to the eye: a bare "not JSON"
+    sent its reader looking for a syntax error that is not there."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        utf16 = ", UTF-16? save it as UTF-8" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        return f" (not UTF-8 text: byte {e.start}{utf16})"
+    return ""
 
 
 def parse_time(v: Any) -> float | None:
