@@ -30,8 +30,14 @@ MAX_FAILURES = 3
 
 
 # ---- parsing (pure) --------------------------------------------------------------------------
+_FIRST, _END = -62135596800.0, 253402300800.0  # 0001-01-01 and 10000-01-01, UTC
+
+
 def ts(v: Any) -> float | None:
-    """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither."""
+    """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither, or if
+    its UTC day is not one of years 1..9999: "0001-01-01T00:00:00+14:00" and
+    "9999-12-31T23:59:59-14:00" parse, and their day (runs_quota.day) raised ValueError, which
+    stopped the runs detector for every run (tests/test_runs_hostile_values.py)."""
     if isinstance(v, str):
         try:
             d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
@@ -39,7 +45,8 @@ def ts(v: Any) -> float | None:
             return None
         if d.tzinfo is None:
             d = d.replace(tzinfo=timezone.utc)
-        return d.timestamp()
+        t = d.timestamp()
+        return t if _FIRST <= t < _END else None
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:  # NaN fails the range too
         return float(v)  # epochs outside year 1970..5138 are not times
     return None

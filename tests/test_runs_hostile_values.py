@@ -42,6 +42,16 @@ def _watch(tmp_path: Path, bad: dict[str, str]) -> tuple[subprocess.CompletedPro
     return once_and_tail(cfg)
 
 
+def _watch_good_still_checked(tmp_path: Path, bad: dict[str, str]) -> list[dict]:
+    """The watcher's events with ``bad`` next to GOOD, checked: no detector failure, GOOD's rules
+    (deploy-gate and launch-request-id for its launch_intent) still reported."""
+    r, evs = _watch(tmp_path, bad)
+    assert r.returncode == 0, r.stderr
+    assert "detector runs failed" not in r.stderr
+    assert {e["data"]["rule"] for e in evs if e["type"] == "rule.violated"} >= {"deploy-gate", "launch-request-id"}
+    return evs
+
+
 def _steps(evs: list[dict], run: str) -> dict[str, dict]:
     return {e["data"]["step"]: e["data"] for e in evs if e["type"] == "step.changed" and e["data"]["run"] == run}
 
@@ -49,10 +59,7 @@ def _steps(evs: list[dict], run: str) -> dict[str, dict]:
 def test_a_status_that_is_an_object_or_a_list_does_not_stop_the_runs_detector(tmp_path):
     bad = {"obj": json.dumps({"steps": {"facts": {"status": {"x": 1}, "at": "2026-12-01T10:00:00Z"},
                                         "audit": {"status": ["done"], "at": "2026-12-01T10:01:00Z"}}})}
-    r, evs = _watch(tmp_path, bad)
-    assert r.returncode == 0, r.stderr
-    assert "detector runs failed" not in r.stderr
-    assert {e["data"]["rule"] for e in evs if e["type"] == "rule.violated"} >= {"deploy-gate", "launch-request-id"}
+    evs = _watch_good_still_checked(tmp_path, bad)
     got = _steps(evs, "obj")
     assert got["facts"]["to"] == "{'x': 1}" and "unknown status" in got["facts"]["reason"]
     assert got["audit"]["to"] == "['done']"
@@ -62,10 +69,7 @@ def test_an_at_nested_a_thousand_deep_is_that_steps_unparseable_at(tmp_path):
     bad = {"deepat": '{"steps": {"facts": {"status": "done", "at": ' + _deep() + '}}}',
            "deepst": '{"steps": {"facts": {"status": ' + _deep() + ', "at": "2026-12-01T10:00:00Z"}}}',
            "deeplf": '{"failures": 1, "last_failure_at": ' + _deep() + ', "steps": {}}'}
-    r, evs = _watch(tmp_path, bad)
-    assert r.returncode == 0, r.stderr
-    assert "detector runs failed" not in r.stderr
-    assert "launch-request-id" in {e["data"]["rule"] for e in evs if e["type"] == "rule.violated"}
+    evs = _watch_good_still_checked(tmp_path, bad)
     assert "unparseable at" in _steps(evs, "deepat")["facts"]["reason"]
     assert "unknown status" in _steps(evs, "deepst")["facts"]["reason"]
 
@@ -84,3 +88,15 @@ def test_a_data_value_nested_a_thousand_deep_does_not_break_the_snapshot(tmp_pat
     rules = {e["data"]["rule"] for e in evs if e["type"] == "rule.violated" and e["data"]["run"] == "deepdata"}
     # a deep container is truthy (tainted) and no candidate, as before: the same rules fire
     assert {"audit-branch", "upload-intent-evidence"} <= rules
+
+
+def test_an_at_whose_utc_day_is_outside_the_calendar_is_unparseable_not_a_crash(tmp_path):
+    """"0001-01-01T00:00:00+14:00" is a day before year 1 in UTC, "9999-12-31T23:59:59-14:00" one
+    in year 10000: both parse, and their UTC day (runs_quota.day, for the daily caps and quotas)
+    raised ValueError, which stopped the runs detector for every run."""
+    bad = {"early": json.dumps({"board": "B", "steps": {"facts": {"status": "begin", "at": "0001-01-01T00:00:00+14:00"}}}),
+           "late": json.dumps({"board": "B", "steps": {
+               "upload_confirmed": {"status": "done", "at": "9999-12-31T23:59:59-14:00"}}})}
+    evs = _watch_good_still_checked(tmp_path, bad)
+    assert "unparseable at" in _steps(evs, "early")["facts"]["reason"]
+    assert "unparseable at" in _steps(evs, "late")["upload_confirmed"]["reason"]
