@@ -17,7 +17,7 @@ import typer
 
 from events.errors import FleetwatchError
 from projections.text import safe
-from watcher.service.units import UNITS, fleetwatch_bin, is_pristine, units_dir
+from watcher.service.units import UNITS, fleetwatch_bin, is_pristine, read_unit, units_dir
 
 # ---- doctor ---------------------------------------------------------------------------------
 class Checklist:
@@ -235,9 +235,12 @@ def check_unit(ck: Checklist) -> None:
         ck.warn(f"service: {p} not installed (optional)", "for a systemd user service: `fleetwatch install-service`")
         return
     try:
-        text = p.read_text()
+        text = read_unit(p)
         binary = fleetwatch_bin()
-    except (OSError, FleetwatchError) as e:
+    except OSError as e:
+        ck.bad(f"service: {p}: {e.strerror or e}", "move it away, then rerun `fleetwatch install-service`")
+        return
+    except FleetwatchError as e:
         ck.bad(f"service: {e}", "rerun `fleetwatch install-service`")
         return
     exe = _unit_exec(text)

@@ -140,6 +140,18 @@ def daemon_reload(echo) -> bool:
     return True
 
 
+UNIT_MAX_BYTES = 1 << 20
+
+
+def read_unit(p: Path) -> str:
+    """An installed unit's text: a regular file of at most 1 MiB, read without blocking (a FIFO at
+    the unit's name hung `doctor` and `install-service`, a symlink to /dev/zero ate memory).
+    OSError (``NotRegular``, ``TooLarge``, ...) otherwise."""
+    from watcher.config_limits import read_regular
+
+    return read_regular(str(p), UNIT_MAX_BYTES).decode("utf-8", "replace")
+
+
 def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=typer.echo, hub: bool = False) -> int:
     binary = fleetwatch_bin()
     target = units_dir()
@@ -147,7 +159,11 @@ def install_service(*, dry_run: bool, force: bool, extra_args: list[str], echo=t
     plan: list[tuple[str, Path, str, str]] = []  # (action, path, new text, diff)
     for name, text in rendered.items():
         p = target / name
-        old = p.read_text() if p.exists() else None
+        try:
+            old = read_unit(p) if os.path.lexists(p) else None
+        except OSError as e:
+            raise FleetwatchError(f"cannot read the installed unit: {e.strerror or e}; nothing was written", op="install",
+                                  path=str(p), hint="move it away, then rerun `fleetwatch install-service`") from e
         if old is None:
             plan.append(("create", p, text, _diff("", text, p)))
         elif old == text:
