@@ -72,18 +72,20 @@ def _damaged(rec: Any, as_json: bool) -> None:
 
 
 def _expand_types(types: list[str] | None) -> list[str] | None:
-    """``--type`` values: exact tags, comma lists, or globs (``notice.*``) over the known tags."""
-    if not types:
+    """``--type`` values: exact tags, comma lists, or globs (``notice.*``) over the known tags.
+    Values that name nothing at all (``--type ''``, ``--type ,``: an unset shell variable) are no
+    filter, as ``--subject ''`` is: they printed nothing, without a word."""
+    parts = [p for t in types or [] for p in (x.strip() for x in t.split(",")) if p]
+    if not parts:
         return None
     from events.types import EVENT_TYPES
 
     out: list[str] = []
-    for t in types:
-        for part in filter(None, (p.strip() for p in t.split(","))):
-            if any(c in part for c in "*?["):
-                out += [k for k in EVENT_TYPES if fnmatch.fnmatchcase(k, part)]
-            else:
-                out.append(part)
+    for part in parts:
+        if any(c in part for c in "*?["):
+            out += [k for k in EVENT_TYPES if fnmatch.fnmatchcase(k, part)]
+        else:
+            out.append(part)
     return sorted(set(out)) or ["\x00none"]
 
 
