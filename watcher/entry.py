@@ -29,12 +29,37 @@ def not_utf8(argv: list[str]) -> str | None:
     return None
 
 
+# errnos of a write that cannot go on: the disk (or quota) behind stdout or a file is full, or failing
+OUTPUT_FULL = frozenset((28, 122, 27, 5))  # ENOSPC, EDQUOT, EFBIG, EIO
+
+
 def main() -> None:
+    """The command, and the one answer to an output that cannot be written: `fleetwatch export >
+    FILE` on a full disk (or `> /dev/full`) was a Python traceback from whichever print met it."""
     argv = sys.argv[1:]
     if argv[:1] == ["hook"] and not any(a in ("install", "--help", "-h") for a in argv[1:2] + argv[1:]):
-        from watcher.hook.adapter import run_hook
+        from watcher.hook.adapter import run_hook  # always exit 0 (Claude Code's hook): never through here
 
         sys.exit(run_hook(argv[1:]))
+    try:
+        run(argv)
+    except OSError as e:
+        if e.errno not in OUTPUT_FULL:
+            raise
+        import os
+
+        try:  # the final flush of what is still buffered would fail (and say so) again
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, sys.stdout.fileno())
+            os.close(fd)
+        except (OSError, ValueError):
+            pass
+        print(f"fleetwatch: writing failed: {e.strerror}; the output is incomplete\n"
+              "  hint: is the disk the output goes to full? free space, or write elsewhere", file=sys.stderr)
+        sys.exit(1)
+
+
+def run(argv: list[str]) -> None:
     bad = not_utf8(argv)
     if bad is not None:
         from projections.text import safe
