@@ -17,7 +17,7 @@ FW = str(Path(sys.executable).with_name("fleetwatch"))
 def hook(goals: Path, payload: dict) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FLEETWATCH_AGENT", "CLAUDE_PROJECT_DIR")}
     return subprocess.run([FW, "hook", "--goals-dir", str(goals)], input=json.dumps(payload), text=True,
-                          capture_output=True, timeout=60, env=env)
+                          capture_output=True, timeout=90, env=env)
 
 
 def state(goals: Path, agent: str) -> str | None:
@@ -42,3 +42,17 @@ def test_a_goal_cwd_written_through_a_symlink_still_maps_the_session(tmp_path):
     assert (state(goals, "p1"), state(goals, "p2")) == ("busy", "busy")
     hook(goals, {"hook_event_name": "Stop", "cwd": str(tmp_path / "work" / "proj")})
     assert (state(goals, "p1"), state(goals, "p2")) == ("idle", "busy")
+
+
+def test_a_cwd_of_a_million_components_does_not_hang_the_hook(tmp_path):
+    """Resolving symlinks (above) walks a path component by component: a payload cwd of 1.5
+    million components took 6 minutes, a goal.json cwd of 400,000 about 27 s (Claude Code's
+    hook timeout is 10 s). A path longer than PATH_MAX names no folder: it is compared as
+    written. The subprocess timeout is only the hang detector."""
+    goals = tmp_path / "agents"
+    (goals / "x1").mkdir(parents=True)
+    (goals / "x1" / "goal.json").write_text(json.dumps({"agent": "x1", "state": "idle", "cwd": "/a" * 400_000}))
+    r = hook(goals, {"hook_event_name": "UserPromptSubmit", "cwd": "/b" * 1_500_000})
+    assert (r.returncode, r.stderr) == (0, "") and state(goals, "x1") == "idle"
+    r = hook(goals, {"hook_event_name": "UserPromptSubmit", "cwd": "/a" * 400_000 + "/sub"})
+    assert (r.returncode, r.stderr) == (0, "") and state(goals, "x1") == "busy"  # as written: still found

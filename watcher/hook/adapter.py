@@ -66,6 +66,12 @@ def _norm(p: str) -> str:
     return os.path.normpath(os.path.expanduser(p))
 
 
+def _real(p: str) -> str:
+    """``p`` with symlinks resolved; a path longer than PATH_MAX names no folder, and realpath
+    would take minutes on a million components: as it is."""
+    return os.path.realpath(p) if len(p) <= 4096 else p
+
+
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
@@ -84,7 +90,7 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
     session = payload.get("session_id")
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
     c = _norm(cwd) if cwd else ""
-    real = os.path.realpath(c) if c else ""
+    real = _real(c) if c else ""
     starting = payload.get("hook_event_name") == "SessionStart"
     best, best_len, handed = None, -1, None
     try:
@@ -109,7 +115,7 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
         gcwd = doc.get("cwd")
         if c and isinstance(gcwd, str) and gcwd:
             g = _norm(gcwd)
-            rg = os.path.realpath(g)  # also through symlinks: ~/work -> /data/work, /tmp -> /private/tmp
+            rg = _real(g)  # also through symlinks: ~/work -> /data/work, /tmp -> /private/tmp
             if (_within(c, g) or _within(real, rg)) and len(rg) > best_len:
                 best, best_len = e.name, len(rg)
     if handed:
