@@ -54,9 +54,13 @@ def class_style(cls: str) -> str:
 
 def matches(row: dict[str, Any], needle: str) -> bool:
     """The filter: every word of ``needle`` in the agent's id, class, state/phase, task, reason or
-    target (case-insensitive)."""
+    target (case-insensitive), as recorded or as shown: the board shows escapes (``wt\\x1b[1m``),
+    and typing what is on the screen found nothing."""
     hay = " ".join(str(row.get(k) or "") for k in ("agent", "class", "state", "phase", "task", "reason",
-                                                   "target", "dod_status")).lower()
+                                                   "target", "dod_status"))
+    if not (hay.isascii() and hay.isprintable() and "\\" not in hay):
+        hay += "\n" + safe(hay)
+    hay = hay.lower()
     return all(w in hay for w in needle.lower().split())
 
 
