@@ -21,7 +21,8 @@ from typing import Any, Literal, TypedDict
 
 from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
 from projections.rows import unseen
-from projections.missions_rules import MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check, deps_not_done
+from projections.missions_rules import (ACTIVE, MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check,
+                                        deps_not_done)
 
 NAME = "missions"
 
@@ -172,6 +173,10 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: in
     for mid, wid, w in unseen(state["missions"], "wps", seen, live):
         out.append(WpChanged(mission=mid, wp=wid, from_=w["state"], to=None, source=w["source"]))
         view[mid].pop(wid, None)
+    # a change leaving RUNNING/CHECKING is folded after the others of its tick: the fold ends a
+    # children-active-cap episode when a change brings the count to the cap, and a handover in one
+    # poll (a -> DONE, c -> RUNNING) ended it halfway: the next tick reported the cap again
+    out.sort(key=lambda e: e.from_ in ACTIVE and e.to not in ACTIVE)   # stable (tests/test_cap_handover.py)
     # -- completions (on the view after this tick's changes)
     for mid in sorted(view):
         wps = view[mid]

@@ -149,6 +149,10 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = C
     for g, c, ch in unseen(state["groups"], "children", seen, live):
         out.append(SwarmChanged(group=g, child=c, from_=ch["status"], to=None, source=ch["source"]))
         view[g].pop(c, None)
+    # a change leaving running, or queued/running, is folded after the others of its tick: the
+    # fold ends a cap's episode when a change brings its count to the limit, and a handover in one
+    # poll (a -> done, c -> running) ended it halfway: the next tick reported the cap again
+    out.sort(key=lambda e: (e.from_ == "running" and e.to != "running") or (e.from_ in ACTIVE and e.to not in ACTIVE))
     limits = {CapFlag.CONCURRENCY.value: max_concurrent, CapFlag.CHILDREN.value: max_children,
               CapFlag.TOTAL.value: max_total}
     for g in sorted(view):
