@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from watcher.cli.util import errors
+from watcher.cli.util import ConfigOpt, DbOpt, errors
 
 SCHEMAS = ("goal",)
 
@@ -16,10 +16,14 @@ def register(app: typer.Typer) -> None:
     @errors
     def schema_cmd(
         name: Annotated[str, typer.Argument(metavar="NAME", help="Which schema: goal (goal.json).")] = "goal",
+        config: ConfigOpt = None,
+        db: DbOpt = None,
     ) -> None:
         """Print a JSON Schema: `fleetwatch schema goal` is the format of goal.json (validate your
         files with any JSON Schema tool, e.g. `check-jsonschema --schemafile`)."""
         from watcher.schema import goal_schema_text
+
+        del config, db  # taken as by every command (CONTRACT.md); the schema depends on neither
 
         if name not in SCHEMAS:
             print(f"fleetwatch: unknown schema {name[:40]!r}; known: {', '.join(SCHEMAS)}", file=sys.stderr)

@@ -3,7 +3,7 @@ logic lives in ``watcher.service.units`` and ``watcher.cli.doctor``)."""
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -35,13 +35,22 @@ def register(app: typer.Typer) -> None:
     def init_cmd(
         force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config (kept as .bak).")] = False,
         config: ConfigOpt = None,
+        db: Annotated[Optional[str], typer.Option("--db", help="Write this event log path into the config's [store] path (else it stays commented: the default).")] = None,
     ) -> None:
         """Write a commented default config (exit 1 if one exists)."""
+        from events.errors import ConfigError
         from projections.text import safe
-        from watcher.config import config_path
+        from watcher.config import config_path, expand
 
         path = config_path(config)
-        backup = write_config(path, force=force)
+        if db is not None:
+            db = os.path.abspath(expand(db))  # as the watcher would read it from here, whatever its CWD
+            try:
+                db.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigError("--db: the path is not valid UTF-8 (a TOML config holds UTF-8); nothing was written",
+                                  key="--db", op="init", path=db, hint="rename the folder or pick another path") from None
+        backup = write_config(path, force=force, db=db)
         if backup:
             typer.echo(f"previous config saved as {safe(backup)}")
         typer.echo(f"wrote {safe(path)}\nnext: add a [[sources]] entry and notify URLs, then `fleetwatch doctor`")

@@ -330,12 +330,20 @@ key = ["mission", "wp"]
 '''
 
 
-def default_config_text() -> str:
+def default_config_text(db: str | None = None) -> str:
+    """The commented default config; ``db``: that log path set in ``[store] path`` (init --db)."""
     commented = "".join(f"# {ln}\n" if ln.strip() else "#\n" for ln in SOURCE_EXAMPLES.splitlines())
-    return DEFAULT_CONFIG.format(sources=commented)
+    text = DEFAULT_CONFIG.format(sources=commented)
+    if db is not None:
+        import json
+
+        value = json.dumps(db).replace("\x7f", "\\u007f")  # a TOML basic string (JSON's escapes; DEL too)
+        default = '# path = "~/.local/state/fleetwatch/events.db"   # default: $XDG_STATE_HOME/fleetwatch/events.db'
+        text = text.replace(default, f"path = {value}   # from `fleetwatch init --db`", 1)
+    return text
 
 
-def write_config(path: str, *, force: bool) -> str | None:
+def write_config(path: str, *, force: bool, db: str | None = None) -> str | None:
     """Write the default config; returns the backup path when an old file was replaced.
 
     Refused (ConfigError, exit 2; nothing written): a path that is a folder, a FIFO or a device,
@@ -369,7 +377,7 @@ def write_config(path: str, *, force: bool) -> str | None:
 
     try:
         private_dir(str(p.parent))  # 0700 whatever the umask, parents too (issue 13)
-        _write_atomic(p, default_config_text(), 0o600)
+        _write_atomic(p, default_config_text(db), 0o600)
     except OSError as e:
         raise ConfigError(f"cannot write the config: {e.strerror or e}; nothing was written", key="--config",
                           op="init", path=path, hint="choose a writable place with --config") from e
