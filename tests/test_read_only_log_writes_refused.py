@@ -60,3 +60,12 @@ def test_verify_restore_guards_on_a_read_only_log_is_refused_without_a_traceback
     assert r.returncode == 2 and "guards cannot be restored" in r.stderr and "nothing written" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert fw("verify", "--db", read_only_log).returncode == 0
+
+
+def test_doctor_does_not_call_a_read_only_log_writable(read_only_log, tmp_path):
+    """Before: '✓ log: PATH writable, verify intact', healthy, exit 0: `run` then failed to append."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("")
+    r = fw("doctor", "--config", str(cfg), "--db", read_only_log)
+    assert r.returncode == 1 and "✗ log:" in r.stdout and "is not writable here" in r.stdout, r.stdout
+    assert "writable, verify intact" not in r.stdout

@@ -142,6 +142,7 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
     try:
         with EventLog(path, durability=cfg.store.durability, create=False) as elog:
             res = elog.verify()
+            readonly = elog.readonly  # not writable by this user (file, folder or mount): opened read-only
     except FE as e:
         ck.bad(f"log: {e}", e.hint or "check [store] path / --db")
         return
@@ -150,7 +151,11 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
         ck.bad(f"log: {path} broken at {where}: {res.problem}", "run `fleetwatch verify` (removed guards: "
                "`fleetwatch verify --restore-guards`); keep the file for inspection and start a new log with --db")
         return
-    ck.ok(f"log: {path} writable, verify intact ({res.count} events, head seq {res.head_seq})")
+    if readonly:
+        ck.bad(f"log: {path} is not writable here (verify intact, {res.count} events): `fleetwatch run` cannot "
+               "append to it", "check the owner and mode of the file and its folder (and whether the mount is read-only)")
+    else:
+        ck.ok(f"log: {path} writable, verify intact ({res.count} events, head seq {res.head_seq})")
     from events import anchor
 
     for kept in anchor.lost(path):  # a writer found the log cut (or replaced) and kept its head file
