@@ -51,6 +51,9 @@ ROWS = [
     ("Setup", pl("Setup", trigger="init"), {"state": "idle"}, "idle", Reason.NOISE, False, [], [], False),
     ("UserPromptSubmit", pl("UserPromptSubmit", prompt="run the tests"), {"state": W, "pending": ["sa_1|notice:agent_needs_input"]}, "busy", Reason.WORKING, True, [], [], True),
     ("UserPromptExpansion", pl("UserPromptExpansion", command_name="review", prompt="/review"), {"state": "idle"}, "busy", Reason.WORKING, True, [], [], True),
+    # a slash command typed at the prompt closes every dialog as a prompt does (the table said so; it did not)
+    ("UserPromptExpansion-closes-pending-dialogs", pl("UserPromptExpansion", command_name="review", prompt="/review"),
+     {"state": W, "pending": ["main|notice:permission_prompt"], "tools_open": ["toolu_9"]}, "busy", Reason.WORKING, True, [], [], True),
     ("PreToolUse", pl("PreToolUse", tool_use_id="toolu_01", **BASH), {"state": "idle"}, "busy", Reason.WORKING, True, [], ["toolu_01"], True),
     ("PermissionRequest", pl("PermissionRequest", permission_suggestions=[], **BASH), {}, W, Reason.PERMISSION, True, [perm_key("main", BASH)], [], True),
     ("PermissionRequest-subagent", pl("PermissionRequest", **SUB, **BASH), {}, W, Reason.PERMISSION, True, [perm_key("sa_7f3", BASH)], [], True),

@@ -158,8 +158,8 @@ def decide(payload: dict) -> Decision:
         return Decision(event, Reason.INTERRUPTED, "idle", clear="all")
     if event in BUSY_EVENTS:
         d = Decision(event, Reason.WORKING, "busy", actor=actor)
-        if event == "UserPromptSubmit":
-            d.clear = "all"  # the user typed at the main prompt: no dialog is open
+        if event in ("UserPromptSubmit", "UserPromptExpansion"):
+            d.clear = "all"  # the user typed at the main prompt (a slash command too): no dialog is open
         elif event == "PreToolUse":
             d.tool_open = _tool_key(payload)
         elif event in TOOL_DONE_EVENTS:
