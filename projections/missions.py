@@ -56,6 +56,8 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
                 m["wps"].pop(ev.wp, None)
                 if not m["wps"]:
                     del ms[ev.mission]
+                elif m.get("cap_over") and active_count(m["wps"]) <= m["cap_over"]:
+                    m["cap_over"] = 0  # a WP gone ends the episode as one done does (it never ended)
             return state
         if m is None:
             m = ms[ev.mission] = {"wps": {}, "completed": False, "completed_at": None}

@@ -98,6 +98,8 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             g["last_change"] = rec.time
             if not g["children"]:
                 del gs[ev.group]
+            else:
+                _end_episodes(g)  # a child gone ends an episode as one done does (it never ended)
         return state
     if g is None:
         g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time, "ever": 0, "capped": {},
@@ -106,12 +108,16 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
         g["ever"] = g.get("ever", len(g["children"])) + 1  # a distinct child (one back from gone is not)
     g["children"][ev.child] = {"status": ev.to, "label": ev.label, "since": rec.time, "source": ev.source}
     g["last_change"] = rec.time
+    _end_episodes(g)
+    return state
+
+
+def _end_episodes(g: dict[str, Any]) -> None:
     capped = g.get("capped")
     if capped:
-        level = cap_counts(_counts(g["children"]), g["ever"])
+        level = cap_counts(_counts(g["children"]), g.get("ever", len(g["children"])))
         for cap in [c for c, lim in capped.items() if level.get(c, 0) <= lim]:
             del capped[cap]  # the episode is over: the next breach is a new one
-    return state
 
 
 def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = CAPS[0], max_children: int = CAPS[1],

@@ -56,3 +56,38 @@ def test_a_handover_in_one_poll_does_not_end_a_swarm_cap_episode(tmp_path):
         r, evs = once_and_tail(cfg)
         assert r.returncode == 0, r.stderr
     assert [e["data"]["cap"] for e in evs if e["type"] == "swarm.capped"] == ["max-concurrent"]
+
+
+def test_wps_deleted_end_the_active_cap_episode_so_the_next_breach_is_reported(tmp_path):
+    """A WP gone from the database (``to: null``) did not end the episode, as one going DONE did:
+    a, b, c RUNNING (cap 1), then a and b deleted (1 active), then d RUNNING: no second
+    children-active-cap, a breach never reported. Swarm children gone the same."""
+    db = tmp_path / "missions.db"
+    c = sqlite3.connect(db)
+    c.execute("CREATE TABLE wps (mission TEXT, wp TEXT, state TEXT)")
+    c.executemany("INSERT INTO wps VALUES ('m', ?, 'RUNNING')", [("a",), ("b",), ("c",)])
+    c.commit()
+    cfg = sqlite_config(tmp_path, db, "SELECT mission, wp, state FROM wps")
+    cfg.write_text("[missions]\nmax_children_active = 1\n" + cfg.read_text())
+    once_and_tail(cfg)
+    c.execute("DELETE FROM wps WHERE wp IN ('a', 'b')")
+    c.commit()
+    once_and_tail(cfg)
+    c.execute("INSERT INTO wps VALUES ('m', 'd', 'RUNNING')")
+    c.commit()
+    c.close()
+    r, evs = once_and_tail(cfg)
+    assert r.returncode == 0, r.stderr
+    assert [e["data"]["count"] for e in evs if e["data"].get("rule") == "children-active-cap"] == [3, 2]
+
+
+def test_swarm_children_gone_end_a_cap_episode_so_the_next_breach_is_reported(tmp_path):
+    out = tmp_path / "out.json"
+    cfg = tmp_path / "fw.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[swarm]\nmax_concurrent = 1\n[[sources]]\nname = "swarm"\n'
+                   f'kind = "command"\nentity = "swarm"\nargv = ["cat", "{out}"]\n')
+    for kids in (["a", "b", "c"], ["c"], ["c", "d"]):
+        out.write_text(json.dumps([{"group": "g", "child": k, "status": "running"} for k in kids]))
+        r, evs = once_and_tail(cfg)
+        assert r.returncode == 0, r.stderr
+    assert [e["data"]["count"] for e in evs if e["type"] == "swarm.capped"] == [3, 2]
