@@ -40,6 +40,13 @@ def find_agent(cfg, agent: str):
         for o in res.agents:
             if o.agent == agent:
                 return o
+        if "\\" in agent:  # the id as status shows it (escaped): the one agent it names (plain.shown_id)
+            from watcher.cli.plain import shown_id
+
+            name = shown_id(agent, [o.agent for o in res.agents])
+            for o in res.agents:
+                if o.agent == name:
+                    return o
     return None
 
 
@@ -64,6 +71,7 @@ def register(app: typer.Typer) -> None:
         if obs is None:
             print(f"fleetwatch: no goal.json for agent {safe(name, 80)!r} in the configured goals sources", file=sys.stderr)
             raise typer.Exit(2)
+        name = obs.agent  # the id itself, also when given as status shows it (escaped)
         if obs.error:
             print(f"fleetwatch: {safe(name, 80)}: {safe(obs.error, 200)}", file=sys.stderr)
             raise typer.Exit(2)

@@ -125,6 +125,10 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("give a SUBJECT, --class CLASS, or both")
         if for_ is None:
             raise typer.BadParameter("say for how long, e.g. --for 2h (30m, 1d)", param_hint="--for")
+        if subject and normalise_subject(subject).startswith("agent:"):   # an id as status shows it
+            from watcher.cli.plain import shown_id
+
+            subject = "agent:" + shown_id(normalise_subject(subject)[6:], known_agents(config, db))
         why = refusal(subject, cls, config, db) if not force else None
         if why:
             print(f"fleetwatch: refused: {why}; nothing written", file=sys.stderr)

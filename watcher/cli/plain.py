@@ -8,6 +8,7 @@ way. Importing this module imports no typer, rich, apprise or watchdog.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from events.errors import FleetwatchError
 
@@ -48,3 +49,16 @@ def open_log(config: str | None, db: str | None, *, create: bool = False, readon
     cfg, path = context(config, db)
     return cfg, EventLog(path, durability=cfg.store.durability, create=create, readonly=readonly,
                          parents=not explicit_db(db, cfg))
+
+
+def shown_id(given: str, known: Any) -> str:
+    """``given`` as the agent id it names: itself when known; else the one known id whose escaped
+    form (what `status`, `summary`, `tail` and the board print, ``projections.text.safe``) it is, so
+    `verdict 'wt\\x1b[1m' met ...` names the agent whose id holds that ESC, as shown (typing the raw
+    control characters was the only way). ``safe`` is one-to-one (backslashes are doubled): at most
+    one id matches."""
+    if given in known or "\\" not in given:
+        return given
+    from projections.text import safe
+
+    return next((k for k in known if isinstance(k, str) and safe(k) == given), given)

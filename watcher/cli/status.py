@@ -229,8 +229,12 @@ def register(app: Any) -> None:
             print(f"fleetwatch: refused: {refusal.value}; nothing written", file=sys.stderr)
             raise typer.Exit(2)
         if not force:
+            from watcher.cli.plain import shown_id
+
             _, states, _, _ = load_states(config, db)
-            why = unknown_agent(agent.strip(), (states.get("fleet") or {}).get("agents", {}))
+            known = (states.get("fleet") or {}).get("agents", {})
+            agent = shown_id(agent.strip(), known)   # the id as status shows it names the agent
+            why = unknown_agent(agent, known)
             if why:
                 print(f"fleetwatch: refused: {why}; nothing written", file=sys.stderr)
                 raise typer.Exit(2)
