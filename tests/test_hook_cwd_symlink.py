@@ -56,3 +56,17 @@ def test_a_cwd_of_a_million_components_does_not_hang_the_hook(tmp_path):
     assert (r.returncode, r.stderr) == (0, "") and state(goals, "x1") == "idle"
     r = hook(goals, {"hook_event_name": "UserPromptSubmit", "cwd": "/a" * 400_000 + "/sub"})
     assert (r.returncode, r.stderr) == (0, "") and state(goals, "x1") == "busy"  # as written: still found
+
+
+def test_a_nul_in_a_cwd_does_not_stop_the_session_lookup(tmp_path):
+    """Resolving symlinks raised ValueError (embedded null byte) for a cwd holding a NUL (JSON
+    "\\u0000"): the hook printed 'ValueError: embedded null byte' and did nothing, even for a
+    session its goal.json names; one such goal.json cwd broke the lookup for every session."""
+    goals = tmp_path / "agents"
+    for agent, doc in (("n0", {"cwd": "/w/x\0y"}), ("n1", {"session_id": "s-n1"})):
+        (goals / agent).mkdir(parents=True)
+        (goals / agent / "goal.json").write_text(json.dumps({"agent": agent, "state": "idle", **doc}))
+    r = hook(goals, {"hook_event_name": "UserPromptSubmit", "session_id": "s-n1", "cwd": "/w/a\0b"})
+    assert (r.returncode, r.stderr) == (0, "") and state(goals, "n1") == "busy"
+    r = hook(goals, {"hook_event_name": "PreToolUse", "tool_use_id": "t", "cwd": "/w/x\0y/z"})
+    assert (r.returncode, r.stderr) == (0, "") and state(goals, "n0") == "busy"

@@ -67,9 +67,14 @@ def _norm(p: str) -> str:
 
 
 def _real(p: str) -> str:
-    """``p`` with symlinks resolved; a path longer than PATH_MAX names no folder, and realpath
-    would take minutes on a million components: as it is."""
-    return os.path.realpath(p) if len(p) <= 4096 else p
+    """``p`` with symlinks resolved; a path longer than PATH_MAX (realpath would take minutes on a
+    million components) or holding a NUL (realpath raises) names no folder: as it is."""
+    if len(p) > 4096 or "\0" in p:
+        return p
+    try:
+        return os.path.realpath(p)
+    except (OSError, ValueError):
+        return p
 
 
 def _within(path: str, folder: str) -> bool:
