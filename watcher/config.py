@@ -16,7 +16,7 @@ import msgspec
 from events.errors import ConfigError
 from watcher.config_limits import MAX_CONFIG_BYTES, check_ranges, private_dir, read_regular  # noqa: F401
 
-_DUR = r"^\s*(\d{1,15})\s*(ms|s|m|h|d)\s*$"   # patterns as text: re compiles each at first use (its cache), not at import
+_DUR = r"^\s*([0-9]{1,15})\s*(ms|s|m|h|d)\s*$"   # ASCII digits (\d took "١h"); as text: re compiles at first use
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 MAX_DURATION = 36500 * 86400.0   # a century ("never" in tests is 10000d); more is a typo that overflows timers
 
@@ -433,4 +433,4 @@ def _validate_phone(cfg: Config, bad) -> None:
             raise bad("web.token_ttl", "must be between 1m and 30d")
 
 
-_QUIET = r"^\s*([01]\d|2[0-3]):[0-5]\d\s*-\s*([01]\d|2[0-4]):[0-5]\d\s*$"
+_QUIET = r"^\s*([01][0-9]|2[0-3]):[0-5][0-9]\s*-\s*([01][0-9]|2[0-4]):[0-5][0-9]\s*$"  # ASCII digits only
