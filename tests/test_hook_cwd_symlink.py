@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 FW = str(Path(sys.executable).with_name("fleetwatch"))
 
 
@@ -58,15 +60,17 @@ def test_a_cwd_of_a_million_components_does_not_hang_the_hook(tmp_path):
     assert (r.returncode, r.stderr) == (0, "") and state(goals, "x1") == "busy"  # as written: still found
 
 
-def test_a_nul_in_a_cwd_does_not_stop_the_session_lookup(tmp_path):
-    """Resolving symlinks raised ValueError (embedded null byte) for a cwd holding a NUL (JSON
-    "\\u0000"): the hook printed 'ValueError: embedded null byte' and did nothing, even for a
-    session its goal.json names; one such goal.json cwd broke the lookup for every session."""
+@pytest.mark.parametrize("goal_cwd, cwd", [("/w/x\0y", "/w/a\0b"), ("~\0a", "~root\0x")])
+def test_a_nul_in_a_cwd_does_not_stop_the_session_lookup(tmp_path, goal_cwd, cwd):
+    """A cwd holding a NUL (JSON "\\u0000"), in the payload or in any goal.json of the goals dir:
+    resolving symlinks (ca9c599) raised ValueError (embedded null byte), and so did the look-up of
+    the user of a '~user' path (since the first hook): the hook printed 'ValueError: embedded null
+    byte' and updated nothing, even a session its goal.json names by session_id."""
     goals = tmp_path / "agents"
-    for agent, doc in (("n0", {"cwd": "/w/x\0y"}), ("n1", {"session_id": "s-n1"})):
+    for agent, doc in (("n0", {"cwd": goal_cwd}), ("n1", {"session_id": "s-n1"})):
         (goals / agent).mkdir(parents=True)
         (goals / agent / "goal.json").write_text(json.dumps({"agent": agent, "state": "idle", **doc}))
-    r = hook(goals, {"hook_event_name": "UserPromptSubmit", "session_id": "s-n1", "cwd": "/w/a\0b"})
+    r = hook(goals, {"hook_event_name": "UserPromptSubmit", "session_id": "s-n1", "cwd": cwd})
     assert (r.returncode, r.stderr) == (0, "") and state(goals, "n1") == "busy"
-    r = hook(goals, {"hook_event_name": "PreToolUse", "tool_use_id": "t", "cwd": "/w/x\0y/z"})
+    r = hook(goals, {"hook_event_name": "PreToolUse", "tool_use_id": "t", "cwd": goal_cwd + "/z"})
     assert (r.returncode, r.stderr) == (0, "") and state(goals, "n0") == "busy"

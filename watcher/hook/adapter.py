@@ -63,7 +63,11 @@ def valid_agent(agent: str) -> bool:
 
 
 def _norm(p: str) -> str:
-    return os.path.normpath(os.path.expanduser(p))
+    try:
+        p = os.path.expanduser(p)
+    except ValueError:  # "~user\0...": the user look-up raises; no user is named so
+        pass
+    return os.path.normpath(p)
 
 
 def _real(p: str) -> str:
