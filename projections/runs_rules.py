@@ -27,6 +27,7 @@ SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 GATED = ("apply", "upload_intent", "ledger", "launch_intent")
 BACKOFF_S = 600.0  # 10 minutes, doubled per failure
 MAX_FAILURES = 3
+AHEAD_S = 86400.0  # a retry's `at` this far ahead of the watcher's clock is not believed
 
 
 # ---- parsing (pure) --------------------------------------------------------------------------
@@ -293,7 +294,8 @@ def check_retry(rid: str, fields: dict, view: dict, changes: list[Change], rs: d
     if lf is not None:
         for name, (st, _, t, _, _) in view.items():
             if t is not None and t > lf and st not in ("fail", ""):
-                t = min(t, now)  # an `at` ahead of the clock (2099): the step was there by now
+                if t > now + AHEAD_S:  # an `at` a day ahead of the clock (2099): there by now
+                    t = now  # (within a day: the writer's clock, as L is; a skew is no retry)
                 if ev is None or t < ev:
                     ev, evstep = t, name
     if rs is not None and rs["failures"] == n and rs["last_failure_at"] == lfa:

@@ -43,3 +43,18 @@ def test_a_retry_stamped_in_the_future_is_judged_when_it_was_seen(tmp_path):
         assert "2.0 min after failure 1" in got[0].detail
     finally:
         h.close()
+
+
+def test_a_writer_clock_a_few_minutes_ahead_is_no_early_retry(tmp_path):
+    """The retry's evidence is only cut to the watcher's clock for an `at` more than a day ahead:
+    a writer whose clock is 3 minutes ahead stamps its failure and its retry alike, and a retry
+    11 minutes after its failure (by those stamps, 10 required) is no violation, though the
+    watcher's own clock says it was seen 8 minutes after the failure's stamp (eb86d3e said
+    retry-backoff for it: it cut every `at` ahead of the clock)."""
+    h = Harness(tmp_path)
+    try:
+        h.tick(snap(doc(failures=1, last_failure_at=at(3), steps={"facts": S("fail", 3)})), T0)
+        retry = doc(failures=1, last_failure_at=at(3), steps={"facts": S("begin", 14)})
+        assert "rule.violated" not in types(h.tick(snap(retry), T0 + 11 * MIN))
+    finally:
+        h.close()
