@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from events.records import Damaged
-from projections.text import inert_json
+from projections.text import inert_json, safe
 from watcher.cli.plain import context, open_log
 
 SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowError traceback
@@ -286,6 +286,11 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
         _quiet_pipe()
 
 
+def where_of(res: Any) -> str:
+    """Where a failed verify broke: ``seq N`` or ``table NAME``."""
+    return f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
+
+
 def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as_json: bool = False,
            config: str | None = None, db: str | None = None) -> None:
     """`fleetwatch verify`; ``want``: the parsed ``--expect-head``. Exit 1 (SystemExit) when broken."""
@@ -327,10 +332,10 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
         elif res.ok:
             print(f"ok: {res.count} events, chain intact\nhead {res.head_seq}:{res.head_hash}")
             print(f"head anchor {res.anchor.split(':')[0]}:{res.anchor.split(':')[1][:8]} matches" if res.anchor
-                  else "no head anchor (events.db.head): a cut tail cannot be told; pass --expect-head")
-        else:
-            where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
-            print(f"BROKEN at {where}: {res.problem}\n"
+                  else f"no head anchor ({safe(os.path.basename(log.path))}.head): a cut tail cannot be told"
+                  + (" but by the expected head, which the log holds" if want else "; pass --expect-head"))
+        else:  # the table may be the head file, named after the log (a folder or file name may hold escapes)
+            print(f"BROKEN at {safe(where_of(res))}: {safe(res.problem)}\n"
                   f"last good {res.head_seq}:{res.head_hash}")
         if host_lines and not as_json:
             print("\n".join(host_lines))
@@ -338,10 +343,7 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
     except BrokenPipeError:
         _quiet_pipe()
     if not res.ok:
-        where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
-        from projections.text import safe
-
-        print(f"fleetwatch: verify failed at {where}: {safe(res.problem)}", file=sys.stderr)
+        print(f"fleetwatch: verify failed at {safe(where_of(res))}: {safe(res.problem)}", file=sys.stderr)
         raise SystemExit(1)
     if not hosts_ok:
         print("fleetwatch: verify: a host chain is broken or has gaps (see above)", file=sys.stderr)

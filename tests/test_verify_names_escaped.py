@@ -1,0 +1,44 @@
+"""`verify`'s report names the head file after the log, escaped: a folder or log name holding
+ESC]0;…BEL must not retitle the terminal through "BROKEN at table NAME.head". Real files, real
+subprocesses.
+
+Before: the stdout line "BROKEN at table …: …" printed the table (the head file's name) and the
+problem raw, the stderr line the table raw; "no head anchor (events.db.head)" named events.db.head
+whatever the log was called, and told to pass --expect-head when it had been passed.
+"""
+from __future__ import annotations
+
+import time
+
+from events.log import EventLog
+from events.types import DodVerdict
+from tests.fwcli import fw
+
+
+def make_log(path: str) -> str:
+    with EventLog(path) as log:
+        log.append([DodVerdict(agent="a1", verdict="met", verifier="me", evidence="e", source="cli")], time.time())
+        seq, h = log.head()
+    return f"{seq}:{h.hex()}"
+
+
+def test_a_broken_verify_prints_the_head_files_name_escaped(tmp_path):
+    db = str(tmp_path / "x\x1b]0;PWN\x07.db")
+    make_log(db)
+    with open(db + ".head", "wb") as f:
+        f.write(b"garbage\n")
+    r = fw("verify", "--db", db)
+    assert r.returncode == 1, r.stderr
+    for out in (r.stdout, r.stderr):
+        assert "\x1b" not in out and "\x07" not in out, repr(out)
+        assert "x\\x1b]0;PWN\\x07.db.head" in out
+
+
+def test_no_head_anchor_names_the_logs_own_head_file(tmp_path):
+    db = str(tmp_path / "fleet.db")
+    head = make_log(db)
+    (tmp_path / "fleet.db.head").unlink()
+    r = fw("verify", "--db", db)
+    assert r.returncode == 0 and "no head anchor (fleet.db.head)" in r.stdout and "pass --expect-head" in r.stdout
+    r = fw("verify", "--expect-head", head, "--db", db)
+    assert r.returncode == 0 and "pass --expect-head" not in r.stdout, r.stdout
