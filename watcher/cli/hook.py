@@ -218,13 +218,36 @@ def _load(path: str) -> tuple[str, dict]:
     if not text.strip():
         return text, {}
     try:
-        data = loads_exact(text)
+        data = loads_exact(text, object_pairs_hook=_once)
+    except _Twice as e:  # rewritten, the first would be gone, and the diff (of the parsed file) not show it
+        raise SettingsError(f"settings.json has the key \"{e.key[:80]}\" twice in one object (Claude Code reads "
+                            "only the last)", op="hook install", path=path,
+                            hint="merge the two by hand, then run again") from None
+    except RecursionError:
+        raise SettingsError("settings.json is nested too deeply", op="hook install", path=path,
+                            hint="fix it by hand, then run again") from None
     except ValueError as e:
-        raise SettingsError(f"settings.json is not valid JSON (line {e.lineno})", op="hook install", path=path,
-                            hint="fix it by hand (Claude Code would not load it either), then run again") from None
+        raise SettingsError(f"settings.json is not valid JSON (line {getattr(e, 'lineno', '?')})", op="hook install",
+                            path=path, hint="fix it by hand (Claude Code would not load it either), then run again") from None
     if not isinstance(data, dict):
         raise SettingsError("settings.json is not a JSON object", op="hook install", path=path)
     return text, data
+
+
+class _Twice(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _once(pairs: list) -> dict:
+    """A JSON object whose keys are all distinct (``_Twice`` otherwise)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Twice(k)
+        out[k] = v
+    return out
 
 
 @hook_app.command("install")

@@ -109,9 +109,9 @@ class Number:
         return self.text
 
 
-def loads_exact(raw: bytes | str):
-    """``json.loads`` with every number a :class:`Number` (see ``dumps_exact``)."""
-    return json.loads(raw, parse_int=Number, parse_float=Number, parse_constant=Number)
+def loads_exact(raw: bytes | str, **kw):
+    """``json.loads`` (``kw`` passed on) with every number a :class:`Number` (see ``dumps_exact``)."""
+    return json.loads(raw, parse_int=Number, parse_float=Number, parse_constant=Number, **kw)
 
 
 def dumps_exact(doc, indent: int | None = 2) -> str:
