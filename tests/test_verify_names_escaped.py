@@ -42,3 +42,23 @@ def test_no_head_anchor_names_the_logs_own_head_file(tmp_path):
     assert r.returncode == 0 and "no head anchor (fleet.db.head)" in r.stdout and "pass --expect-head" in r.stdout
     r = fw("verify", "--expect-head", head, "--db", db)
     assert r.returncode == 0 and "pass --expect-head" not in r.stdout, r.stdout
+
+
+def test_a_hub_logs_host_lines_are_printed_escaped(tmp_path):
+    """A hub's log names every host as that host sent it (its [forward] host): a forwarded host
+    name holding ESC]0;…BEL reached the terminal through verify's per-host lines."""
+    import apsw
+
+    from watcher.hub.store import ORIGIN_DDL
+
+    db = str(tmp_path / "hub.db")
+    make_log(db)
+    c = apsw.Connection(db)
+    c.execute(ORIGIN_DDL)
+    c.execute("INSERT INTO hub_origin VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+              ("vm\x1b]0;PWN\x07\nhost ok", "c1", 1, 1, "id1", "2026-12-01T00:00:00.000Z", "dod.verdict", "dod:a1", 1,
+               b"{}", b"\x00" * 32))
+    c.close()
+    r = fw("verify", "--db", db)
+    assert "host vm\\x1b]0;PWN\\x07\\nhost ok chain c1" in r.stdout, r.stdout
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout

@@ -337,8 +337,8 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
         else:  # the table may be the head file, named after the log (a folder or file name may hold escapes)
             print(f"BROKEN at {safe(where_of(res))}: {safe(res.problem)}\n"
                   f"last good {res.head_seq}:{res.head_hash}")
-        if host_lines and not as_json:
-            print("\n".join(host_lines))
+        if host_lines and not as_json:  # host names and chains come from other machines: escaped
+            print("\n".join(safe(line) for line in host_lines))
         sys.stdout.flush()
     except BrokenPipeError:
         _quiet_pipe()
