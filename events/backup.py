@@ -63,7 +63,8 @@ def remove_stale_partials(folder: str, name: str) -> None:
     except OSError:
         return
     for n in names:
-        if not (n.startswith(head) and n.endswith(".partial")):
+        pid = n[len(head):-len(".partial")] if n.startswith(head) and n.endswith(".partial") else ""
+        if not (pid.isascii() and pid.isdigit()):  # only names a backup makes: .NAME.PID.partial
             continue
         p = os.path.join(folder, n)
         try:

@@ -120,3 +120,14 @@ def test_the_backup_path_expands_variables_and_json_names_the_file_written(tmp_p
     assert r.returncode == 0, r.stderr
     assert os.path.exists(tmp_path / "bk\u202e.db") and not os.path.exists(tmp_path / "$FW_BACKUP_DIR")
     assert '"path":"' + str(tmp_path) + '/bk\\u202e.db"' in r.stdout  # the file written, its bidi override inert
+
+
+def test_the_clean_up_touches_only_names_a_backup_makes(tmp_path):
+    from events.backup import remove_stale_partials
+
+    for n in (".x.db.notes.partial", ".x.db..partial", ".x.db.12.partial.txt", ".x.db.\u0661.partial"):
+        (tmp_path / n).write_text("mine")
+    (tmp_path / ".x.db.12.partial").write_text("")
+    remove_stale_partials(str(tmp_path), "x.db")
+    assert sorted(os.listdir(tmp_path)) == sorted([".x.db.notes.partial", ".x.db..partial", ".x.db.12.partial.txt",
+                                                   ".x.db.\u0661.partial"])
