@@ -16,7 +16,9 @@ FW = str(Path(sys.executable).with_name("fleetwatch"))
 
 @pytest.mark.parametrize("args, flag", [(["--goals-dir=", "--agent", "a1"], "--goals-dir"),
                                         (["--goals-dir", "", "--agent", "a1"], "--goals-dir"),
-                                        (["--goals-dir", "G", "--agent="], "--agent")])
+                                        (["--goals-dir", "G", "--agent="], "--agent"),
+                                        # an agent named "install" goes through the typer path: same rules
+                                        (["--goals-dir", "", "--agent", "install"], "--goals-dir")])
 def test_an_empty_goals_dir_or_agent_is_refused_not_replaced_by_the_default(tmp_path, args, flag):
     goals = tmp_path / "G"
     (goals / "other").mkdir(parents=True)

@@ -76,14 +76,12 @@ def hook(
         return
     from watcher.hook.adapter import run_hook
 
-    argv: list[str] = []
-    if agent:
+    argv: list[str] = []  # as given (an empty value is refused there), stdin read by run_hook (bounded)
+    if agent is not None:
         argv += ["--agent", agent]
-    if goals_dir:
+    if goals_dir is not None:
         argv += ["--goals-dir", goals_dir]
-    stream = sys.stdin
-    data = b"" if stream is None or stream.isatty() else stream.read()
-    raise typer.Exit(run_hook(argv, stdin=data if data else b""))
+    raise typer.Exit(run_hook(argv))
 
 
 # ---------------------------------------------------------------- install: pure merge
