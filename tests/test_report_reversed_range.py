@@ -39,6 +39,12 @@ def test_a_since_after_until_is_refused_not_an_empty_report(tmp_path, since, unt
     assert b"is after --until" in r.stderr and b"Traceback" not in r.stderr
 
 
+def test_a_since_in_the_future_is_refused_not_a_report_ending_before_it_starts(tmp_path):
+    r = _report(_log(tmp_path), "--since", "2999-01-01")
+    assert r.returncode == 2 and r.stdout == b""
+    assert b"is in the future" in r.stderr and b"Traceback" not in r.stderr
+
+
 def test_report_json_writes_c1_and_bidi_characters_as_escapes_and_keeps_the_ids(tmp_path):
     r = _report(_log(tmp_path), "--json")
     assert r.returncode == 0, r.stderr

@@ -196,6 +196,9 @@ def register(app: typer.Typer) -> None:
         # the end: --until, else now — or the last event if the log is ahead of this clock (a
         # clock stepped back, a log from another host): a report never ends before its data
         end = u[1] if u and u[0] == "time" else (st["last"] if u else max(now, st["last"] or now))
+        if s and s[0] == "time" and u is None and s[1] > end:  # after now and after the last event
+            raise ConfigError(f"--since {since!r} is in the future: the range holds nothing", op="report",
+                              key="--since", hint="e.g. --since 7d, --since 2026-11-24T00:00:00Z")
         fig = figures(st, end if end is not None else now, t_from)
         if html:
             from watcher.cli.report_html import write_html
