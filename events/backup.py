@@ -126,12 +126,20 @@ def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803
         raise StoreError(refused[0], op="backup", path=dest, hint=refused[1])
     remove_stale_partials(folder, os.path.basename(dest))
     tmp = os.path.join(folder, f".{os.path.basename(dest)}.{os.getpid()}.partial")
-    try:
-        held = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    held = -1
+    try:  # locked before it has the name the clean-up looks for: never seen unheld while we live
+        held = os.open(tmp + ".new", os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        os.rename(tmp + ".new", tmp)
     except OSError as e:
+        if held >= 0:
+            os.close(held)
+        try:
+            os.unlink(tmp + ".new")
+        except OSError:
+            pass
         raise BackupFailed(f"cannot write the backup: {e.strerror}", op="backup", path=dest) from e
     try:
-        fcntl.flock(held, fcntl.LOCK_EX)  # ours while it lives: remove_stale_partials leaves it
         try:
             out = apsw.Connection(tmp)
             try:
