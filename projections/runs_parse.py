@@ -50,11 +50,28 @@ def _text(v: Any, n: int) -> str:
         return "[…]" if isinstance(v, list) else "{…}"
 
 
+def _cut(s: str, n: int) -> str:
+    """``s`` when at most ``n`` characters, else its beginning, its length and a digest of the whole
+    (two long texts stay apart, a change anywhere is a change): a steps.json's 900 KB candidate or
+    100 KB ``at`` went whole into each step.changed and the runs state (as sqlite.MAX_TEXT)."""
+    if len(s) <= n:
+        return s
+    import hashlib
+
+    digest = hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{s[:n - 40]}…[{len(s)} chars {digest}]"
+
+
 def _at_str(v: Any) -> str | None:
-    if v is None or isinstance(v, str):
+    if v is None:
         return v
+    if isinstance(v, str):
+        return _cut(v, MAX_AT)   # an `at` that long is no time: kept short, still told apart
     t = ts(v)
     return iso(t) if t is not None else _text(v, 64)
+
+
+MAX_AT, MAX_DATA_TEXT = 96, 1024   # characters of an `at`, of a data text, kept whole (see _cut)
 
 
 MAX_DATA_DEPTH = 8      # a data value's containers nested deeper than this, or holding more
@@ -75,6 +92,8 @@ def _bounded(v: Any) -> Any:
     deep went into step.changed and the runs state, whose snapshot then could not be encoded
     (RecursionError at every stop: exit 1). A NaN or an Infinity, anywhere in it: see ``_number``."""
     if not isinstance(v, (list, dict)):
+        if type(v) is str:
+            return _cut(v, MAX_DATA_TEXT)
         return _number(v) if type(v) is float and v - v != 0.0 else v
     todo, nodes, odd = [(v, 1)], 0, False
     while todo:
@@ -86,17 +105,20 @@ def _bounded(v: Any) -> Any:
             todo.extend((y, depth + 1) for y in x.values())
         elif isinstance(x, list):
             todo.extend((y, depth + 1) for y in x)
-        elif type(x) is float and x - x != 0.0:
+        elif type(x) is float and x - x != 0.0 or type(x) is str and len(x) > MAX_DATA_TEXT:
             odd = True
     return _finite(v) if odd else v
 
 
 def _finite(v: Any) -> Any:
-    """``v`` (small and shallow: see ``_bounded``) with each NaN or Infinity as ``_number``."""
+    """``v`` (small and shallow: see ``_bounded``) with each NaN or Infinity as ``_number`` and
+    each long text cut (``_cut``)."""
     if isinstance(v, dict):
         return {k: _finite(x) for k, x in v.items()}
     if isinstance(v, list):
         return [_finite(x) for x in v]
+    if type(v) is str:
+        return _cut(v, MAX_DATA_TEXT)
     return _number(v) if type(v) is float and v - v != 0.0 else v
 
 
@@ -123,7 +145,7 @@ def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, di
         if type(st) is str and st in STATUSES and type(raw) is str:  # st: any JSON value (a dict is unhashable)
             t = _utc(raw)
             if t is not None:
-                return st, raw, t, _data(entry.get("data")), ()
+                return st, _cut(raw, MAX_AT), t, _data(entry.get("data")), ()
     probs: list[str] = []
     if name not in POS:
         probs.append(Reason.UNKNOWN_STEP.value)
