@@ -77,3 +77,19 @@ def test_a_window_named_in_utf8_is_matched_under_a_locale_that_is_not_utf8(tmp_p
     snap = merge(srcs, [s.poll(0) for s in srcs])
     assert snap.agents["café"].target == "=fleet:1" and not snap.agents["café"].tmux_missing
     assert snap.agents["a__1"].target is None and snap.agents["a_1"].target is None
+
+
+def test_a_session_scope_with_a_dot_finds_the_session_tmux_made_of_it(tmp_path, sock):
+    """`tmux new -s my.proj` makes a session named my_proj (':' and '.' are tmux's separators);
+    session = "my.proj" in the config scoped the source to no window at all (doctor: '0 windows
+    found'), so no agent ever got its window."""
+    from watcher.sources import build_sources, merge
+
+    tmux(sock, "new-session", "-d", "-s", "my.proj", "-n", "a1", "sleep 600")
+    fleet = tmp_path / "fleet"
+    goal(fleet, "a1")
+    cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
+                f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\nsession = "my.proj"\n')
+    srcs = build_sources(cfg)
+    snap = merge(srcs, [s.poll(0) for s in srcs])
+    assert snap.agents["a1"].target == "=my_proj:0" and not snap.agents["a1"].tmux_missing

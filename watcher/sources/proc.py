@@ -64,6 +64,8 @@ class TmuxSource:
         self.name = spec.name
         self.spec = spec
         self.timeout = parse_duration(spec.timeout)
+        # tmux names a session 'my_proj' when asked for 'my.proj' (':' and '.' are its separators)
+        self.session = None if spec.session is None else spec.session.replace(":", "_").replace(".", "_")
         self.last: SourceResult | None = None
         self.wins: list[Win] = []                       # as of the last poll that succeeded
         self.known = False                              # one poll succeeded: ``wins`` is tmux's word
@@ -90,7 +92,7 @@ class TmuxSource:
             if len(parts) < 9:
                 continue
             sess, _sid, idx, wid, act, dead, dstat, _pane, wname = parts
-            if self.spec.session is not None and sess != self.spec.session:
+            if self.session is not None and sess != self.session:
                 continue  # out of scope
             try:
                 activity = float(act) if act else None
@@ -128,7 +130,7 @@ class TmuxSource:
         sess, colon, rest = t.lstrip("=").partition(":")
         if not colon or not sess:
             return None, ""
-        if self.spec.session is not None and sess != self.spec.session:
+        if self.session is not None and sess != self.session:
             return None, ""
         m = _WIN_PART.match(rest)
         if m:
