@@ -73,3 +73,36 @@ def inert_json(text: str) -> str:
     if not _JSON_TABLE:
         _JSON_TABLE.update({o: f"\\u{o:04x}" for o in (*range(0x7F, 0xA0), *_BIDI_AND_FORMAT)})
     return text.translate(_JSON_TABLE)
+
+
+_UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_HEX = frozenset("0123456789abcdef")
+
+
+def unescape(text: str) -> str | None:
+    """The raw text whose ``safe`` form is ``text`` (an id as `status` or `tail` prints it), or
+    None when ``text`` is no such form (a lone backslash, an unknown or uppercase escape). ``safe``
+    is one-to-one, so this is its inverse: ``unescape(safe(x)) == x``."""
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        kind = text[i + 1:i + 2]
+        width = {"x": 2, "u": 4}.get(kind, 0)
+        digits = text[i + 2:i + 2 + width]
+        if kind in _UNESCAPES:
+            out.append(_UNESCAPES[kind])
+            i += 2
+        elif width and len(digits) == width and set(digits) <= _HEX:
+            out.append(chr(int(digits, 16)))
+            i += 2 + width
+        else:
+            return None
+    raw = "".join(out)
+    return raw if safe(raw) == text else None

@@ -42,3 +42,27 @@ def test_the_id_as_status_shows_it_names_the_agent_in_verdict_silence_and_check(
     assert ev[1]["type"] == "silence.added" and ev[1]["data"]["subject_match"] == "agent:wt\x1b[[]1m"
     r = fw("verdict", "wt\\x1b[2m", "met", "--verifier", "me", "--evidence", "e")   # no such agent: refused
     assert r.returncode == 2 and "unknown agent" in r.stderr
+
+
+def test_tail_subject_typed_as_tail_prints_it_finds_that_agents_events(tmp_path):
+    from events.log import EventLog
+    from events.types import AgentClassified
+
+    db = str(tmp_path / "e.db")
+    log = EventLog(db)
+    log.append([AgentClassified(agent=a, to="RECLAMA", state="waiting", reason="r") for a in (RAW, "wt", "b\\x")],
+               1.8e9)
+    log.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("FLEETWATCH_DB", "FLEETWATCH_CONFIG")}
+
+    def subjects(subject: str) -> list[str]:
+        r = subprocess.run([FLEETWATCH, "tail", "--json", "--subject", subject, "--db", db], capture_output=True,
+                           text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        return [json.loads(x)["subject"] for x in r.stdout.splitlines()]
+
+    shown = subprocess.run([FLEETWATCH, "tail", "--db", db], capture_output=True, text=True, env=env).stdout
+    assert f"agent:{SHOWN} " in shown and "agent:b\\\\x " in shown
+    assert subjects(SHOWN) == [f"agent:{RAW}"] == subjects(f"agent:{SHOWN}")
+    assert subjects("b\\\\x") == ["agent:b\\x"] == subjects("b\\x")    # as shown, and as written
+    assert subjects("wt\\x1b[2m") == []

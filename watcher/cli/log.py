@@ -219,6 +219,19 @@ def _open_initialised(config: str | None, db: str | None, follow: bool, stop: An
         time.sleep(0.2)
 
 
+def _as_shown(log: Any, exact: str) -> str:
+    """The subject ``exact`` names: itself when the log has it; else the one whose escaped form
+    it is (``agent:wt\\x1b[1m`` for the agent whose id holds that ESC: `tail` prints it so, and
+    typed back it matched nothing), when the log has that one."""
+    from projections.text import unescape
+
+    def has(s: str) -> bool:
+        return next(iter(log.last(1, subject=s, exact=True)), None) is not None
+
+    raw = unescape(exact)
+    return raw if raw is not None and raw != exact and not has(exact) and has(raw) else exact
+
+
 def _emit(out: _Out, recs: Iterable[Any]) -> int:
     last = 0
     for rec in recs:
@@ -264,6 +277,8 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
             if log is None:
                 return
             try:
+                if exact and "\\" in exact:  # an id typed as tail and status print it (escaped)
+                    subject = exact = _as_shown(log, exact)
                 if since is not None:
                     head = since
                     recs = log.read(since, types=types, subject=subject, limit=None if exact else lines,
