@@ -30,4 +30,4 @@ def test_every_output_that_meets_a_full_disk_is_one_message(tmp_path):
             r = subprocess.run([*FW, *cmd, "--db", db] if cmd[0] != "schema" else [*FW, *cmd], stdout=full,
                                stderr=subprocess.PIPE, text=True, timeout=60, env=ENV)
         assert r.returncode == 1, (cmd, r.stderr)
-        assert "Traceback" not in r.stderr and "writing failed: No space left on device" in r.stderr, (cmd, r.stderr)
+        assert "Traceback" not in r.stderr and "writing failed: No space left on device;" in r.stderr, (cmd, r.stderr)

@@ -54,8 +54,12 @@ def main() -> None:
             os.close(fd)
         except (OSError, ValueError):
             pass
-        print(f"fleetwatch: writing failed: {e.strerror}; the output is incomplete\n"
-              "  hint: is the disk the output goes to full? free space, or write elsewhere", file=sys.stderr)
+        from projections.text import safe
+
+        where = f" ({safe(e.filename)})" if e.filename else ""  # a file's name when the error has one; else the output
+        print(f"fleetwatch: writing failed: {e.strerror}{where}; what was being written is incomplete\n"
+              "  hint: is a disk full (the one the output goes to, or the file's)? free space, or write elsewhere",
+              file=sys.stderr)
         sys.exit(1)
 
 
