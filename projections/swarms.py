@@ -67,8 +67,20 @@ def initial() -> dict[str, Any]:
     return {"groups": {}, "layout": 3}
 
 
+def _text(v: Any, n: int) -> str:
+    """At most ``n`` characters of any JSON value a command printed: str() of a list nested ~985
+    deep raised RecursionError, and one child's such status stopped the swarms detector for every
+    group (tests/test_swarm_hostile_values.py)."""
+    if isinstance(v, str):
+        return v[:n]
+    try:
+        return str(v)[:n]
+    except RecursionError:
+        return "[…]" if isinstance(v, list) else "{…}"
+
+
 def norm_status(raw: Any) -> str:
-    s = str(raw or "").strip().lower()
+    s = _text(raw or "", 64).strip().lower()
     return _ALIASES.get(s, s) or "unknown"
 
 
@@ -144,7 +156,7 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = C
             continue  # a duplicate key: the first row wins
         seen.add((g, c))
         st = norm_status(r.row.get("status"))
-        label = str(r.row.get("label") or "")[:200]
+        label = _text(r.row.get("label") or "", 200)
         old = state["groups"].get(g, {"children": {}})["children"].get(c)
         if old is None or old["status"] != st:
             out.append(SwarmChanged(group=g, child=c, from_=old["status"] if old else None, to=st,
