@@ -83,6 +83,9 @@ def open_hint(e: Exception) -> str:
         return "the file is damaged (cut short or overwritten?): restore it from a backup; it was not changed"
     if name in ("IOError", "FullError"):
         return "disk full or I/O error? SQLite needs room beside the log for its -wal/-shm files: free space"
+    if name in ("BusyError", "LockedError"):
+        return ("another process keeps the log locked (an sqlite3 shell in a transaction or with "
+                "locking_mode=EXCLUSIVE?): end it and run the command again")
     if name == "CantOpenError":
         return "check the owner and mode of the file and of its folder"
     return "is it a fleetwatch events.db?"

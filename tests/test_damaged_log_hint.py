@@ -24,3 +24,24 @@ def test_a_log_cut_short_is_named_damaged_not_foreign(tmp_path):
         assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, r.stderr)
         assert "damaged" in r.stderr and "restore it from a backup" in r.stderr, (cmd, r.stderr)
         assert "is it a fleetwatch events.db" not in r.stderr
+
+
+def test_a_log_another_process_keeps_locked_gets_a_lock_hint(tmp_path):
+    """Before: 'BusyError: database is locked' with the hint 'is it a fleetwatch events.db?'."""
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "events.db")
+    with EventLog(db) as log:
+        log.append([DodVerdict(agent="a1", verdict="met", verifier="me", evidence="e", source="cli")], time.time())
+    holder = subprocess.Popen([sys.executable, "-c", "import apsw, sys, time\n"
+                               "c = apsw.Connection(sys.argv[1]); c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+                               "c.execute('BEGIN EXCLUSIVE'); c.execute('CREATE TABLE zz(x)')\n"
+                               "print('held', flush=True); time.sleep(120)", db], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        r = fw("verify", "--db", db)
+        assert r.returncode == 2 and "BusyError" in r.stderr and "keeps the log locked" in r.stderr, r.stderr
+    finally:
+        holder.kill()
+        holder.wait()
