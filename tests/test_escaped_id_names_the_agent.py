@@ -66,3 +66,25 @@ def test_tail_subject_typed_as_tail_prints_it_finds_that_agents_events(tmp_path)
     assert subjects(SHOWN) == [f"agent:{RAW}"] == subjects(f"agent:{SHOWN}")
     assert subjects("b\\\\x") == ["agent:b\\x"] == subjects("b\\x")    # as shown, and as written
     assert subjects("wt\\x1b[2m") == []
+
+
+def test_ack_subject_typed_as_its_hint_prints_it_acknowledges_that_agent(tmp_path):
+    from events.log import EventLog
+    from events.types import AgentClassified
+
+    db = str(tmp_path / "e.db")
+    log = EventLog(db)
+    log.append([AgentClassified(agent=RAW, to="RECLAMA", state="waiting", reason="r")], 1.8e9)
+    log.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("FLEETWATCH_DB", "FLEETWATCH_CONFIG")}
+
+    def ack(target: str) -> subprocess.CompletedProcess:
+        return subprocess.run([FLEETWATCH, "ack", target, "--db", db], capture_output=True, text=True, timeout=60,
+                              env=env)
+
+    r = ack("nope")
+    assert r.returncode == 2 and f"agent:{SHOWN}" in r.stderr           # the hint names it escaped
+    r = ack(SHOWN)
+    assert r.returncode == 0 and r.stdout.startswith(f"acknowledged agent:{SHOWN} RECLAMA"), r.stderr
+    [rec] = list(EventLog(db, create=False, readonly=True).last(1, types=["notice.acked"]))
+    assert rec.event.conditions and all(c.startswith(f"agent:{RAW}|") or RAW in c for c in rec.event.conditions)

@@ -72,11 +72,16 @@ def resolve(log: Any, state: dict, target: str) -> tuple[str, list[str]]:
     if not t or any(ch.isspace() or ord(ch) < 0x20 for ch in t):
         raise UnknownTarget(f"not a notice id or a subject: {t!r}", op="ack")
     cids = subject_conditions(state, t)
+    if not cids and "\\" in t:  # a subject typed as `tail`/`status` and the hint below print it (escaped)
+        from projections.text import unescape
+
+        raw = unescape(t)
+        cids = subject_conditions(state, raw) if raw is not None and raw != t else []
     if not cids:
         subj = t if ":" in t else f"agent:{t}"
         near = sorted({c["subject"] for c in state["conds"].values() if c["cleared"] is None})[:8]
         hint = ("open: " + ", ".join(near)) if near else "nothing is open right now"
-        raise UnknownTarget(f"nothing open to acknowledge for {subj!r}", op="ack", hint=hint)
+        raise UnknownTarget(f"nothing open to acknowledge for '{subj}'", op="ack", hint=hint)  # escaped on print
     notice = next((state["conds"][c].get("notice") for c in cids if state["conds"][c].get("notice")), None)
     return notice or ("n" + uuid.uuid4().hex[:15]), cids
 
