@@ -207,6 +207,10 @@ def verify(db: apsw.Connection, expect_head: tuple[int, str] | None = None, chun
     def bad(bad_seq: int | None, problem: str, table: str) -> VerifyResult:
         return VerifyResult(False, head_seq, head_hex, count, bad_seq, problem, table, label)
 
+    low = sqlrows.max_int(db, "SELECT min(seq) FROM events WHERE seq < 1")  # the walk starts at 1: never sees them
+    if low is not None:
+        return bad(low, f"seq {low}: a row before seq 1 (not part of the chain: inserted by hand)", "events")
+
     for want, who in ((expect_head, "the expected head"), (anchor, anchor_name)):
         if want is None:
             continue
