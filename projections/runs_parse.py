@@ -181,7 +181,7 @@ def parse_run(doc: dict) -> tuple[dict, list[str]]:
         if v is not None and not isinstance(v, str):
             probs.append(f"{Reason.BAD_FIELD.value} {k}")
             v = None
-        f[k] = v
+        f[k] = v if v is None else _cut(v, MAX_DATA_TEXT)  # in every run.changed: bounded
     n = doc.get("failures", 0)
     if isinstance(n, float) and n.is_integer():
         n = int(n)

@@ -41,3 +41,21 @@ def test_a_long_text_in_a_steps_json_does_not_go_whole_into_the_log(tmp_path):
     assert r.returncode == 0, r.stderr
     again = [e["data"] for e in evs if e["type"] == "step.changed"][2:]
     assert [(d["step"], d["reason"].split(";")[0]) for d in again] == [("upload_intent", "data changed")]
+
+
+def test_a_long_run_level_field_does_not_go_whole_into_each_run_changed(tmp_path):
+    """A 500 KB ``board`` (or branch, kind, continue_from) went whole into every run.changed (each
+    change of failures, work_complete ... logged it again) and the runs state."""
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    steps = tmp_path / "runs" / "r1" / "steps.json"
+    cfg = tmp_path / "fw.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "runs"\nkind = "steps"\n'
+                   f'glob = "{tmp_path}/runs/*/steps.json"\n')
+    for failures in (0, 1):
+        steps.write_text(json.dumps({"board": "B" * 500_000, "kind": "k" * 5000, "failures": failures, "steps": {}}))
+        r, evs = once_and_tail(cfg)
+        assert r.returncode == 0, r.stderr
+    changed = [e["data"] for e in evs if e["type"] == "run.changed"]
+    assert [c["failures"] for c in changed] == [0, 1]
+    assert all(len(c["board"]) <= 1024 and "[500000 chars " in c["board"] and len(c["kind"]) <= 1024 for c in changed)
+    assert changed[0]["board"] == changed[1]["board"]
