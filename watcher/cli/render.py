@@ -44,8 +44,12 @@ def status_plain(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+RICH_ROWS = 200  # above this, aligned coloured columns: a rich Table measures every cell (5,000 agents: 4 s)
+
+
 def status_rich(doc: dict[str, Any], con: Any = None) -> None:
-    """`status` on a terminal: tables with the class column coloured by the class table."""
+    """`status` on a terminal: tables with the class column coloured by the class table; for more
+    than ``RICH_ROWS`` agents the same columns as `status_plain`, coloured (~100x cheaper)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -60,6 +64,9 @@ def status_rich(doc: dict[str, Any], con: Any = None) -> None:
             head.append(" ")
     head.append(f"· log head {doc['head']}")
     con.print(head)
+    if len(doc["agents"]) > RICH_ROWS:
+        con.print(_columns(tables(doc)))
+        return
     for title, hdr, rows in tables(doc):
         tb = Table(title=title, title_justify="left", highlight=False)
         for h in hdr:
@@ -68,6 +75,25 @@ def status_rich(doc: dict[str, Any], con: Any = None) -> None:
             style = classes.COLOUR.get(r[1], "") if title == "Fleet" else ""
             tb.add_row(*(Text(c, style=style if i == 1 else "") for i, c in enumerate(r)))
         con.print(tb)
+
+
+def _columns(sections: list[tuple[str, list[str], list[list[str]]]]) -> Any:
+    """The sections as one rich Text: `status_plain`'s aligned columns, the Fleet class cells in
+    their class colour (every cell is already escaped: ``projections.tables``)."""
+    from rich.text import Text
+
+    out = Text()
+    for title, hdr, rows in sections:
+        w = [max(map(len, col)) for col in zip(hdr, *rows)]
+        out.append(f"\n{title}\n", style="bold")
+        out.append(("  " + "  ".join(h.ljust(n) for h, n in zip(hdr, w))).rstrip() + "\n", style="bold")
+        for r in rows:
+            style = classes.COLOUR.get(r[1], "") if title == "Fleet" else ""
+            out.append("  " + r[0].ljust(w[0]) + "  ")
+            out.append(r[1].ljust(w[1]), style=style)
+            out.append(("  " + "  ".join(c.ljust(n) for c, n in zip(r[2:], w[2:]))).rstrip() + "\n")
+    out.rstrip()
+    return out
 
 
 def summary_text(groups: list[tuple[str, list[str]]], fleet_size: int) -> str:
