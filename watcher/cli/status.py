@@ -260,7 +260,10 @@ def register(app: Any) -> None:
         from events.log import EventLog
         from watcher.runtime.rebuild_par import rebuild  # half the folds in a second process when that pays
 
-        cfg, path = context(config, db)  # no log there: StoreError, exit 2 (as verify: a typo is not "all fine")
+        cfg, path = context(config, db)
+        if not os.path.exists(path):
+            print(f"fleetwatch: no event log yet at {safe(path)}; nothing to rebuild", file=sys.stderr)
+            return
         elog = EventLog(path, durability=cfg.store.durability, create=False, readonly=check)
         try:
             if elog.readonly and not check:  # a read-only file or folder: it would fold, then fail to store
