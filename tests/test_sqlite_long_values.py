@@ -6,6 +6,7 @@ beginning, its length and a digest of the whole, so a change anywhere in it is s
 A real database (sqlite3), a real ``fleetwatch run --once`` and ``tail --json``."""
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -39,3 +40,21 @@ def test_a_long_text_in_a_row_does_not_go_whole_into_the_log(tmp_path):
     r, evs = once_and_tail(cfg)
     assert r.returncode == 0, r.stderr
     assert [e["data"]["wp"] for e in evs if e["type"] == "wp.changed"][3:] == ["w0"]
+
+
+def test_a_long_deps_list_is_read_whole(tmp_path):
+    """8051415 cut every text over 1,024 characters, a deps column too: a WP with 120 deps (1.7 KB
+    of JSON) was read as garbage dep ids ('["d000"', ...) and, RUNNING with all of them DONE,
+    broke deps-not-done. A deps column is kept whole up to 256 Ki characters."""
+    db = tmp_path / "missions.db"
+    c = sqlite3.connect(db)
+    c.execute("CREATE TABLE wps (mission TEXT, wp TEXT, state TEXT, deps TEXT)")
+    ids = [f"dep-number-{i:03d}" for i in range(120)]
+    c.executemany("INSERT INTO wps VALUES ('m1', ?, 'DONE', '[]')", [(i,) for i in ids])
+    c.execute("INSERT INTO wps VALUES ('m1', 'w', 'RUNNING', ?)", (json.dumps(ids),))
+    c.commit()
+    c.close()
+    r, evs = once_and_tail(sqlite_config(tmp_path, db, "SELECT mission, wp, state, deps FROM wps"))
+    assert r.returncode == 0, r.stderr
+    assert [e["data"]["deps"] for e in evs if e["type"] == "wp.changed" and e["data"]["wp"] == "w"] == [ids]
+    assert [e for e in evs if e["type"] == "wp.violated"] == []

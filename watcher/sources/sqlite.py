@@ -31,6 +31,7 @@ log = logging.getLogger("fleetwatch.sources.sqlite")
 BUSY_TIMEOUT_MS = 250
 MAX_ROWS = 100_000
 MAX_TEXT = 1024  # characters of a text value kept whole (see _plain)
+WHOLE = {"deps": 1 << 18}  # a column parsed whole (a JSON array of ids): cut, it was garbage ids
 # Columns each entity needs (besides the configured key columns).
 REQUIRED = {"wp": ("mission", "wp", "state"), "circuit": ("scope", "state"),
             "swarm": ("group", "child", "status")}
@@ -116,7 +117,7 @@ class SqliteSource:
                               f"(has {', '.join(cols) or 'none'})", "schema-changed")
         out = []
         for r in rows:
-            row = {c: _plain(v) for c, v in zip(cols, r)}
+            row = {c: _plain(v, WHOLE.get(c, MAX_TEXT)) for c, v in zip(cols, r)}
             out.append(RowObs(entity=self.entity, source=self.name,
                               key=tuple("" if row[k] is None else str(row[k]) for k in self.key), row=row))
         return SourceResult(name=self.name, kind=self.kind, rows=out)
@@ -157,16 +158,16 @@ def _texts_as_blobs(query: str, cols: list[str]) -> str:
     return f"SELECT {sel} FROM ({query.strip().rstrip(';')})"
 
 
-def _plain(v: Any) -> Any:
+def _plain(v: Any, limit: int = MAX_TEXT) -> Any:
     """Row values as JSON-able scalars (blobs decoded as UTF-8 text), a text longer than MAX_TEXT
     as its beginning, its length and a digest of the whole (two long values stay apart): a 20 MB
     last_error_sig went whole into every wp.changed and the missions state, the log growing by
     twice the database (tests/test_sqlite_long_values.py)."""
     if isinstance(v, (bytes, memoryview)):
         v = bytes(v).decode("utf-8", "replace")
-    if type(v) is str and len(v) > MAX_TEXT:
+    if type(v) is str and len(v) > limit:
         digest = hashlib.sha256(v.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        return f"{v[:MAX_TEXT - 48]}…[{len(v)} chars {digest}]"
+        return f"{v[:limit - 48]}…[{len(v)} chars {digest}]"
     return v
 
 
