@@ -279,6 +279,7 @@ def register(app: Any) -> None:
                                    op="rebuild", path=path, hint=append_hint(e)) from e
             dt = time.perf_counter() - t0
             damaged, untrusted = dict(elog.damaged), dict(elog.snapshot_problems)
+            stored = elog.db.execute("SELECT count(*) FROM snapshots").fetchall()[0][0] if check else 0
         finally:
             elog.close()
         for seq, why in sorted(damaged.items()):  # reported by seq; the replay went on without them
@@ -293,8 +294,9 @@ def register(app: Any) -> None:
         if damaged or (check and untrusted):
             raise typer.Exit(1)
         what = "checked" if check else "rebuilt"
-        print(f"{what} {len(p.mods)} projection(s) over {p.seq} event(s) in {dt:.2f}s"
-              + (": snapshots match" if check else ""))
+        print(f"{what} {len(p.mods)} projection(s) over {p.seq} event(s) in {dt:.2f}s"  # none stored: nothing compared
+              + ((f": snapshots match ({stored} compared)" if stored else ": no snapshots stored, nothing to compare")
+                 if check else ""))
 
 
 def check_verdict(agent: str, verifier: str, evidence: str | None = None) -> "Refusal | None":
