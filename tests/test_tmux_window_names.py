@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -93,3 +94,35 @@ def test_a_session_scope_with_a_dot_finds_the_session_tmux_made_of_it(tmp_path, 
     srcs = build_sources(cfg)
     snap = merge(srcs, [s.poll(0) for s in srcs])
     assert snap.agents["a1"].target == "=my_proj:0" and not snap.agents["a1"].tmux_missing
+
+
+def test_a_dead_split_pane_with_the_focus_does_not_close_the_agent_in_its_window(tmp_path, sock):
+    """list-windows gives the values of the window's active pane: with remain-on-exit, a split
+    pane whose command had exited (a log tail, a shell) made the agent alive in the other pane
+    CERRADO 'tmux pane dead' while it had the focus, and TRABAJANDO again when the user moved the
+    focus back. The source reads every pane (list-panes): a window is dead when all its panes are,
+    a target naming a pane (fleet:1.0) takes that pane's."""
+    from watcher.sources import build_sources, merge
+
+    tmux(sock, "set", "-g", "remain-on-exit", "on")
+    tmux(sock, "new-window", "-t", "fleet", "-n", "a2", "sleep 600")           # fleet:1, the agent in pane 0
+    tmux(sock, "split-window", "-t", "=fleet:1", "exit 4")                      # pane 1: exits, keeps the focus
+    tmux(sock, "new-window", "-t", "fleet", "-n", "a3", "exit 5")              # fleet:2, the only pane dies
+    tmux(sock, "split-window", "-t", "=fleet:0", "exit 6")                      # a1's window: pane 1 dies
+    for _ in range(200):
+        if tmux(sock, "list-panes", "-a", "-F", "#{pane_dead}").split().count("1") == 3:
+            break
+        time.sleep(0.05)
+    fleet = tmp_path / "fleet"
+    for agent in ("a1", "a2", "a3"):
+        goal(fleet, agent)
+    (fleet / "a1" / "goal.json").write_text(json.dumps({"agent": "a1", "state": "busy", "dod_contract": "t",
+                                                        "target": "fleet:0.1"}))   # names the dead pane
+    cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
+                f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\n')
+    srcs = build_sources(cfg)
+    snap = merge(srcs, [s.poll(0) for s in srcs])
+    a = snap.agents
+    assert (a["a2"].target, a["a2"].pane_dead) == ("=fleet:1", False)
+    assert (a["a3"].target, a["a3"].pane_dead) == ("=fleet:2", True)
+    assert (a["a1"].target, a["a1"].pane_dead) == ("=fleet:0.1", True)

@@ -31,8 +31,16 @@ class Win(NamedTuple):
     wid: str              # "@N": stable for the server's life, survives renames and renumbering
     name: str
     activity: float | None
-    dead: bool
+    dead: bool            # every pane of the window is dead (the agent's pane, whichever it is, too)
     dead_status: int | None
+    panes: tuple = ()     # (pane index, dead, exit status) of each pane, in tmux's order
+
+    def pane_dead(self, pane: str) -> tuple[bool, int | None]:
+        """(dead, exit status) of the pane a target names (``.N``), else of the window."""
+        for index, dead, status in self.panes if pane else ():
+            if index == pane[1:]:
+                return dead, status
+        return self.dead, self.dead_status
 
     def exact(self, pane: str = "") -> str:
         """The exact tmux target (``=`` : the session name is not prefix-matched)."""
@@ -40,7 +48,7 @@ class Win(NamedTuple):
 
 
 class TmuxSource:
-    """Window liveness from ``tmux [-L SOCKET] list-windows -a``, scoped to the configured socket
+    """Window liveness from ``tmux [-L SOCKET] list-panes -a``, scoped to the configured socket
     and (``session``) session. Matching is exact, never by prefix:
 
     1. a ``target`` in goal.json wins: ``[=]session:index[.pane]``, ``[=]session:name`` (a name
@@ -76,22 +84,23 @@ class TmuxSource:
         self._enriched: dict[str, tuple[AgentObs, tuple, AgentObs]] = {}  # agent -> (input, window, output)
 
     def argv(self, end: str = "") -> list[str]:
-        """The list-windows command; ``end``: the nonce closing every record (see TMUX_FORMAT)."""
+        """The list-panes command; ``end``: the nonce closing every record (see TMUX_FORMAT)."""
         # -u: names in UTF-8 whatever the locale (under a non-UTF-8 one tmux prints "café" as "caf_")
         base = ["tmux", "-u"] + (["-L", self.spec.socket] if self.spec.socket else [])
-        return base + ["list-windows", "-a", "-F", TMUX_FORMAT + (f"\t{end}" if end else "")]
+        return base + ["list-panes", "-a", "-F", TMUX_FORMAT + (f"\t{end}" if end else "")]
 
     def parse(self, raw: bytes, end: str = "") -> list[Win]:
-        """Windows from list-windows output. ``end``: the nonce of ``argv(end)``: a record is what
-        lies before ``\t<end>\n``, whatever the window name holds (without it: one a line)."""
+        """Windows from list-panes output (one record per pane: a window is dead only when all
+        its panes are, whichever has the focus). ``end``: the nonce of ``argv(end)``: a record is
+        what lies before ``\t<end>\n``, whatever the window name holds (without it: one a line)."""
         text = raw.decode("utf-8", "replace")
         records = text.split(f"\t{end}\n")[:-1] if end else text.split("\n")
-        wins: list[Win] = []
+        wins: dict[str, Win] = {}
         for line in records:
             parts = line.split("\t", 8)
             if len(parts) < 9:
                 continue
-            sess, _sid, idx, wid, act, dead, dstat, _pane, wname = parts
+            sess, _sid, idx, wid, act, dead, dstat, pane, wname = parts
             if self.session is not None and sess != self.session:
                 continue  # out of scope
             try:
@@ -100,9 +109,15 @@ class TmuxSource:
                 activity = None
             if activity is not None and not math.isfinite(activity):
                 activity = None
-            wins.append(Win(sess, idx, wid, wname, activity, dead == "1",
-                            int(dstat) if dstat.lstrip("-").isdigit() else None))
-        return wins
+            one = (pane, dead == "1", int(dstat) if dstat.lstrip("-").isdigit() else None)
+            w = wins.get(wid)
+            if w is None:
+                wins[wid] = Win(sess, idx, wid, wname, activity, one[1], one[2], (one,))
+            else:
+                alive = not (w.dead and one[1])
+                wins[wid] = w._replace(dead=not alive, dead_status=None if alive else w.dead_status,
+                                       panes=w.panes + (one,))
+        return list(wins.values())
 
     def poll(self, now: float, full: bool = True) -> SourceResult:
         if not full and self.last is not None:
@@ -180,14 +195,15 @@ class TmuxSource:
             return out
         self.links[obs.agent] = w.wid
         act = self._activity(obs.agent, w)
-        key = (act, w.exact(pane), w.dead, w.dead_status)
+        dead, status = w.pane_dead(pane)
+        key = (act, w.exact(pane), dead, status)
         if hit is not None and hit[0] is obs and hit[1] == key:
             return hit[2]  # same input, same window: the same object (lets detectors skip it)
         la = obs.last_activity
         if act is not None and (la is None or act > la):
             la = act
-        out = msgspec.structs.replace(obs, last_activity=la, target=w.exact(pane), pane_dead=w.dead,
-                                      pane_dead_status=w.dead_status, tmux_missing=False)
+        out = msgspec.structs.replace(obs, last_activity=la, target=w.exact(pane), pane_dead=dead,
+                                      pane_dead_status=status, tmux_missing=False)
         self._enriched[obs.agent] = (obs, key, out)
         return out
 
