@@ -70,13 +70,32 @@ def _log_gone(cfg, err) -> None:
         log.error("could not push the log-gone notice: %s", type(e).__name__)
 
 
+def _open(db: str, cfg, parents: bool):
+    """The log, writer-locked (WriterLocked: exit 3). It cannot be opened for a full disk or an I/O
+    error: exit 1, not the 2 of a bad path, which systemd does not restart (RestartPreventExitStatus)
+    although freeing space is all it takes."""
+    import errno
+
+    from events.errors import StoreError
+    from events.log import EventLog
+
+    try:
+        return EventLog(db, durability=cfg.store.durability, lock=True, parents=parents)
+    except StoreError as e:
+        cause = e.__cause__
+        if type(cause).__name__ in ("FullError", "IOError") or (
+                isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO)):
+            e.exit_code = 1
+            e.hint = f"{e.hint}; exit 1: systemd starts the watcher again (Restart=on-failure)"
+        raise
+
+
 def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db_arg: str | None = None,
           parents: bool = True) -> int:
     """Hold the writer lock and run ticks until SIGTERM/SIGINT (or one tick with ``once``). The
     lock is the log file's own (events/lock.py). If the file at ``db`` vanishes or is replaced,
     :class:`LogReplaced` ends the run (exit 1). ``parents``: create a missing folder."""
     from events.errors import LogReplaced
-    from events.log import EventLog
     from watcher.config import load
     from watcher.runtime.loop import Waker, Watcher, settle_gc
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
@@ -85,7 +104,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     # or the first tick runs ends the start cleanly (watcher.stopped whenever watcher.started)
     stop = threading.Event()
     prior = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    elog = EventLog(db, durability=cfg.store.durability, lock=True, parents=parents)  # WriterLocked: exit 3
+    elog = _open(db, cfg, parents)
     from watcher.hub.forwarder import start as start_forwarder
 
     fwd = start_forwarder(cfg, db)  # [forward]: its own thread; never blocks the tick
@@ -141,6 +160,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                 time.sleep(max(0.05, cfg.dur("watch.debounce")))
                 w.tick(time.time(), full=True)
             reason = "once"
+            if w.unwritten:  # a full disk: what this tick found is not in the log (there is no next tick)
+                log.error("run --once: the tick's transitions were not written (above); exit 1")
+                return 1
             return 0
         sd.ready()
         sd.status(status_line(w.class_counts(), 0.0))
@@ -230,7 +252,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the watcher: poll sources, append transitions, push notices. Exit 3 if another
         watcher holds the log, 2 on a bad config or log path, 1 if the log vanished or was
-        replaced while running (systemd restarts it)."""
+        replaced while running, cannot be opened for a full disk or an I/O error (systemd
+        restarts it), or (--once) the tick's transitions could not be written."""
         from watcher.cli.util import context, explicit_db
         from watcher.runtime.deliver import exit_if_deliveries_hang
         from watcher.runtime.logs import setup_logging

@@ -45,6 +45,7 @@ log = logging.getLogger("fleetwatch.watcher")
 SNAPSHOT_EVERY_EVENTS = 2000
 SNAPSHOT_EVERY_SECONDS = 60.0
 SNAPSHOT_SHARE = 100   # agents per event folded that make a round due by time (snapshot_due)
+APPEND_FAILED_EVERY_S = 60.0  # a failing append (a full disk) is said again at most this often
 SLOW_TICK_S = 5.0  # a tick this long is logged as a warning with where its time went (debug: every tick)
 # events the notifier hands back are not re-derivable from sources: keep them until committed
 _KEEP_TYPES = ("notice.", "agent.nudged")
@@ -109,6 +110,8 @@ class Watcher:
         self.merger = Merger()                # the last merge, patched where sources changed
         self._touched: set[str] | None = set()  # agents whose folded records changed since the last detect
         self.counts = ClassCounts()           # agents per class at a seq (sd_notify's status line)
+        self.unwritten = 0                    # appends failed in a row (a full disk): `run --once` exits 1
+        self._failed_since = self._failed_said = 0.0
 
     # ---- pure-ish stages ------------------------------------------------------------------
     def observe(self, now: float, full: bool, changed: set[str] | None = None):
@@ -231,18 +234,38 @@ class Watcher:
                 with self.write_lock:
                     self.log.append(batch, now, snapshot=fold)
             except AppendFailed as e:
-                log.error("append failed, %d transitions kept for the next tick: %s", len(batch), e)
+                self._append_failed(len(batch), e)
                 self.proj = Projections.load(self.log)
                 self._touched = None  # every record is a new object now
                 self.counts.reset()  # counted past a batch that is not in the log
                 self.pending = [e for e in batch if _keep(e)]
                 raise
             self.pending = []
+            if self.unwritten:
+                log.warning("appends work again after %d failed (%.0f s)", self.unwritten,
+                            time.monotonic() - self._failed_since)
+                self.unwritten = 0
             if log.isEnabledFor(logging.INFO):
                 self._log_lines(batch)
         if force_snapshot:
             self.snapshot()
         return len(batch)
+
+    def _append_failed(self, n: int, e: AppendFailed) -> None:
+        """One ERROR line for the first failed append (a full disk fails every tick until there is
+        room), then one a minute; the transitions are found again by the next tick that commits
+        (they are levels), the notifier's records are kept."""
+        now = time.monotonic()
+        self.unwritten += 1
+        if self.unwritten == 1:
+            self._failed_since = self._failed_said = now
+            hint = (e.hint or "check the disk").split(", then run the command again")[0]  # (a command's wording)
+            log.error("%d transitions not written: %s; %s. Each tick tries again; the first that commits records "
+                      "every class as it is then (a change that came and went meanwhile is not)", n, e, hint)
+        elif now - self._failed_said >= APPEND_FAILED_EVERY_S:
+            self._failed_said = now
+            log.error("appends still failing (%d in %.0f s, %d transitions this time): %s", self.unwritten,
+                      now - self._failed_since, n, e)
 
     def _log_lines(self, batch: list[Any]) -> None:
         """One INFO line per transition; those naming an agent (as many as the fleet has) within
