@@ -371,11 +371,19 @@ def _glob_root(pattern: str) -> str:
 def load(explicit: str | None = None, *, required: bool = False, check_paths: bool = True) -> Config:
     """Load the config file; a missing default file gives the defaults (no sources)."""
     path = config_path(explicit)
-    if not os.path.exists(path):
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):  # a link is there: it was meant to be the config, not "not found"
+            raise ConfigError("config is a symlink whose target does not exist", key="", path=path, op="config",
+                              hint="point the link at a config (`fleetwatch init` writes one) or remove it") from None
         if required or explicit or os.environ.get("FLEETWATCH_CONFIG"):
             raise ConfigError("config file not found", key="", path=path, op="config",
-                              hint="create one with `fleetwatch init`")
+                              hint="create one with `fleetwatch init`") from None
         return Config()
+    except OSError as e:  # a symlink loop, a folder that may not be searched, a path under a file
+        raise ConfigError(f"cannot read config: {e.strerror or type(e).__name__}", key="", path=path,
+                          op="config", hint="check the path and the links and folders on it") from e
     try:
         text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:  # an OSError's own text only ("[Errno None] a FIFO, ..." before)
