@@ -265,7 +265,7 @@ def install(
 
     from watcher.hook.adapter import write_atomic
 
-    from watcher.hook.adapter import valid_agent
+    from watcher.hook.adapter import inert, valid_agent
 
     for flag, val in (("--agent", agent), ("--goals-dir", goals_dir)):
         if val is not None and not val:  # the hook would refuse every event: not baked in
@@ -291,7 +291,8 @@ def install(
         diff = difflib.unified_diff(render(before).splitlines(keepends=True) if before_text else [],
                                     after_text.splitlines(keepends=True),
                                     fromfile=f"{safe(path)} (before)", tofile=f"{safe(path)} (after)")
-        sys.stdout.writelines(diff)
+        # the file's own text: a bidi override or C1 control in a value is shown, not obeyed
+        sys.stdout.writelines(inert(line[:-1]) + "\n" if line.endswith("\n") else inert(line) for line in diff)
         if before_text and before_text != render(before):
             typer.echo("note: the file is rewritten as 2-space indented JSON (content otherwise unchanged)", err=True)
     kept = sorted(e for e, a in actions.items() if a == "kept")

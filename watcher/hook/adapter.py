@@ -245,12 +245,17 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
     return 0
 
 
+def inert(msg: str) -> str:
+    """``msg`` with every character that is not printable (ESC and the other C0/C1 controls, a
+    newline, bidi overrides, U+2028, lone surrogates) shown as an escape (``\\x1b``, ``\\u202e``)."""
+    if msg.isascii() and msg.isprintable():
+        return msg
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in msg)
+
+
 def _say(msg: str) -> None:
     """The hook's one stderr line. Its paths and ids come from the environment, the goals dir's
-    folder names and the payload: every character that is not printable (ESC and the other C0/C1
-    controls, a newline, bidi overrides, U+2028, lone surrogates) is shown as an escape, so
-    nothing in them reaches the terminal as a control or forges a second line."""
-    if not (msg.isascii() and msg.isprintable()):
-        msg = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-                      for c in msg)
-    print(f"fleetwatch hook: {msg}", file=sys.stderr)
+    folder names and the payload: shown ``inert``, nothing in them reaches the terminal as a
+    control or forges a second line."""
+    print(f"fleetwatch hook: {inert(msg)}", file=sys.stderr)
