@@ -20,7 +20,7 @@ import msgspec
 
 from events.records import Damaged
 from projections.text import inert_json, safe
-from watcher.cli.plain import context, open_log
+from watcher.cli.plain import context, explicit_db, open_log
 
 SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowError traceback
 
@@ -137,11 +137,14 @@ def _quiet_pipe() -> None:
         pass
 
 
-def _missing(path: str) -> bool:
+def _missing(path: str, explicit: bool = False) -> bool:
     """True (after saying so on stderr) if the log does not exist yet; StoreError if it never
-    can at this path (a parent is not a directory)."""
+    can at this path (a parent is not a directory). ``explicit``: the path was given (--db,
+    $FLEETWATCH_DB, [store] path), so a missing folder is likely a typo, which `run` refuses
+    (without --create): said, as `tail -f` would otherwise wait for a file nothing makes."""
     if os.path.exists(path):
         return False
+    folder = os.path.dirname(os.path.abspath(path))
     parent = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -152,6 +155,11 @@ def _missing(path: str) -> bool:
                          path=path, hint="point --db / [store] path at a file in a folder")
     from projections.text import safe
 
+    if explicit and not os.path.isdir(folder):
+        print(f"fleetwatch: no event log at {safe(path)}: its folder {safe(folder)} does not exist (a typo?)\n"
+              "  hint: `fleetwatch run` makes no folder for a path given by hand (unless --create); "
+              "fix --db / $FLEETWATCH_DB / [store] path", file=sys.stderr)
+        return True
     print(f"fleetwatch: no event log at {safe(path)} yet (nothing to show)\n"
           "  hint: it is created by `fleetwatch run`; pass --db to read another one", file=sys.stderr)
     return True
@@ -263,10 +271,10 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
               " (see the Events section of the README)", file=sys.stderr)
     subject, exact = subject_match(subject)
     out = _Out(as_json, verbose)
-    _, path = context(config, db)
+    cfg, path = context(config, db)
     try:
         with (_Stopper() if follow else contextlib.nullcontext(lambda: False)) as stop:
-            if _missing(path):
+            if _missing(path, explicit_db(db, cfg)):
                 if not follow:
                     return
                 while not os.path.exists(path):
@@ -367,8 +375,8 @@ def verify(want: tuple[int, str] | None = None, restore_guards: bool = False, as
 
 def export(since: int = 0, config: str | None = None, db: str | None = None) -> None:
     """`fleetwatch export`."""
-    _, path = context(config, db)
-    if _missing(path):
+    cfg, path = context(config, db)
+    if _missing(path, explicit_db(db, cfg)):
         return
     _, log = open_log(config, db, readonly=True)
     try:
