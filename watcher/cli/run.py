@@ -182,7 +182,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                 sd.reloading()
                 try:
                     new = load(config_arg, required=True)
-                    w.reload(new)  # refuses (before changing anything) what a reload cannot change
+                    w.reload(new, db_arg)  # refuses (before changing anything) what a reload cannot change
                 except Exception as e:  # an invalid new config keeps the old one
                     log.error("reload refused, keeping the running config: %s", e)
                 else:

@@ -436,15 +436,17 @@ class Watcher:
         except LogReplaced:
             log.error("the event log is gone: watcher.stopped not recorded")
 
-    def reload(self, cfg: Config) -> None:
+    def reload(self, cfg: Config, db: str | None = None) -> None:
         """Take a new config (SIGHUP): the sources are rebuilt and every detector memo dropped
         (they hold the old policy). What a running watcher cannot change — the log's path and
         durability, fixed when the log was opened — is refused with a :class:`ConfigError`
-        before anything changes; the caller keeps the running config."""
+        before anything changes; the caller keeps the running config. The path is the file the
+        new config names as `run` would open it (``db``: its --db, which wins over [store] path,
+        as $FLEETWATCH_DB does), resolved: another spelling of the open log is no move."""
         from events.errors import ConfigError
         from watcher.config import db_path
 
-        for what, old, new in (("store.path", db_path(self.cfg), db_path(cfg)),
+        for what, old, new in (("store.path", self.log.path, os.path.realpath(db_path(cfg, db))),
                                ("store.durability", self.cfg.store.durability, cfg.store.durability)):
             if old != new:
                 raise ConfigError(f"{what} changed ({old!r} -> {new!r}): a reload cannot move the event log",
