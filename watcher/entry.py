@@ -43,6 +43,8 @@ def main() -> None:
         sys.exit(run_hook(argv[1:]))
     try:
         run(argv)
+    except KeyboardInterrupt:  # Ctrl-C in a fast-path command (`verify`, `export` of a big log): as typer's, no traceback
+        sys.exit(130)
     except OSError as e:
         if e.errno not in OUTPUT_FULL:
             raise
