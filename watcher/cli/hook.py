@@ -275,6 +275,8 @@ def install(
                                  "character, not '.' or '..'): it would refuse every event", param_hint="--agent")
     path = _settings_path(settings, project)
     before_text, before = _load(path)
+    if goals_dir and not goals_dir.startswith(("/", "~", "$")):
+        goals_dir = os.path.abspath(goals_dir)  # the hook runs in each session's cwd: ./fleet would be per project
     cmd = hook_command(command or _default_prefix(), agent, goals_dir)
     mode = EventSet(events).value
     version = claude_version() if mode == "auto" else None
