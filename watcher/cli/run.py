@@ -103,7 +103,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     # SIGTERM/SIGINT are honoured from here on: a stop while the log opens, the projections load
     # or the first tick runs ends the start cleanly (watcher.stopped whenever watcher.started)
     stop = threading.Event()
+    reload_req = threading.Event()  # and a SIGHUP then is a reload after the first tick, not the end of the process
     prior = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    prior[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda signum, frame: reload_req.set())
     elog = _open(db, cfg, parents)
     from watcher.hub.forwarder import start as start_forwarder
 
@@ -115,7 +117,6 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         elog.set_autocheckpoint(BACKSTOP_PAGES)
         ckpt = Checkpointer(elog.path).start()
     sd = SystemdNotifier.from_env()
-    reload_req = threading.Event()
     w = Watcher(cfg, elog)
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
     w.snap_budget = cfg.dur("watch.debounce")  # a due snapshot: a debounce's worth of it per tick at most
@@ -138,9 +139,11 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         waker.event.set()
 
     old = dict(prior)
-    for s in prior:
+    for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, on_stop)
-    old[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
+    signal.signal(signal.SIGHUP, on_hup)
+    if reload_req.is_set():  # a SIGHUP during the start: the config is read again after the first tick
+        waker.event.set()
     reason = "signal"
     started = False
     try:
