@@ -140,9 +140,12 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
             ck.bad(f"log: cannot create {path} ({probe} is not writable)", "set [store] path or --db to a writable place")
         return
     try:
-        with EventLog(path, durability=cfg.store.durability, create=False) as elog:
+        # read-only: a check writes nothing (a writer's open migrated an older log under a running old watcher)
+        with EventLog(path, durability=cfg.store.durability, create=False, readonly=True) as elog:
             res = elog.verify()
-            readonly = elog.readonly  # not writable by this user (file, folder or mount): opened read-only
+        from events.records import _writable
+
+        readonly = not _writable(elog.path)  # the file and its folder (-wal, -shm): what `run` needs
     except FE as e:
         ck.bad(f"log: {e}", e.hint or "check [store] path / --db")
         return
