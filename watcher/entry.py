@@ -29,8 +29,9 @@ def not_utf8(argv: list[str]) -> str | None:
     return None
 
 
-# errnos of a write that cannot go on: the disk (or quota) behind stdout or a file is full, or failing
-OUTPUT_FULL = frozenset((28, 122, 27, 5))  # ENOSPC, EDQUOT, EFBIG, EIO
+# errnos only a write meets: the disk (or quota) behind stdout or a file is full (EIO is left out:
+# reads meet it too, and "writing failed" would be a guess)
+OUTPUT_FULL = frozenset((28, 122, 27))  # ENOSPC, EDQUOT, EFBIG
 
 
 def main() -> None:
