@@ -131,3 +131,13 @@ def test_the_clean_up_touches_only_names_a_backup_makes(tmp_path):
     remove_stale_partials(str(tmp_path), "x.db")
     assert sorted(os.listdir(tmp_path)) == sorted([".x.db.notes.partial", ".x.db..partial", ".x.db.12.partial.txt",
                                                    ".x.db.\u0661.partial"])
+
+
+def test_a_backup_path_ending_in_a_slash_is_a_folder_not_a_file(tmp_path):
+    """Before: `backup newdir/` wrote a file named newdir (os.path.abspath drops the slash)."""
+    log = str(tmp_path / "events.db")
+    make_log(log)
+    for dest in (str(tmp_path / "newdir") + "/", str(tmp_path / "newdir") + "/."):
+        r = fw("backup", dest, "--db", log)
+        assert r.returncode == 2 and "names a folder" in r.stderr, r.stderr
+    assert not os.path.lexists(tmp_path / "newdir") and not os.path.lexists(tmp_path / "newdir.head")

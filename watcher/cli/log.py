@@ -472,6 +472,11 @@ def register(app: Any) -> None:
         2 refused (PATH exists, its folder does not, no log)."""
         from watcher.config import expand
 
+        if dest.endswith(("/", "/.", "/..")) or dest in (".", ".."):  # abspath would drop the slash: a file "DIR"
+            from events.errors import StoreError
+
+            raise StoreError("the backup path names a folder; nothing written", op="backup", path=dest,
+                             hint="name the new file inside it, e.g. DIR/events-$(date +%F).db")
         dest = os.path.abspath(expand(dest))  # ~ and $VARS, as in every path (CONTRACT.md); printed as written
         _, log = open_log(config, db, readonly=True)
         try:
