@@ -29,6 +29,8 @@ concurrency, daily cap, inactive boards): ``projections.runs_quota``, with the p
 import math
 from typing import Any, Literal, NamedTuple, TypedDict
 
+import msgspec
+
 from events.timefmt import iso
 from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, StepOverdue
 from projections.runs_parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
@@ -244,22 +246,32 @@ def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_d
                   (float(default_deadline), tuple(sorted(deadlines.items())), tuple(cross.items())))
     if memo is None or memo.policy != pol.key:
         memo = Memo(pol.key)
-    quiet = memo.quiet
-    ctx = _Ctx(state, snap, now)
     runs = state["runs"]
-    out: dict[str, list] = {}
-    for rid, obs in snap.runs.items():
-        rs = runs.get(rid)
-        m = quiet.get(rid)
-        if (m is not None and rs is not None and obs.error is None and m[1] == rs["stamp"]
-                and m[2] == obs.source and now <= m[3] and (m[0] is obs.doc or m[0] == obs.doc)):
-            continue
-        evs, wake = _detect_run(rid, obs, rs, ctx, pol)
-        if evs:
-            out[rid] = evs
-            quiet.pop(rid, None)
-        elif rs is not None and obs.error is None:
-            quiet[rid] = (obs.doc, rs["stamp"], obs.source, wake)
+    bad: dict[str, str] = {}  # runs whose evaluation raised -> why (see _without)
+    while True:
+        view = _without(snap, bad) if bad else snap
+        ctx, quiet, out, failed = _Ctx(state, view, now), dict(memo.quiet), {}, None
+        for rid, obs in view.runs.items():
+            rs = runs.get(rid)
+            try:
+                m = quiet.get(rid)
+                if (m is not None and rs is not None and obs.error is None and m[1] == rs["stamp"]
+                        and m[2] == obs.source and now <= m[3] and (m[0] is obs.doc or m[0] == obs.doc)):
+                    continue
+                evs, wake = _detect_run(rid, obs, rs, ctx, pol)
+            except Exception as e:  # a value nobody foresaw: that run's problem, never every run's
+                if rid in bad:
+                    raise
+                failed, bad[rid] = rid, f"could not be evaluated ({type(e).__name__})"
+                break
+            if evs:
+                out[rid] = evs
+                quiet.pop(rid, None)
+            elif rs is not None and obs.error is None:
+                quiet[rid] = (obs.doc, rs["stamp"], obs.source, wake)
+        if failed is None:
+            break
+    memo.quiet = quiet
     for ev in _gone(runs, snap):
         out[ev.run] = [ev]
         quiet.pop(ev.run, None)
@@ -267,6 +279,16 @@ def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_d
         for k in [k for k in quiet if k not in snap.runs]:
             del quiet[k]
     return [e for rid in sorted(out) for e in out[rid]], memo
+
+
+def _without(snap: Any, bad: dict[str, str]) -> Any:
+    """``snap`` with each run of ``bad`` unreadable for its reason: a run whose evaluation raised
+    is evaluated again as such (one ``run.changed`` error, once), and every run is evaluated again
+    without its steps (another run's cross-run facts, a quota or a taint, read its folded record
+    instead), so one run's unforeseen value never blinds the detector to the others."""
+    runs = {rid: (msgspec.structs.replace(o, doc=None, error=bad[rid]) if rid in bad else o)
+            for rid, o in snap.runs.items()}
+    return msgspec.structs.replace(snap, runs=runs)
 
 
 def _gone(runs: dict, snap: Any) -> list:
@@ -429,69 +451,8 @@ def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failu
     return evs, wake
 
 
-# ---- read models --------------------------------------------------------------------------
-def next_retry(r: dict) -> float | None:
-    """Earliest allowed start of the next attempt (None: no failure yet, unknown, or given up)."""
-    n = r["failures"]
-    lf = ts(r["last_failure_at"])
-    if n < 1 or n >= MAX_FAILURES or lf is None:
-        return None
-    return lf + 600.0 * 2 ** (n - 1)
-
-
-def run_status(rid: str, r: dict, now: float) -> dict:
-    steps = r["steps"]
-    rows = []
-    for name in list(ORDER) + step_names(k for k in steps if k not in POS):
-        s = steps.get(name)
-        row = {"step": name, "status": (s["status"] or None) if s else None,
-               "at": (s["at"] or s["since"]) if s else None}
-        if s and s["reason"]:
-            row["reason"] = s["reason"]
-        rows.append(row)
-    present = [x for x in rows if x["status"]]
-    flight = [x["step"] for x in rows if x["status"] == "begin"]
-    current = flight[-1] if flight else (present[-1]["step"] if present else None)
-    done = sum(1 for n in ORDER if n in steps and steps[n]["status"] == "done")
-    overdue = [n for n in step_names(steps) if steps[n]["status"] == "begin"
-               and steps[n]["overdue_n"] and steps[n]["overdue_n"] == steps[n]["n"]]
-    nr = next_retry(r)
-    return {"run": rid, "source": r["source"], "kind": r["kind"], "branch": r["branch"],
-            "steps": rows, "current": current, "in_flight": flight, "failures": r["failures"],
-            "last_failure_at": r["last_failure_at"], "work_complete": r["work_complete"],
-            "continue_from": r["continue_from"], "board": r.get("board"), "progress": f"{done}/{len(ORDER)}",
-            "violations": sorted({v["rule"] for v in r["violations"].values()}),
-            "next_retry": iso(nr) if nr is not None else None,
-            "retry_wait_s": max(0.0, round(nr - now, 3)) if nr is not None else None,
-            "abandoned": r["abandoned"] is not None, "overdue": overdue,
-            "error": r["error"] or None, "gone": r["gone"], "updated": r["updated"]}
-
-
-def status(state: dict, now: float) -> dict:
-    """``{"runs": [...]}`` for ``status --json`` (merged at the top level), runs sorted by id."""
-    return {"runs": [run_status(k, state["runs"][k], now) for k in sorted(state["runs"])]}
-
-
-def summary(state: dict, now: float) -> list[str]:
-    """One short line per run needing a human: violations, abandoned, overdue, unreadable."""
-    lines = []
-    for rid in sorted(state["runs"]):
-        r = state["runs"][rid]
-        if r["gone"]:
-            continue
-        st = run_status(rid, r, now)
-        bits = []
-        if st["violations"]:
-            bits.append("broke " + ", ".join(st["violations"]))
-        if st["abandoned"]:
-            bits.append(f"abandoned after {r['failures']} failures")
-        if st["overdue"]:
-            bits.append("overdue: " + ", ".join(st["overdue"]))
-        if st["error"]:
-            bits.append(f"unreadable/odd steps.json: {st['error'][:80]}")
-        if bits:
-            lines.append(f"run {rid} ({st['progress']}, at {st['current'] or '-'}): " + "; ".join(bits))
-    return lines
+# ---- read models (projections/runs_view.py) ------------------------------------------------
+from projections.runs_view import next_retry, run_status, status, summary  # noqa: E402,F401
 
 
 __all__ = ["NAME", "ORDER", "Memo", "Reason", "Rule", "detect", "detect_memo", "fold", "initial", "status", "summary"]
