@@ -223,11 +223,12 @@ class Memo:
     skipped, which is what a full evaluation would give (nothing): the memo never changes the
     events. Saves: the no-change tick's parse of every steps.json (bench_steps "no-change tick")."""
 
-    __slots__ = ("policy", "quiet")
+    __slots__ = ("policy", "quiet", "bad")
 
     def __init__(self, policy: tuple = ()):
         self.policy = policy
         self.quiet: dict[str, tuple] = {}
+        self.bad: dict[str, tuple] = {}  # run -> (the doc whose evaluation raised, why): see detect_memo
 
 
 def detect(state: dict, snap: Any, now: float, **policy: Any) -> list:
@@ -247,7 +248,11 @@ def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_d
     if memo is None or memo.policy != pol.key:
         memo = Memo(pol.key)
     runs = state["runs"]
-    bad: dict[str, str] = {}  # runs whose evaluation raised -> why (see _without)
+    # runs whose evaluation raised -> why: evaluated as unreadable, hidden from the others (_without).
+    # One pass more per run found this tick; a run still holding the very doc that raised (the
+    # source hands on an unchanged file's observation) is hidden from the start, so a fleet of
+    # such runs costs one pass a tick, not one a run
+    bad = {rid: why for rid, (doc, why) in memo.bad.items() if (o := snap.runs.get(rid)) is not None and o.doc is doc}
     while True:
         view = _without(snap, bad) if bad else snap
         ctx, quiet, out, failed = _Ctx(state, view, now), dict(memo.quiet), {}, None
@@ -272,6 +277,7 @@ def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_d
         if failed is None:
             break
     memo.quiet = quiet
+    memo.bad = {rid: (snap.runs[rid].doc, why) for rid, why in bad.items()}
     for ev in _gone(runs, snap):
         out[ev.run] = [ev]
         quiet.pop(ev.run, None)

@@ -19,18 +19,17 @@ GOOD = {"run": "good", "branch": "full", "board": "B1", "steps": {
 
 
 class Boom(str):
-    """A text that refuses every use (what an unforeseen value does to code that trusts it)."""
+    """A text that refuses every use (what an unforeseen value does to code that trusts it);
+    ``uses`` counts the refusals."""
 
-    def __eq__(self, other):
+    uses = 0
+
+    def _refuse(self, *a):
+        Boom.uses += 1
         raise RuntimeError("boom")
 
+    __eq__ = strip = __str__ = _refuse
     __hash__ = str.__hash__
-
-    def strip(self, *a):
-        raise RuntimeError("boom")
-
-    def __str__(self):
-        raise RuntimeError("boom")
 
 
 def _fold(state: dict, evs: list) -> dict:
@@ -60,3 +59,25 @@ def test_one_run_whose_evaluation_raises_does_not_stop_the_others_being_checked(
     fixed = {"run": "bad", "steps": {"facts": {"status": "done", "at": "2026-12-01T10:00:00Z"}}}
     healed, _ = runs.detect_memo(state, _snap(fixed), NOW + 4, memo)     # a new steps.json: read again
     assert any(tag_of(e) == "run.changed" and e.run == "bad" and not e.error for e in healed)
+
+
+def test_many_runs_whose_evaluation_raises_cost_one_pass_a_tick_not_one_a_run():
+    """Each run found raising costs the tick one more pass over the runs: 200 such runs were 201
+    passes at every tick. A run still holding the doc that raised is hidden from the start: the
+    next tick with the same files touches none of their values, and a run whose file changed is
+    evaluated again."""
+    obs = {f"b{i:03d}": RunObs(run=f"b{i:03d}", source="runs",
+                               doc={"run": f"b{i:03d}", "steps": {"facts": {"status": Boom("done"), "at": "x"}}})
+           for i in range(200)}
+    obs["good"] = RunObs(run="good", source="runs", doc=GOOD)
+    snap = Snapshot(runs=obs)
+    state = runs.initial()
+    evs, memo = runs.detect_memo(state, snap, NOW, None)
+    assert sum(1 for e in evs if tag_of(e) == "run.changed" and e.error) == 200
+    state = _fold(state, evs)
+    Boom.uses = 0
+    again, memo = runs.detect_memo(state, snap, NOW + 2, memo)
+    assert Boom.uses == 0 and [e for e in again if getattr(e, "run", "").startswith("b")] == []
+    obs["b007"] = RunObs(run="b007", source="runs", doc={"run": "b007", "steps": {"facts": {"status": "done"}}})
+    healed, _ = runs.detect_memo(state, Snapshot(runs=obs), NOW + 4, memo)
+    assert [e.run for e in healed if tag_of(e) == "run.changed" and not e.error] == ["b007"]
