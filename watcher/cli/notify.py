@@ -43,8 +43,9 @@ def silence_classes() -> list[str]:
     return [*classes.ORDER, *NOTICE_CLASSES]
 
 
-def refusal(subject: str | None, cls: str | None, config: str | None, db: str | None) -> str | None:
-    """Why a silence must be refused (an unknown class, an agent the log never saw), or None."""
+def refusal(subject: str | None, cls: str | None, agents: dict[str, Any]) -> str | None:
+    """Why a silence must be refused (an unknown class, an agent the log never saw), or None.
+    ``agents``: the log's known agents (``known_agents``)."""
     from projections.text import safe
 
     if cls is not None:
@@ -58,7 +59,7 @@ def refusal(subject: str | None, cls: str | None, config: str | None, db: str | 
             from watcher.cli.status import unknown_agent
 
             if not any(c in aid for c in "*?["):  # a pattern is not a typo (a known id is escaped: silence_match)
-                return unknown_agent(aid, known_agents(config, db))
+                return unknown_agent(aid, agents)
     return None
 
 
@@ -69,14 +70,14 @@ def known_agents(config: str | None, db: str | None) -> dict[str, Any]:
     return (states.get("fleet") or {}).get("agents", {})
 
 
-def silence_match(subject: str, config: str | None, db: str | None) -> str:
+def silence_match(subject: str, agents: dict[str, Any]) -> str:
     """The glob a silence of ``subject`` records. Silences match subjects by glob, so an agent
     whose id holds ``* ? [`` (``b[12]``, ``a*``: ids come from files) is escaped to mean only
     itself: ``silence 'b[12]'`` recorded ``agent:b[12]``, which muted b1 and not b[12]. Any
     other subject with those characters is the pattern it says (``agent:test-*``)."""
     s = normalise_subject(subject)
     fam, _, aid = s.partition(":")
-    if fam == "agent" and any(c in aid for c in "*?[") and aid in known_agents(config, db):
+    if fam == "agent" and any(c in aid for c in "*?[") and aid in agents:
         return "agent:" + glob.escape(aid)
     return s
 
@@ -125,11 +126,13 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("give a SUBJECT, --class CLASS, or both")
         if for_ is None:
             raise typer.BadParameter("say for how long, e.g. --for 2h (30m, 1d)", param_hint="--for")
+        agents: dict[str, Any] = {}  # loaded once (the log's projections), only for an agent subject
         if subject and normalise_subject(subject).startswith("agent:"):   # an id as status shows it
             from watcher.cli.plain import shown_id
 
-            subject = "agent:" + shown_id(normalise_subject(subject)[6:], known_agents(config, db))
-        why = refusal(subject, cls, config, db) if not force else None
+            agents = known_agents(config, db)
+            subject = "agent:" + shown_id(normalise_subject(subject)[6:], agents)
+        why = refusal(subject, cls, agents) if not force else None
         if why:
             print(f"fleetwatch: refused: {why}; nothing written", file=sys.stderr)
             raise typer.Exit(2)
@@ -138,7 +141,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--for: must be longer than 0", key="--for")
         now = time.time()
         sid = uuid.uuid4().hex[:8]
-        ev = SilenceAdded(silence=sid, subject_match=silence_match(subject, config, db) if subject else None,
+        ev = SilenceAdded(silence=sid, subject_match=silence_match(subject, agents) if subject else None,
                           class_match=cls.strip().upper() if cls else None, until=iso(now + secs),
                           reason=reason[:200])
         _, log = open_log(config, db, create=True)
