@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from events.records import Damaged
-from projections.text import inert_json, safe
+from projections.text import inert_json, safe, unescape
 from watcher.cli.plain import context, explicit_db, open_log
 
 SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowError traceback
@@ -64,8 +64,6 @@ class _Out:
 
 def _damaged(rec: Any, as_json: bool) -> None:
     """A damaged row: a marked line (JSON: the raw, marked export line) and a note on stderr."""
-    from projections.text import safe
-
     why = safe(rec.event.problem)
     sys.stdout.write(_json_line(rec) if as_json else f"{rec.seq:>7} DAMAGED row ({why})\n")
     print(f"fleetwatch: seq {rec.seq}: damaged row ({why}); shown raw, going on", file=sys.stderr)
@@ -144,8 +142,7 @@ def _missing(path: str, explicit: bool = False) -> bool:
     (without --create): said, as `tail -f` would otherwise wait for a file nothing makes."""
     if os.path.exists(path):
         return False
-    folder = os.path.dirname(os.path.abspath(path))
-    parent = os.path.dirname(os.path.abspath(path))
+    folder = parent = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
@@ -153,9 +150,7 @@ def _missing(path: str, explicit: bool = False) -> bool:
 
         raise StoreError(f"the event log path is unusable: {parent} is not a directory", op="open",
                          path=path, hint="point --db / [store] path at a file in a folder")
-    from projections.text import safe
-
-    if explicit and not os.path.isdir(folder):
+    if explicit and parent != folder:  # the nearest existing folder is not the log's: it is missing
         print(f"fleetwatch: no event log at {safe(path)}: its folder {safe(folder)} does not exist (a typo?)\n"
               "  hint: `fleetwatch run` makes no folder for a path given by hand (unless --create); "
               "fix --db / $FLEETWATCH_DB / [store] path", file=sys.stderr)
@@ -231,8 +226,6 @@ def _as_shown(log: Any, exact: str) -> str:
     """The subject ``exact`` names: itself when the log has it; else the one whose escaped form
     it is (``agent:wt\\x1b[1m`` for the agent whose id holds that ESC: `tail` prints it so, and
     typed back it matched nothing), when the log has that one."""
-    from projections.text import unescape
-
     def has(s: str) -> bool:
         return next(iter(log.last(1, subject=s, exact=True)), None) is not None
 
@@ -384,8 +377,6 @@ def export(since: int = 0, config: str | None = None, db: str | None = None) -> 
         buf: list[str] = []
         for rec in log.read(since, damaged="yield"):
             if type(rec.event) is Damaged:
-                from projections.text import safe
-
                 print(f"fleetwatch: seq {rec.seq}: damaged row ({safe(rec.event.problem)}); exported raw",
                       file=sys.stderr)
             buf.append(_json_line(rec))
@@ -486,6 +477,4 @@ def register(app: Any) -> None:
         if as_json:
             sys.stdout.write(inert_json(_enc.encode({"path": dest, **msgspec.to_builtins(res)}).decode()) + "\n")
         else:
-            from projections.text import safe  # the path is the user's, but may hold any byte
-
             print(f"backed up {res.count} events to {safe(dest)}: verified, head {res.head_seq}:{res.head_hash[:8]}")
