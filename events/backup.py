@@ -77,29 +77,34 @@ def remove_stale_partials(folder: str, name: str) -> None:
             os.close(fd)
             continue  # a running backup holds it
         try:
-            for part in PARTIAL_PARTS:
-                try:
-                    os.unlink(p + part)
-                except OSError:
-                    pass
+            _remove_partial(p)
         finally:
             os.close(fd)
+
+
+def _remove_partial(tmp: str) -> None:
+    """Delete a backup's temporary file and its companions, whichever exist."""
+    for part in PARTIAL_PARTS:
+        try:
+            os.unlink(tmp + part)
+        except OSError:
+            pass
 
 
 def place(tmp: str, dest: str) -> None:
     """Give ``tmp`` the name ``dest`` without ever replacing a file there (``link``, then unlink
     ``tmp``); a file system without hard links: ``rename`` after one more look."""
+    appeared = StoreError("the backup destination appeared meanwhile; nothing written", op="backup",
+                          path=dest, hint=NEW_NAME)
     try:
         os.link(tmp, dest)
     except FileExistsError:
-        raise StoreError("the backup destination appeared meanwhile; nothing written", op="backup",
-                         path=dest, hint=NEW_NAME) from None
+        raise appeared from None
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
             raise
         if os.path.lexists(dest):
-            raise StoreError("the backup destination appeared meanwhile; nothing written", op="backup",
-                             path=dest, hint=NEW_NAME) from None
+            raise appeared from None
         os.rename(tmp, dest)
         return
     os.unlink(tmp)
@@ -169,11 +174,7 @@ def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803
             raise
         return res
     except BaseException:
-        for part in PARTIAL_PARTS:
-            try:
-                os.unlink(tmp + part)
-            except OSError:
-                pass
+        _remove_partial(tmp)
         raise
     finally:
         os.close(held)
