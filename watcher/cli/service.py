@@ -39,17 +39,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write a commented default config (exit 1 if one exists)."""
         from events.errors import ConfigError
+        from events.schema import is_utf8
         from projections.text import safe
         from watcher.config import config_path, expand
 
         path = config_path(config)
         if db is not None:
             db = os.path.abspath(expand(db))  # as the watcher would read it from here, whatever its CWD
-            try:
-                db.encode("utf-8")
-            except UnicodeEncodeError:
+            if not is_utf8(db):
                 raise ConfigError("--db: the path is not valid UTF-8 (a TOML config holds UTF-8); nothing was written",
-                                  key="--db", op="init", path=db, hint="rename the folder or pick another path") from None
+                                  key="--db", op="init", path=db, hint="rename the folder or pick another path")
         backup = write_config(path, force=force, db=db)
         if backup:
             typer.echo(f"previous config saved as {safe(backup)}")
