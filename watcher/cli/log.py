@@ -20,7 +20,7 @@ import msgspec
 
 from events.records import Damaged
 from projections.text import inert_json, safe, unescape
-from watcher.cli.plain import context, explicit_db, open_log
+from watcher.cli.plain import context, explicit_db, open_at, open_log
 
 SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowError traceback
 
@@ -207,13 +207,13 @@ class _Stopper:
             signal.signal(sig, h)
 
 
-def _open_initialised(config: str | None, db: str | None, follow: bool, stop: Any) -> Any:
+def _open_initialised(cfg: Any, path: str, db: str | None, follow: bool, stop: Any) -> Any:
     """The log, read-only. A file that exists but holds no log yet (0 bytes, or an SQLite file whose
     tables are still being made: the moment `run` creates a new log) is read as an empty log held
     in memory; `tail -f` waits until the file is a log, or it followed that memory copy forever and
     never showed what the watcher then wrote. None: stopped while waiting."""
     while True:
-        _, log = open_log(config, db, readonly=True)
+        log = open_at(cfg, path, db, readonly=True)
         if not follow or log.db.filename:
             return log
         log.close()
@@ -274,7 +274,7 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
                     if stop():
                         return
                     time.sleep(0.2)
-            log = _open_initialised(config, db, follow, stop)
+            log = _open_initialised(cfg, path, db, follow, stop)
             if log is None:
                 return
             try:
@@ -371,7 +371,7 @@ def export(since: int = 0, config: str | None = None, db: str | None = None) -> 
     cfg, path = context(config, db)
     if _missing(path, explicit_db(db, cfg)):
         return
-    _, log = open_log(config, db, readonly=True)
+    log = open_at(cfg, path, db, readonly=True)
     try:
         w = sys.stdout.write
         buf: list[str] = []

@@ -44,11 +44,16 @@ def explicit_db(db: str | None, cfg=None) -> bool:
 def open_log(config: str | None, db: str | None, *, create: bool = False, readonly: bool = False):
     """(cfg, EventLog). ``readonly``: a read-only connection (reading commands: a read-only copy
     can be read). A new log is created with ``create``, its folder only for the default path."""
+    cfg, path = context(config, db)
+    return cfg, open_at(cfg, path, db, create=create, readonly=readonly)
+
+
+def open_at(cfg, path: str, db: str | None, *, create: bool = False, readonly: bool = False):
+    """``open_log``'s EventLog for a ``context`` already had (``cfg, path``): the config read once."""
     from events.log import EventLog
 
-    cfg, path = context(config, db)
-    return cfg, EventLog(path, durability=cfg.store.durability, create=create, readonly=readonly,
-                         parents=not explicit_db(db, cfg))
+    return EventLog(path, durability=cfg.store.durability, create=create, readonly=readonly,
+                    parents=not explicit_db(db, cfg))
 
 
 def shown_id(given: str, known: Any) -> str:
