@@ -17,15 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fwcli import AS_NOBODY, as_nobody_env
+
 FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
-AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
-
-
-def _as_nobody_env(base: Path) -> dict[str, str]:
-    """The other user's environment: its HOME and XDG folders under ``base`` (the conftest's XDG
-    folders are root's: since 730d587 a config path the user may not stat is an error, not absent)."""
-    return {**os.environ, "HOME": str(base), "XDG_CONFIG_HOME": str(base / ".config"),
-            "XDG_STATE_HOME": str(base / ".state")}
 
 
 @pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="root writes any file")
@@ -49,11 +43,11 @@ def test_verdict_on_a_read_only_log_names_the_mode_not_a_retry():
         for d in (base, base / "fleet", base / "fleet" / "a1"):
             os.chmod(d, 0o755)
         v = subprocess.run([*AS_NOBODY, FLEETWATCH, "verdict", "a1", "met", "--verifier", "me", "--evidence", "ok",
-                            "--db", db], capture_output=True, text=True, timeout=60, env=_as_nobody_env(base))
+                            "--db", db], capture_output=True, text=True, timeout=60, env=as_nobody_env(base))
         assert v.returncode != 0 and "Traceback" not in v.stderr, v.stderr
         assert "not writable by this user" in v.stderr and "kept and retried" not in v.stderr, v.stderr
         r = subprocess.run([*AS_NOBODY, FLEETWATCH, "verify", "--db", db], capture_output=True, text=True,
-                           timeout=60, env=_as_nobody_env(base))
+                           timeout=60, env=as_nobody_env(base))
         assert r.returncode == 0, r.stdout + r.stderr          # nothing was written
     finally:
         for d, _, _ in os.walk(base):

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fwcli import AS_NOBODY, as_nobody_env
+
 FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
-AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
 
 
 @pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="root searches any folder")
@@ -35,7 +36,7 @@ def test_unsearchable_agent_folder_is_mal_lanzado_not_cerrado():
         cfg.write_text(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{base}/fleet/*/goal.json"\n')
         os.chmod(cfg, 0o644)
         db = str(base / "e.db")
-        env = {**os.environ, "HOME": str(base)}
+        env = as_nobody_env(base)
 
         def once() -> None:
             p = subprocess.run([*AS_NOBODY, FLEETWATCH, "run", "--once", "--config", str(cfg), "--db", db],
