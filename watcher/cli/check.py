@@ -29,25 +29,26 @@ def find_agent(cfg, agent: str):
             continue
         s = make(spec)
         try:
-            res = s.poll(time.time(), True)
-            if not any(o.agent == agent for o in res.agents):   # the two-read rule: a second look
+            found = _named(s.poll(time.time(), True).agents, agent)
+            if found is None:   # the two-read rule: a second look
                 time.sleep(max(0.05, cfg.dur("watch.debounce")))
-                res = s.poll(time.time(), True)
+                found = _named(s.poll(time.time(), True).agents, agent)
         finally:
             close = getattr(s, "close", None)
             if close:
                 close()
-        for o in res.agents:
-            if o.agent == agent:
-                return o
-        if "\\" in agent:  # the id as status shows it (escaped): the one agent it names (plain.shown_id)
-            from watcher.cli.plain import shown_id
-
-            name = shown_id(agent, [o.agent for o in res.agents])
-            for o in res.agents:
-                if o.agent == name:
-                    return o
+        if found is not None:
+            return found
     return None
+
+
+def _named(agents, agent: str):
+    """The observation of ``agent``, also given as status shows it (escaped: plain.shown_id), or None."""
+    if "\\" in agent:
+        from watcher.cli.plain import shown_id
+
+        agent = shown_id(agent, [o.agent for o in agents])
+    return next((o for o in agents if o.agent == agent), None)
 
 
 def register(app: typer.Typer) -> None:
