@@ -58,8 +58,9 @@ def matches(row: dict[str, Any], needle: str) -> bool:
     and typing what is on the screen found nothing."""
     hay = " ".join(str(row.get(k) or "") for k in ("agent", "class", "state", "phase", "task", "reason",
                                                    "target", "dod_status"))
-    if not (hay.isascii() and hay.isprintable() and "\\" not in hay):
-        hay += "\n" + safe(hay)
+    shown = safe(hay)
+    if shown != hay:  # something in it is shown escaped
+        hay += "\n" + shown
     hay = hay.lower()
     return all(w in hay for w in needle.lower().split())
 
