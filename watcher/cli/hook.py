@@ -263,9 +263,7 @@ def install(
     """Merge the fleetwatch hook entries into a Claude Code settings.json (idempotent; diff first)."""
     from projections.text import safe  # the path as inert text
 
-    from watcher.hook.adapter import write_atomic
-
-    from watcher.hook.adapter import inert, valid_agent
+    from watcher.hook.adapter import inert, valid_agent, write_atomic
 
     for flag, val in (("--agent", agent), ("--goals-dir", goals_dir)):
         if val is not None and not val:  # the hook would refuse every event: not baked in
