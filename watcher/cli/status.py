@@ -86,13 +86,16 @@ NOT_RUNNING = ("note: no watcher is running on this log (no `fleetwatch run` hol
                "  hint: start it: `systemctl --user start fleetwatch` or `fleetwatch run`")
 
 
-def watcher_state(cfg: Any, db: str | None) -> dict[str, Any]:
-    """``{"running": bool | None, "pid"}``: whether a writer holds the log now (None: cannot tell;
-    events.lock.writer_running), said on stderr by `status` and `summary` when it does not: a fleet
-    nobody watches kept showing TRABAJANDO with a growing age and "all quiet"."""
+def watcher_state(cfg: Any, db: str | None, note: str | None) -> dict[str, Any]:
+    """``{"running": bool | None, "pid"}``: whether a writer holds the log now (None: cannot tell,
+    or no log: ``note``, load_states'; events.lock.writer_running), said on stderr by `status` and
+    `summary` when it does not: a fleet nobody watches kept showing TRABAJANDO with a growing age
+    and "all quiet"."""
     from events.lock import writer_running
     from watcher.config import db_path
 
+    if note is not None:
+        return {"running": None, "pid": None}
     running, pid = writer_running(db_path(cfg, db))
     if running is False:
         print(f"fleetwatch: {NOT_RUNNING}", file=sys.stderr)
@@ -159,7 +162,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     doc = build_status(cfg, states, head, now)
-    doc["watcher"] = watcher_state(cfg, db) if note is None else {"running": None, "pid": None}
+    doc["watcher"] = watcher_state(cfg, db, note)
     if json:
         sys.stdout.write(inert_json(_json.encode(doc).decode()) + "\n")
     elif sys.stdout.isatty():
@@ -176,7 +179,7 @@ def summary(config: str | None = None, db: str | None = None, json: bool = False
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     groups = summary_groups(cfg, states, now)
-    w = watcher_state(cfg, db) if note is None else {"running": None, "pid": None}
+    w = watcher_state(cfg, db, note)
     if json:
         sys.stdout.write(inert_json(_json.encode({"head": head, "watcher": w, "groups": [
             {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode()) + "\n")
