@@ -70,13 +70,30 @@ def _norm(p: str) -> str:
     return os.path.normpath(p)
 
 
-def _real(p: str) -> str:
-    """``p`` with symlinks resolved; a path longer than PATH_MAX (realpath would take minutes on a
-    million components) or holding a NUL (realpath raises) names no folder: as it is."""
+def _real(p: str, memo: dict[str, str]) -> str:
+    """``p`` (normalised) with symlinks resolved; a path longer than PATH_MAX (realpath would take
+    minutes on a million components) or holding a NUL (realpath raises) names no folder: as it is.
+    ``memo``: each folder resolved so far in this run, so that the goal.json cwds, which share
+    their parents, cost an ``lstat`` per new component (realpath alone: one per component, every
+    entry, doubling the look-up of a 4,000-agent goals dir)."""
     if len(p) > 4096 or "\0" in p:
         return p
     try:
-        return os.path.realpath(p)
+        if not os.path.isabs(p):
+            return os.path.realpath(p)
+        todo, head = [], p
+        while head not in memo:
+            up, name = os.path.split(head)
+            if not name:  # the root
+                memo[head] = os.path.realpath(head)
+                break
+            todo.append((head, name))
+            head = up
+        r = memo[head]
+        for prefix, name in reversed(todo):  # as realpath: a component that is a link is resolved
+            q = os.path.join(r, name)
+            r = memo[prefix] = os.path.realpath(q) if os.path.islink(q) else q
+        return r
     except (OSError, ValueError):
         return p
 
@@ -99,7 +116,8 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
     session = payload.get("session_id")
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
     c = _norm(cwd) if cwd else ""
-    real = _real(c) if c else ""
+    memo: dict[str, str] = {}
+    real = _real(c, memo) if c else ""
     starting = payload.get("hook_event_name") == "SessionStart"
     best, best_len, handed = None, -1, None
     try:
@@ -124,7 +142,7 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
         gcwd = doc.get("cwd")
         if c and isinstance(gcwd, str) and gcwd:
             g = _norm(gcwd)
-            rg = _real(g)  # also through symlinks: ~/work -> /data/work, /tmp -> /private/tmp
+            rg = _real(g, memo)  # also through symlinks: ~/work -> /data/work, /tmp -> /private/tmp
             if (_within(c, g) or _within(real, rg)) and len(rg) > best_len:
                 best, best_len = e.name, len(rg)
     if handed:
