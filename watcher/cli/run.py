@@ -99,14 +99,32 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     from watcher.config import load
     from watcher.runtime.loop import Waker, Watcher, settle_gc
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
+    from watcher.runtime.signals import SignalRelay
 
     # SIGTERM/SIGINT are honoured from here on: a stop while the log opens, the projections load
     # or the first tick runs ends the start cleanly (watcher.stopped whenever watcher.started)
     stop = threading.Event()
     reload_req = threading.Event()  # and a SIGHUP then is a reload after the first tick, not the end of the process
-    prior = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    prior[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda signum, frame: reload_req.set())
-    elog = _open(db, cfg, parents)
+    waker = None  # set below; a signal wakes the loop through it
+
+    def on_stop() -> None:
+        stop.set()
+        if waker is not None:
+            waker.event.set()
+
+    def on_hup() -> None:
+        reload_req.set()
+        if waker is not None:
+            waker.event.set()
+
+    # the actions run in a thread of their own, never in the signal handler: Event.set() there could
+    # wait for a lock the interrupted main thread holds, and the watcher froze (runtime/signals.py)
+    relay = SignalRelay({signal.SIGTERM: on_stop, signal.SIGINT: on_stop, signal.SIGHUP: on_hup})
+    try:
+        elog = _open(db, cfg, parents)
+    except BaseException:
+        relay.close()
+        raise
     from watcher.hub.forwarder import start as start_forwarder
 
     fwd = start_forwarder(cfg, db)  # [forward]: its own thread; never blocks the tick
@@ -129,20 +147,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         w.notifier = _notifier(cfg, waker.event.set, elog)
         w.checker = _checker(cfg)
     web = None if once else _web(cfg, db)
-
-    def on_stop(signum, frame):
-        stop.set()
-        waker.event.set()
-
-    def on_hup(signum, frame):
-        reload_req.set()
-        waker.event.set()
-
-    old = dict(prior)
-    for s in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(s, on_stop)
-    signal.signal(signal.SIGHUP, on_hup)
-    if reload_req.is_set():  # a SIGHUP during the start: the config is read again after the first tick
+    if reload_req.is_set() or stop.is_set():  # a SIGHUP during the start: the config is read again after the first tick
         waker.event.set()
     reason = "signal"
     started = False
@@ -221,8 +226,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         raise
     finally:
         sd.stopping()
-        for s, h in old.items():
-            signal.signal(s, h)
+        relay.close()
         if w.notifier is not None:
             w.notifier.close(5.0)
             _record_last(w)

@@ -382,13 +382,14 @@ def serve(cfg: Config, db: str, parents: bool = True) -> int:
 
     from watcher.runtime.notifier import Notifier
     from watcher.runtime.sdnotify import SystemdNotifier, status_line
+    from watcher.runtime.signals import SignalRelay
 
     elog = EventLog(db, durability=cfg.store.durability, lock=True, parents=parents)  # WriterLocked: exit 3
     stop = threading.Event()
     sd = SystemdNotifier.from_env()
     hub = Hub(cfg, elog)
     hub.w.notifier = Notifier(cfg)
-    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    relay = SignalRelay({signal.SIGTERM: stop.set, signal.SIGINT: stop.set})  # not in the handler (runtime/signals.py)
 
     def on_tick() -> None:
         sd.tick_completed(time.monotonic())
@@ -403,8 +404,7 @@ def serve(cfg: Config, db: str, parents: bool = True) -> int:
         asyncio.run(hub.run(stop, on_tick))
     finally:
         sd.stopping()
-        for s, h in old.items():
-            signal.signal(s, h)
+        relay.close()
         hub.w.notifier.close(5.0)
         try:
             hub.notify(time.time())  # record the last deliveries
