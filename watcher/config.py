@@ -210,21 +210,33 @@ class Config(_S):
 
 
 def config_path(explicit: str | None = None) -> str:
+    """The config file: ``--config``, else $FLEETWATCH_CONFIG, else the XDG default."""
     if explicit:
-        return expand(explicit)
+        return _a_file(expand(explicit), "--config", "config.toml")
     if os.environ.get("FLEETWATCH_CONFIG"):
-        return expand(os.environ["FLEETWATCH_CONFIG"])
+        return _a_file(expand(os.environ["FLEETWATCH_CONFIG"]), "$FLEETWATCH_CONFIG", "config.toml")
     return os.path.join(xdg("config"), "config.toml")
 
 
 def db_path(cfg: Config | None, explicit: str | None = None) -> str:
+    """The event log: ``--db``, else $FLEETWATCH_DB, else ``[store] path``, else the XDG default."""
     if explicit:
-        return expand(explicit)
+        return _a_file(expand(explicit), "--db", "events.db")
     if os.environ.get("FLEETWATCH_DB"):
-        return expand(os.environ["FLEETWATCH_DB"])
+        return _a_file(expand(os.environ["FLEETWATCH_DB"]), "$FLEETWATCH_DB", "events.db")
     if cfg is not None and cfg.store.path:
-        return expand(cfg.store.path)
+        return _a_file(expand(cfg.store.path), "store.path", "events.db")
     return os.path.join(xdg("state"), "events.db")
+
+
+def _a_file(path: str, key: str, name: str) -> str:
+    """``path`` as a file's path. One ending in a slash (or ``/.``, ``/..``) names a folder: the
+    path functions drop the slash, so ``init --config DIR/`` wrote a *file* named DIR and
+    ``run --db DIR/`` made a log of that name. Refused, naming the key and the file meant."""
+    if path.endswith(("/", "/.", "/..")) or path in (".", ".."):
+        raise ConfigError(f"{key} names a folder ({path!r} ends in a slash or a dot), not a file", key=key,
+                          op="config", path=path, hint=f"name the file in it, e.g. {os.path.join(path, name)}")
+    return path
 
 
 _KEY_RE = r"`\$\.([^`]*)`"

@@ -29,6 +29,7 @@ from watcher.hook.mapping import (HOOK_KEYS, Decision, Reason, apply, decide, is
 DEFAULT_GOALS_DIR = "~/.fleet/agents"
 MAX_AGENTS_SCANNED = 4096   # goals-dir entries looked at when resolving by session/cwd
 MAX_STDIN = 4 * 1024 * 1024
+SESSION_KEPT = 200          # characters of a session_id goal.json keeps (and a look-up compares)
 
 
 def parse_args(argv: list[str], env) -> tuple[str | None, str]:
@@ -114,6 +115,8 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
     if agent:
         return agent
     session = payload.get("session_id")
+    if isinstance(session, str):  # compared as goal.json keeps it: a longer id never matched itself
+        session = session[:SESSION_KEPT]
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
     c = _norm(cwd) if cwd else ""
     memo: dict[str, str] = {}
@@ -250,7 +253,7 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
         path = os.path.join(goals_dir, agent, "goal.json")
         if explicit and not agent.isascii() and not _utf8(agent) and not os.path.isfile(path):
             raise HookError(f"agent id {agent!a} is not UTF-8 (goal.json could not hold it): nothing created")
-        update_goal(path, lambda doc: apply(doc, d, agent, at, session=session[:200], cwd=cwd[:4096]),
+        update_goal(path, lambda doc: apply(doc, d, agent, at, session=session[:SESSION_KEPT], cwd=cwd[:4096]),
                     create=explicit)
     except HookError as e:
         _say(str(e))
