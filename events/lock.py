@@ -30,15 +30,56 @@ def lock_path(db_path: str) -> str:
     return os.path.realpath(os.path.expanduser(db_path))
 
 
-def _holders(db_path: str) -> list[int] | None:
+class LocksRead:
+    """``/proc/locks`` read in a thread of its own, from now on; :func:`writer_running` takes it.
+
+    Why: the kernel's first read of ``/proc/locks`` in a process takes 6-30 ms of wall time
+    (measured, 0 locks listed: the read waits for an RCU grace period, the file lock list's
+    percpu rwsem being taken for writing) and almost no CPU. A one-shot reader (`status`,
+    `summary`) starts it first, so that it runs while the imports and the snapshots' decode do;
+    `status` on a 1M-event log waited for it at its end otherwise. The answer is the locks at the
+    command's start rather than near its end: either is one moment in a race with a watcher that
+    starts or stops. ``_thread`` (built in), not ``threading``: the fast path imports nothing for it."""
+
+    def __init__(self) -> None:
+        import _thread
+
+        self.data: bytes | None = None
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        _thread.start_new_thread(self._read, ())
+
+    def _read(self) -> None:
+        try:
+            with open("/proc/locks", "rb") as f:
+                self.data = f.read()
+        except OSError:
+            self.data = None
+        finally:
+            self._done.release()
+
+    def result(self) -> bytes | None:
+        """The bytes read (None: unreadable), once the read is over."""
+        with self._done:
+            return self.data
+
+
+def _holders(db_path: str, locks: LocksRead | None = None) -> list[int] | None:
     """The pids holding an exclusive ``flock`` on the file at ``db_path`` (``/proc/locks``, matched
-    by device:inode); None when that cannot be told (no such file, no ``/proc/locks``)."""
+    by device:inode; ``locks``: as read by that, else read now); None when that cannot be told
+    (no such file, no ``/proc/locks``)."""
     try:
         st = os.stat(db_path)
-        with open("/proc/locks", "rb") as f:
-            lines = f.read().decode("ascii", "replace").splitlines()
+        if locks is None:
+            with open("/proc/locks", "rb") as f:
+                data: bytes | None = f.read()
+        else:
+            data = locks.result()
     except OSError:
         return None
+    if data is None:
+        return None
+    lines = data.decode("ascii", "replace").splitlines()
     want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
     pids = []
     for line in lines:
@@ -60,11 +101,12 @@ def holder_pid(db_path: str) -> int | None:
     return pids[0] if pids else None
 
 
-def writer_running(db_path: str) -> tuple[bool | None, int | None]:
+def writer_running(db_path: str, locks: LocksRead | None = None) -> tuple[bool | None, int | None]:
     """Whether a writer (`fleetwatch run` or `hub`) holds the log at ``db_path`` now, and its pid:
-    (True, pid), (False, None), or (None, None) when it cannot be told. Only reads ``/proc/locks``:
-    never takes the lock, so a watcher starting meanwhile is not refused."""
-    pids = _holders(lock_path(db_path))
+    (True, pid), (False, None), or (None, None) when it cannot be told. Only reads ``/proc/locks``
+    (``locks``: a :class:`LocksRead` started earlier): never takes the lock, so a watcher starting
+    meanwhile is not refused."""
+    pids = _holders(lock_path(db_path), locks)
     if pids is None:
         return None, None
     return (True, pids[0]) if pids else (False, None)

@@ -86,7 +86,7 @@ NOT_RUNNING = ("note: no watcher is running on this log (no `fleetwatch run` hol
                "  hint: start it: `systemctl --user start fleetwatch` or `fleetwatch run`")
 
 
-def watcher_state(cfg: Any, db: str | None, note: str | None) -> dict[str, Any]:
+def watcher_state(cfg: Any, db: str | None, note: str | None, locks: Any = None) -> dict[str, Any]:
     """``{"running": bool | None, "pid"}``: whether a writer holds the log now (None: cannot tell,
     or no log: ``note``, load_states'; events.lock.writer_running), said on stderr by `status` and
     `summary` when it does not: a fleet nobody watches kept showing TRABAJANDO with a growing age
@@ -96,7 +96,7 @@ def watcher_state(cfg: Any, db: str | None, note: str | None) -> dict[str, Any]:
 
     if note is not None:
         return {"running": None, "pid": None}
-    running, pid = writer_running(db_path(cfg, db))
+    running, pid = writer_running(db_path(cfg, db), locks)  # locks: events.lock.LocksRead, started early
     if running is False:
         print(f"fleetwatch: {NOT_RUNNING}", file=sys.stderr)
     return {"running": running, "pid": pid}
@@ -156,13 +156,16 @@ def gc_paused(fn: Callable[..., None]) -> Callable[..., None]:
 @gc_paused
 def status(config: str | None = None, db: str | None = None, json: bool = False) -> None:
     """`fleetwatch status` (options as the command's)."""
+    from events.lock import LocksRead
+
     now = time.time()
+    locks = LocksRead()  # the kernel's slow first read of /proc/locks, meanwhile the rest runs
     cfg, states, head, note = (load_states(config, db, STATUS_READS, {"notify": notify_health_view()}) if json
                                else load_states(config, db, TABLE_READS))
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     doc = build_status(cfg, states, head, now)
-    doc["watcher"] = watcher_state(cfg, db, note)
+    doc["watcher"] = watcher_state(cfg, db, note, locks)
     if json:
         sys.stdout.write(inert_json(_json.encode(doc).decode()) + "\n")
     elif sys.stdout.isatty():
@@ -174,12 +177,15 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
 @gc_paused
 def summary(config: str | None = None, db: str | None = None, json: bool = False) -> None:
     """`fleetwatch summary` (options as the command's)."""
+    from events.lock import LocksRead
+
     now = time.time()
+    locks = LocksRead()
     cfg, states, head, note = load_states(config, db, TABLE_READS)
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     groups = summary_groups(cfg, states, now)
-    w = watcher_state(cfg, db, note)
+    w = watcher_state(cfg, db, note, locks)
     if json:
         sys.stdout.write(inert_json(_json.encode({"head": head, "watcher": w, "groups": [
             {"group": g, "count": len(lines), "items": lines} for g, lines in groups]}).decode()) + "\n")
