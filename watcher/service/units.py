@@ -347,7 +347,8 @@ def write_config(path: str, *, force: bool, db: str | None = None) -> str | None
     """Write the default config; returns the backup path when an old file was replaced.
 
     Refused (ConfigError, exit 2; nothing written): a path that is a folder, a FIFO or a device,
-    or under a file. An existing config without ``force`` is exit 1; with it the old file is kept
+    or under a file. A symlink to a config is written through: the file it names is replaced
+    (its backup beside it), the link stays. An existing config without ``force`` is exit 1; with it the old file is kept
     as ``PATH.bak`` or, when that name is taken (a backup of an earlier ``--force``), the first
     free ``PATH.bak.N``: a second ``init --force`` never replaces the first one's backup with the
     defaults, and the backup is a new file (``O_EXCL``), never written through a symlink."""
@@ -363,6 +364,9 @@ def write_config(path: str, *, force: bool, db: str | None = None) -> str | None
         raise ConfigError(f"cannot write the config: {anc} is not a directory; nothing was written", key="--config",
                           op="init", path=path, hint="name a config file in a folder with --config")
     backup = None
+    linked = p.is_symlink() and p.exists()
+    if linked:  # a config kept elsewhere (dotfiles): the file it names is replaced, the link stays
+        p = Path(os.path.realpath(p))
     if p.exists():
         if not stat.S_ISREG(p.stat().st_mode):
             raise ConfigError("the config path is not a regular file (a folder, FIFO or device); nothing was "
@@ -376,7 +380,8 @@ def write_config(path: str, *, force: bool, db: str | None = None) -> str | None
     from events.private import private_dir
 
     try:
-        private_dir(str(p.parent))  # 0700 whatever the umask, parents too (issue 13)
+        if not linked:  # the folder a link leads to is the user's own: its mode is left as it is
+            private_dir(str(p.parent))  # 0700 whatever the umask, parents too (issue 13)
         _write_atomic(p, default_config_text(db), 0o600)
     except OSError as e:
         raise ConfigError(f"cannot write the config: {e.strerror or e}; nothing was written", key="--config",
