@@ -37,6 +37,7 @@ NOISE_EVENTS = frozenset({"Setup", "InstructionsLoaded", "ConfigChange", "CwdCha
                           "WorktreeCreate", "WorktreeRemove", "TeammateIdle"})
 WAITING_NOTIFICATIONS = frozenset({"permission_prompt", "elicitation_dialog", "elicitation_url_dialog",
                                    "agent_needs_input"})
+REVIVING = frozenset({"UserPromptSubmit"})  # besides SessionStart, what brings an ended agent back: a prompt
 ENDING_REASONS_KEEP = frozenset({"clear", "resume"})  # SessionEnd reasons after which the work goes on
 FINISHED_TASK_STATUSES = frozenset({"completed", "complete", "done", "failed", "killed", "stopped", "cancelled",
                                     "canceled", "exited", "error"})
@@ -253,6 +254,8 @@ def apply(doc: dict | None, d: Decision, agent: str, now: float, *, session: str
     """
     if not d.write:
         return None
+    if doc is not None and doc.get("ended") is True and not (d.ended or d.new_session or d.event in REVIVING):
+        return None  # a late event of the session that ended (hooks run concurrently): it stays ended
     if doc is None:
         if d.ended or d.handoff or d.only_if_busy:
             return None  # nothing to end, hand off or settle
