@@ -51,10 +51,7 @@ class LocksRead:
 
     def _read(self) -> None:
         try:
-            with open("/proc/locks", "rb") as f:
-                self.data = f.read()
-        except OSError:
-            self.data = None
+            self.data = _read_locks()
         finally:
             self._done.release()
 
@@ -64,19 +61,24 @@ class LocksRead:
             return self.data
 
 
+def _read_locks() -> bytes | None:
+    """``/proc/locks`` as bytes; None when it cannot be read."""
+    try:
+        with open("/proc/locks", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def _holders(db_path: str, locks: LocksRead | None = None) -> list[int] | None:
     """The pids holding an exclusive ``flock`` on the file at ``db_path`` (``/proc/locks``, matched
     by device:inode; ``locks``: as read by that, else read now); None when that cannot be told
     (no such file, no ``/proc/locks``)."""
     try:
         st = os.stat(db_path)
-        if locks is None:
-            with open("/proc/locks", "rb") as f:
-                data: bytes | None = f.read()
-        else:
-            data = locks.result()
     except OSError:
         return None
+    data = _read_locks() if locks is None else locks.result()
     if data is None:
         return None
     lines = data.decode("ascii", "replace").splitlines()

@@ -234,7 +234,7 @@ def _a_file(path: str, key: str, name: str) -> str:
     path functions drop the slash, so ``init --config DIR/`` wrote a *file* named DIR and
     ``run --db DIR/`` made a log of that name. Refused, naming the key and the file meant."""
     if path.endswith(("/", "/.", "/..")) or path in (".", ".."):
-        raise ConfigError(f"{key} names a folder ({path!r} ends in a slash or a dot), not a file", key=key,
+        raise ConfigError(f"{key} names a folder (the path ends in a slash or a dot), not a file", key=key,
                           op="config", path=path, hint=f"name the file in it, e.g. {os.path.join(path, name)}")
     return path
 

@@ -147,7 +147,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         w.notifier = _notifier(cfg, waker.event.set, elog)
         w.checker = _checker(cfg)
     web = None if once else _web(cfg, db)
-    if reload_req.is_set() or stop.is_set():  # a SIGHUP during the start: the config is read again after the first tick
+    if reload_req.is_set():  # a SIGHUP during the start: the config is read again after the first tick
         waker.event.set()
     reason = "signal"
     started = False
