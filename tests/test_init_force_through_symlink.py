@@ -28,3 +28,29 @@ def test_init_force_over_a_symlinked_config_writes_its_target_and_keeps_the_link
     assert (dot / "fleetwatch.toml.bak").read_text() == "# mine\n"
     assert (dot.stat().st_mode & 0o777) == 0o755        # the user's folder keeps its mode
     assert (target.stat().st_mode & 0o777) == 0o600
+
+
+def _init(tmp_path, cfg, *extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
+    return subprocess.run([FW, "init", *extra, "--config", str(cfg)], capture_output=True, text=True, timeout=60,
+                          env=dict(env, HOME=str(tmp_path)))
+
+
+def test_init_over_a_dangling_config_link_makes_the_file_it_names_and_keeps_the_link(tmp_path):
+    dot = tmp_path / "dotfiles"
+    dot.mkdir()
+    cfg = tmp_path / "config.toml"
+    cfg.symlink_to(dot / "fleetwatch.toml")         # the dotfiles checkout has no such file yet
+    r = _init(tmp_path, cfg)
+    assert r.returncode == 0, r.stderr
+    assert cfg.is_symlink() and (dot / "fleetwatch.toml").is_file()
+
+
+def test_init_force_over_a_symlink_loop_is_refused_and_the_links_stay(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    r = _init(tmp_path, a, "--force")
+    assert r.returncode == 2 and "symlink that leads nowhere" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert a.is_symlink() and b.is_symlink()

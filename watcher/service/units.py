@@ -347,8 +347,8 @@ def write_config(path: str, *, force: bool, db: str | None = None) -> str | None
     """Write the default config; returns the backup path when an old file was replaced.
 
     Refused (ConfigError, exit 2; nothing written): a path that is a folder, a FIFO or a device,
-    or under a file. A symlink to a config is written through: the file it names is replaced
-    (its backup beside it), the link stays. An existing config without ``force`` is exit 1; with it the old file is kept
+    or under a file, a symlink loop. A symlink is written through: the file it names is replaced
+    (its backup beside it) or made (a dangling link), the link stays. An existing config without ``force`` is exit 1; with it the old file is kept
     as ``PATH.bak`` or, when that name is taken (a backup of an earlier ``--force``), the first
     free ``PATH.bak.N``: a second ``init --force`` never replaces the first one's backup with the
     defaults, and the backup is a new file (``O_EXCL``), never written through a symlink."""
@@ -364,9 +364,16 @@ def write_config(path: str, *, force: bool, db: str | None = None) -> str | None
         raise ConfigError(f"cannot write the config: {anc} is not a directory; nothing was written", key="--config",
                           op="init", path=path, hint="name a config file in a folder with --config")
     backup = None
-    linked = p.is_symlink() and p.exists()
-    if linked:  # a config kept elsewhere (dotfiles): the file it names is replaced, the link stays
-        p = Path(os.path.realpath(p))
+    linked = p.is_symlink()
+    if linked:  # a config kept elsewhere (dotfiles): the file it names is written, the link stays
+        try:
+            p = Path(os.path.realpath(p, strict=True))
+        except FileNotFoundError:  # a dangling link: the file it names is made
+            p = Path(os.path.realpath(p))
+        except OSError as e:  # a loop: there is no file to write
+            raise ConfigError(f"the config path is a symlink that leads nowhere ({e.strerror or e}); nothing was "
+                              "written", key="--config", op="init", path=path,
+                              hint="fix or remove the link, or name another file with --config") from None
     if p.exists():
         if not stat.S_ISREG(p.stat().st_mode):
             raise ConfigError("the config path is not a regular file (a folder, FIFO or device); nothing was "
