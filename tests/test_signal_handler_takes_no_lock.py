@@ -96,3 +96,23 @@ def test_a_storm_of_sighups_never_freezes_the_watcher(tmp_path):
             p.wait()
     reader.join(10)
     assert any("watcher.stopped" in x for x in lines)
+
+
+def test_an_action_that_raises_does_not_end_the_relay():
+    """A failing action (a reload meeting a closed resource) killed the relay thread, and every
+    later signal - the SIGTERM that should stop the watcher - went unanswered."""
+    calls: list[int] = []
+    got = threading.Event()
+
+    def act() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first one fails")
+        got.set()
+
+    with SignalRelay({signal.SIGUSR1: act}):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert got.wait(30)
+    assert len(calls) == 2

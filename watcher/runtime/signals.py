@@ -15,15 +15,19 @@ when the main thread holds it, it is released in a moment, and the relay thread 
 
 Invariants: the actions run in the relay thread, in the order the signals came, never in the main
 thread; a signal that comes twice before the thread reads runs its action twice (actions are
-idempotent: set a flag, wake the loop). ``close`` restores the handlers and the wakeup fd that were
+idempotent: set a flag, wake the loop); an action that raises is logged and the relay goes on.
+``close`` restores the handlers and the wakeup fd that were
 there before and ends the thread. Only the main thread can make one (``signal``'s own rule).
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
 from collections.abc import Callable
+
+log = logging.getLogger("fleetwatch.watcher")
 
 
 class SignalRelay:
@@ -48,8 +52,12 @@ class SignalRelay:
                 return
             for signum in data:
                 act = self.actions.get(signum)
-                if act is not None:
+                if act is None:
+                    continue
+                try:
                     act()
+                except Exception:  # one failed action must not end the relay: the next SIGTERM still stops
+                    log.exception("signal %d: its action failed", signum)
 
     def close(self) -> None:
         """Restore the previous handlers and wakeup fd; end the relay thread."""
