@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 # seq, id, time, type, subject, version, data, hash (chain.ROW_COLUMNS)
 EventRow = tuple[int, str, str, str, str, int, bytes, bytes]
+# seq, time, type, data / seq, id, time, type, data (events/replay.py: what the folds read)
+FoldRow = tuple[int, str, str, bytes]
+FoldRowWithId = tuple[int, str, str, str, bytes]
 # name, seq, data, head, digest of `snapshots` (head and digest NULL: written before schema v3)
 SnapshotRow = tuple[str, int, bytes, bytes | None, bytes | None]
 # type, name, sql of sqlite_master (an autoindex has no sql)
@@ -33,6 +36,16 @@ MasterRow = tuple[str, str, str | None]
 def event_rows(db: apsw.Connection, sql: str, args: Bindings | None = None) -> list[EventRow]:
     """Rows of ``SELECT {ROW_COLUMNS} ...``."""
     return cast("list[EventRow]", db.execute(sql, args).fetchall())
+
+
+def fold_rows(db: apsw.Connection, sql: str, args: Bindings) -> list[FoldRow]:
+    """Rows of ``SELECT seq, time, type, data ...``."""
+    return cast("list[FoldRow]", db.execute(sql, args).fetchall())
+
+
+def fold_rows_with_id(db: apsw.Connection, sql: str, args: Bindings) -> list[FoldRowWithId]:
+    """Rows of ``SELECT seq, id, time, type, data ...``."""
+    return cast("list[FoldRowWithId]", db.execute(sql, args).fetchall())
 
 
 def snapshot_rows(db: apsw.Connection, names: tuple[str, ...] | None = None) -> list[SnapshotRow]:

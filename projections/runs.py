@@ -124,6 +124,9 @@ _FOLDS = {"step.changed": _step_changed, "run.changed": _run_changed, "rule.viol
 assert frozenset(_FOLDS) == _TYPES
 
 
+READS_ID = True   # fold reads ``rec.id`` (a run's stamp): a replay fetches the ids (events/replay.py)
+
+
 def fold(state: dict, rec: Any) -> dict:
     """Apply one Recorded event (pure; mutates and returns ``state``)."""
     apply = _FOLDS.get(rec.type)

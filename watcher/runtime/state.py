@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from events.log import EventLog
+from events.replay import replay
 from projections.base import decode_state, encode_state, registry
 
 
@@ -62,6 +63,8 @@ class Projections:
         # call, the same state (each module's tests pin it); fold_many uses it
         self._batch = {n: m.fold_batch for n, m in self.mods.items() if hasattr(m, "fold_batch")}
         self._by_type: dict[str, list[tuple[str, Any]]] = {}
+        # a replay reads the records' ids only when a fold reads them (events/replay.py)
+        self.reads_id = any(getattr(m, "READS_ID", False) for m in self.mods.values())
 
     def __getitem__(self, name: str) -> Any:
         return self.states[name]
@@ -117,7 +120,7 @@ class Projections:
             raise RuntimeError(f"cannot fold into a reader's view of {sorted(self.viewed)}")
         n = 0
         with gc_paused():
-            for batch in batches(log.read(self.seq)):
+            for batch in batches(replay(log, self.seq, ids=self.reads_id)):
                 self.fold_many(batch, after)
                 n += len(batch)
         return n
@@ -183,7 +186,7 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
     if check:
         diff = compare()
     with gc_paused():
-        for batch in batches(log.read(0), set(at) if check else ()):
+        for batch in batches(replay(log, 0, ids=p.reads_id), set(at) if check else ()):
             p.fold_many(batch)
             if check and diff is None and p.seq in at:
                 diff = compare()
