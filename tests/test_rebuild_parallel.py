@@ -121,13 +121,13 @@ def test_a_flooding_worker_is_cut_at_max_out(log, tmp_path, monkeypatch):
 
 
 def test_each_group_stops_at_upto_inside_a_batch(tmp_path):
-    """fold_group reads in batches of BATCH rows (CHUNK_TYPED a query for the worker's types):
+    """fold_group reads in batches of BATCH rows (CHUNK a query):
     rows appended after ``upto`` — in the same batch or later ones — are not folded, by either
     group, and each group's states are the one-process replay's at ``upto``."""
-    elog = churn(str(tmp_path / "e.db"), appends=120, seed=11)
+    elog = churn(str(tmp_path / "e.db"), appends=200, seed=11)
     try:
         upto = elog.head()[0]
-        assert upto % rebuild_par.BATCH and upto > 3 * rebuild_par.CHUNK_TYPED   # upto falls inside a batch
+        assert upto % rebuild_par.BATCH and upto > rebuild_par.CHUNK   # upto falls inside a batch, past a query's edge
         seq, want = serial(elog)
         more = churn(str(tmp_path / "more.db"), appends=40, seed=12)
         extra = [r.event for r in more.read(0)]
@@ -154,7 +154,7 @@ def test_damaged_rows_are_skipped_and_reported_as_in_one_process(tmp_path):
     churn(path, appends=220, seed=19).close()
     c = apsw.Connection(path)
     c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
-    bad = (rebuild_par.BATCH, rebuild_par.BATCH + 1, 777, rebuild_par.CHUNK_TYPED + 3)
+    bad = (rebuild_par.BATCH, rebuild_par.BATCH + 1, 777, rebuild_par.CHUNK + 3)
     for s in bad:
         c.execute("UPDATE events SET data = ? WHERE seq = ?", (b"{not json", s))
     c.execute("UPDATE events SET data = ? WHERE seq = ?", ("text, not a blob", 901))

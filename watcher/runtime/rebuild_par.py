@@ -50,8 +50,7 @@ MIN_EVENTS = 200_000                          # below this a second interpreter'
 MAX_OUT = 256 << 20                           # bytes of worker output taken (its states: ~1 MB at 1M events, ~40 MB at 50k agents)
 WAIT_MIN_S = 30.0                             # the worker may take twice this process's own folding, or this
 BATCH = 100                                   # records per fold batch (fold_group: small enough for the L2 cache)
-CHUNK = 100                                   # rows per read query of every row
-CHUNK_TYPED = 500                             # rows per read query of some types (the worker's)
+CHUNK = 2000                                  # rows per read query (fold_group's docstring)
 ORPHAN_CHECK = 16                             # the worker looks at its parent every this many batches
 
 
@@ -87,12 +86,14 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool,
     event types those projections fold (the worker); else every row. ``parent`` (the worker):
     :class:`Orphaned` is raised once this process's parent is no longer that pid.
 
-    Folded in batches of BATCH records read CHUNK rows a query (CHUNK_TYPED with ``types``): a
-    record with its event and columns is ~1-2 KB of objects, so a batch that stays in the core's
-    L2 cache (1 MiB) while each fold walks it misses it about half as often as the replay's
-    2000 (cachegrind, L2 as LL, bench_rebuild's log, per event: every row 131 -> 64 misses at
-    100; the worker's types 115 -> 78 at 500/100). A query with the worker's ``type IN (...)``
-    costs ~0.1 M instructions of its own, so those read 500 rows a query."""
+    Folded in batches of BATCH records: a record with its event is ~1-2 KB of objects, so a batch
+    that stays in the core's L2 cache (1 MiB) while each fold walks it misses it about half as
+    often as the replay's 2000 (cachegrind, L2 as LL, bench_rebuild's log, per event: every row
+    131 -> 64 misses at 100). Read CHUNK rows a query: with full rows that was 100 (500 for the
+    worker's ``type IN (...)``, a query's own cost ~0.1 M instructions), but since the replay
+    reads four columns (events/replay.py) 2,000 a query is the faster, in CPU time on both sides
+    (eleventh session, alternating, 1M events: here 2.71-2.83 -> 2.61-2.67 s, the worker
+    2.74-2.80 -> 2.60-2.65 s; a batch of 300 or 1,000 records stays slower than 100)."""
     from projections.base import registry
     from watcher.runtime.state import Projections, gc_paused
 
@@ -102,7 +103,7 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool,
         sets = [getattr(m, "TYPES", None) for m in p.mods.values()]
         wanted = None if any(s is None for s in sets) else sorted(set().union(*sets))
     with gc_paused():
-        it = replay(log, 0, types=wanted, chunk=CHUNK if wanted is None else CHUNK_TYPED, ids=p.reads_id)
+        it = replay(log, 0, types=wanted, chunk=CHUNK, ids=p.reads_id)
         n = 0
         while batch := list(islice(it, BATCH)):
             n += 1
