@@ -334,3 +334,29 @@ def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) 
     else:
         h(st, rec.event, t, day_key(t))
     return st
+
+
+def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
+    """:func:`fold` of each of ``recs`` in order: the same state as folding them one by one
+    (tests/test_fold_batch.py), with one Python call less per event and each distinct time's
+    ``t`` and day read once for a run of events that share it (an append's events do). A
+    replay's report fold on bench_rebuild's 1M log: ~0.15 s of CPU less (eleventh session)."""
+    handlers, st = _HANDLERS, state
+    last_time: str | None = None
+    t, day = 0.0, ""
+    for rec in recs:
+        h = handlers.get(rec.type)
+        if h is None:
+            continue
+        time = rec.time
+        if time != last_time:
+            t = times(time)
+            day = time[:10] if (len(time) == 24 and time[23] == "Z" and time[4] == "-" and time[7] == "-"
+                                and time[0] != "0") else day_key(t)
+            last_time = time
+        if st["first"] is None:
+            st["first"] = t
+        st["last_before"] = st["last"]
+        st["last"] = t
+        h(st, rec.event, t, day)
+    return st

@@ -80,6 +80,22 @@ def run_one(path: Path, quick: bool) -> tuple[list[dict], float]:
     return rows, time.perf_counter() - t0
 
 
+def as_installed() -> None:
+    """Every module's bytecode compiled and kept, as an installed copy has it (pip compiles at
+    install; a checkout writes it on first import): ``PYTHONDONTWRITEBYTECODE`` is dropped for the
+    module processes and what they spawn, and the packages are compiled before the first one.
+    Found in the eleventh session: with the variable set in the caller's shell and a clean clone
+    holding no ``__pycache__``, every process the benches start (the rebuild's worker, a
+    `fleetwatch run`) compiled every module from source first, ~35 ms of CPU a start for the
+    rebuild's worker (91 against 56 ms), on the path its row times."""
+    import compileall
+    import os
+
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    for pkg in ("events", "projections", "watcher"):
+        compileall.compile_dir(str(ROOT / pkg), quiet=1)
+
+
 def table(results: dict[str, list[dict]]) -> str:
     head = ("bench", "name", "figure", "ratio", "target", "ok")
     lines = []
@@ -126,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     args.quick = args.quick or os.environ.get("FW_BENCH_QUICK", "") not in ("", "0")
+    as_installed()
     load0, ticks0 = os.getloadavg(), cpu_ticks()
     results: dict[str, list[dict]] = {}
     seconds: dict[str, float] = {}

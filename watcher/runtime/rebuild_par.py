@@ -4,14 +4,16 @@ replay takes about half the wall time on two cores; each process also pays its o
 
 - This process reads every row up to the head it found at the start (``upto``), exactly as the
   one-process replay does: the same damaged rows skipped and reported, the same last seq. It
-  folds the projections not in ``WORKER`` (notify, swarms and fanout), the worker the others: the
+  folds the projections not in ``WORKER`` (notify and swarms), the worker the others: the
   halves even in CPU time on bench_rebuild's log, where this process reads ~20 % more rows and
   the worker also starts an interpreter and encodes its states (2026-12-01, 1M events, a loaded
   machine: each ~12 s of CPU; when the worker folded only report, fleet, dod and runs, this
   process took 1.4-3 s more than it). Both read through ``events.replay`` (only the columns the
   folds read); after that made this side's read 0.3 s cheaper, fanout moved here (eleventh
   session, CPU s here / in the worker, alternating: 2.60-2.67 / 2.84-2.87 with fanout there,
-  2.69-2.80 / 2.75 with it here).
+  2.69-2.80 / 2.75 with it here), and back once report's fold_batch made the worker's half
+  cheaper (2.57 / 2.53-2.59 with it there; swarms there instead: 2.44 / 2.96, as the worker then
+  reads the swarm rows too).
 - The worker (``python -m watcher.runtime.rebuild_par PATH UPTO NAMES``) opens the log read-only,
   reads only the event types its group folds, up to ``upto`` (a damaged row skipped as here), and
   writes one msgpack document to stdout: its encoded states (the snapshot bytes this process
@@ -45,7 +47,7 @@ from events.log import EventLog
 from events.replay import replay
 from watcher.runtime.child import cores, read_capped
 
-WORKER = ("report", "fleet", "dod", "runs", "missions")   # ~half the fold cost (fanout, notify and swarms here)
+WORKER = ("report", "fleet", "dod", "runs", "missions", "fanout")   # ~half the fold cost (notify and swarms here)
 MIN_EVENTS = 200_000                          # below this a second interpreter's start-up (~0.1 s) is not worth it
 MAX_OUT = 256 << 20                           # bytes of worker output taken (its states: ~1 MB at 1M events, ~40 MB at 50k agents)
 WAIT_MIN_S = 30.0                             # the worker may take twice this process's own folding, or this

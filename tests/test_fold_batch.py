@@ -1,0 +1,47 @@
+"""A projection's ``fold_batch`` folds a batch to the very state of its ``fold`` one event at a
+time (notify and report have one; real SQLite event logs: the seeded logs of
+tests/test_rebuild_batches.py: every type both fold, prunes by time and by the cap, sweeps,
+times shared by an append's events and jumping across UTC midnights, batch edges inside a run
+of one time), and report's with a time outside iso's shape (the day computed from ``t``)."""
+from __future__ import annotations
+
+import pytest
+
+from projections import notify, report
+from projections.base import encode_state
+from watcher.runtime.state import TimeCache
+
+from tests import test_rebuild_batches as rb
+
+
+@pytest.mark.parametrize("mod", [notify, report], ids=["notify", "report"])
+@pytest.mark.parametrize("mix,batch", [("churn", 1), ("churn", 37), ("bench_mix", 500)])
+def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
+    elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 160} if mix == "churn" else {"n": 6000}))
+    recs = list(elog.read(0))
+    elog.close()
+    one = mod.initial()
+    for rec in recs:
+        one = mod.fold(one, rec)
+    many, times = mod.initial(), TimeCache(mod.TIME).__getitem__
+    for i in range(0, len(recs), batch):
+        many = mod.fold_batch(many, recs[i:i + batch], times)
+    assert encode_state(many) == encode_state(one)
+    if mod is notify:
+        assert len(one["conds"]) > 10
+    else:
+        assert one["first"] is not None and len(one["days"]) > (1 if mix == "churn" else 0)   # churn crosses midnights
+
+
+def test_report_a_time_outside_iso_shape_gets_its_day_from_t(tmp_path):
+    """``+00:00`` instead of ``Z`` (a foreign writer's time): the day from the parsed time, as fold does."""
+    elog = rb.churn(str(tmp_path / "e.db"), appends=30)
+    recs = list(elog.read(0))
+    elog.close()
+    odd = [type(r)(r.seq, r.id, r.time.replace("Z", "+00:00"), r.type, r.subject, r.version, r.event, r.data,
+                   r.hash) for r in recs]
+    one = report.initial()
+    for rec in odd:
+        one = report.fold(one, rec)
+    many = report.fold_batch(report.initial(), odd)
+    assert encode_state(many) == encode_state(one)
