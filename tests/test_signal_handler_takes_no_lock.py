@@ -116,3 +116,41 @@ def test_an_action_that_raises_does_not_end_the_relay():
         os.kill(os.getpid(), signal.SIGUSR1)
         assert got.wait(30)
     assert len(calls) == 2
+
+
+def test_a_sigterm_sent_into_a_full_pipe_still_runs_its_action():
+    """CPython drops a signal's byte when the wakeup pipe is full (64 KiB unread): a relay held up
+    in one action while signals flood in. The SIGTERM that comes then must still stop the watcher.
+    Real signals fill the real pipe while the relay waits inside an action; then SIGTERM (its byte
+    dropped); then the action is let go. With the byte-only relay the stop never ran."""
+    import fcntl
+    import termios
+
+    inside, release, stopped = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        release.wait(30)
+
+    relay = SignalRelay({signal.SIGUSR1: hold, signal.SIGTERM: stopped.set})
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert inside.wait(30)                      # the relay thread is inside hold() now
+        size = fcntl.fcntl(relay._r, 1032)          # F_GETPIPE_SZ
+        buf = bytearray(4)
+        for _ in range(4 * size):                   # flood: one byte a delivered SIGUSR1
+            os.kill(os.getpid(), signal.SIGUSR1)
+            fcntl.ioctl(relay._r, termios.FIONREAD, buf)
+            if int.from_bytes(buf, sys.byteorder) >= size:
+                break
+        assert int.from_bytes(buf, sys.byteorder) >= size   # the pipe is full: the next byte is dropped
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):                       # the main thread runs bytecode: the Python-level handler runs
+            pass
+        time.sleep(0.05)
+        assert not stopped.is_set()                 # nothing ran it yet: the relay is still held
+        release.set()
+        assert stopped.wait(30)
+    finally:
+        release.set()
+        relay.close()
