@@ -50,6 +50,33 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     return state
 
 
+def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
+    """:func:`fold` of each of ``recs`` in order, the same state (tests/test_fold_batch.py): the
+    births are cut to the last KEEP once at the end rather than at every birth past KEEP (each
+    cut moved 512 entries: a first tick at 50,000 agents made 49,488 of them), and a run of births
+    sharing a time parses it once."""
+    alive, births = state["alive"], state["births"]
+    last_time, t = None, 0.0
+    for rec in recs:
+        ty = rec.type
+        if ty == "agent.classified":
+            ev = rec.event
+            if ev.to == "CERRADO":
+                alive.pop(ev.agent, None)
+            elif ev.agent not in alive:
+                alive[ev.agent] = 1
+                n = state["n"] = state["n"] + 1
+                if rec.time != last_time:
+                    last_time = rec.time
+                    t = parse_iso(last_time)
+                births.append([t, n, ev.agent, rec.seq])
+        elif ty == "fleet.fanout":
+            state["reported"] = max(state["reported"], rec.event.upto)
+    if len(births) > KEEP:
+        del births[: len(births) - KEEP]
+    return state
+
+
 def detect(state: dict[str, Any], snap: Any, now: float, fanout_max: int = 8, fanout_window: float = 60.0,
            census: bool = False, census_seq: int = 0, **_policy: Any) -> list[Any]:
     """One fleet.fanout when the unreported new agents within the window exceed the cap (none

@@ -1,5 +1,5 @@
 """A projection's ``fold_batch`` folds a batch to the very state of its ``fold`` one event at a
-time (notify and report have one; real SQLite event logs: the seeded logs of
+time (notify, report and fanout have one; real SQLite event logs: the seeded logs of
 tests/test_rebuild_batches.py: every type both fold, prunes by time and by the cap, sweeps,
 times shared by an append's events and jumping across UTC midnights, batch edges inside a run
 of one time), and report's with a time outside iso's shape (the day computed from ``t``)."""
@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from projections import notify, report
+from projections import fanout, notify, report
 from projections.base import encode_state
 from watcher.runtime.state import TimeCache
 
 from tests import test_rebuild_batches as rb
 
 
-@pytest.mark.parametrize("mod", [notify, report], ids=["notify", "report"])
+@pytest.mark.parametrize("mod", [notify, report, fanout], ids=["notify", "report", "fanout"])
 @pytest.mark.parametrize("mix,batch", [("churn", 1), ("churn", 37), ("bench_mix", 500)])
 def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
     elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 160} if mix == "churn" else {"n": 6000}))
@@ -23,12 +23,15 @@ def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
     one = mod.initial()
     for rec in recs:
         one = mod.fold(one, rec)
-    many, times = mod.initial(), TimeCache(mod.TIME).__getitem__
+    many = mod.initial()
+    times = (TimeCache(mod.TIME).__getitem__,) if hasattr(mod, "TIME") else ()
     for i in range(0, len(recs), batch):
-        many = mod.fold_batch(many, recs[i:i + batch], times)
+        many = mod.fold_batch(many, recs[i:i + batch], *times)
     assert encode_state(many) == encode_state(one)
     if mod is notify:
         assert len(one["conds"]) > 10
+    elif mod is fanout:
+        assert one["n"] > 10
     else:
         assert one["first"] is not None and len(one["days"]) > (1 if mix == "churn" else 0)   # churn crosses midnights
 
@@ -45,3 +48,30 @@ def test_report_a_time_outside_iso_shape_gets_its_day_from_t(tmp_path):
         one = report.fold(one, rec)
     many = report.fold_batch(report.initial(), odd)
     assert encode_state(many) == encode_state(one)
+
+
+@pytest.mark.parametrize("batch", [1, 100, 3000])
+def test_fanout_births_past_keep_are_cut_the_same(tmp_path, batch):
+    """A first tick's worth of new agents (3,000 births, every one past KEEP cut by fold, once a
+    batch by fold_batch), some closing and coming back: the same state, the last KEEP births."""
+    from events.log import EventLog
+    from events.types import AgentClassified
+
+    elog = EventLog(str(tmp_path / "e.db"), durability="normal")
+    elog.append([AgentClassified(agent=f"a{i:05d}", to="TRABAJANDO", source="fleet") for i in range(3000)],
+                1_800_000_000.0)
+    elog.append([AgentClassified(agent=f"a{i:05d}", to="CERRADO", source="fleet") for i in range(0, 3000, 7)],
+                1_800_000_060.0)
+    elog.append([AgentClassified(agent=f"a{i:05d}", to="RECLAMA", source="fleet") for i in range(0, 3000, 5)],
+                1_800_000_120.0)
+    recs = list(elog.read(0))
+    elog.close()
+    one = fanout.initial()
+    for rec in recs:
+        one = fanout.fold(one, rec)
+    many = fanout.initial()
+    for i in range(0, len(recs), batch):
+        many = fanout.fold_batch(many, recs[i:i + batch])
+    assert encode_state(many) == encode_state(one)
+    assert one["n"] > 3000 and len(one["births"]) == fanout.KEEP
+
