@@ -14,12 +14,9 @@ from watcher.runtime.state import TimeCache
 from tests import test_rebuild_batches as rb
 
 
-@pytest.mark.parametrize("mod", [notify, report, fanout], ids=["notify", "report", "fanout"])
-@pytest.mark.parametrize("mix,batch", [("churn", 1), ("churn", 37), ("bench_mix", 500)])
-def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
-    elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 160} if mix == "churn" else {"n": 6000}))
-    recs = list(elog.read(0))
-    elog.close()
+def both(mod, recs: list, batch: int) -> tuple[dict, dict]:
+    """``mod``'s state over ``recs`` folded one by one, and by ``fold_batch`` in lists of ``batch``
+    (with the replay's time cache where the module reads times through one)."""
     one = mod.initial()
     for rec in recs:
         one = mod.fold(one, rec)
@@ -27,6 +24,16 @@ def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
     times = (TimeCache(mod.TIME).__getitem__,) if hasattr(mod, "TIME") else ()
     for i in range(0, len(recs), batch):
         many = mod.fold_batch(many, recs[i:i + batch], *times)
+    return one, many
+
+
+@pytest.mark.parametrize("mod", [notify, report, fanout], ids=["notify", "report", "fanout"])
+@pytest.mark.parametrize("mix,batch", [("churn", 1), ("churn", 37), ("bench_mix", 500)])
+def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
+    elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 160} if mix == "churn" else {"n": 6000}))
+    recs = list(elog.read(0))
+    elog.close()
+    one, many = both(mod, recs, batch)
     assert encode_state(many) == encode_state(one)
     if mod is notify:
         assert len(one["conds"]) > 10
@@ -66,12 +73,7 @@ def test_fanout_births_past_keep_are_cut_the_same(tmp_path, batch):
                 1_800_000_120.0)
     recs = list(elog.read(0))
     elog.close()
-    one = fanout.initial()
-    for rec in recs:
-        one = fanout.fold(one, rec)
-    many = fanout.initial()
-    for i in range(0, len(recs), batch):
-        many = fanout.fold_batch(many, recs[i:i + batch])
+    one, many = both(fanout, recs, batch)
     assert encode_state(many) == encode_state(one)
     assert one["n"] > 3000 and len(one["births"]) == fanout.KEEP
 
