@@ -140,19 +140,25 @@ class Watcher:
             snap.dirty = None if touched is None else snap.dirty | touched
         return snap
 
-    def _note(self, rec: Any) -> None:
-        """Remember whose folded records this event changes (for the next tick's change hint):
-        the event's own agent; an event of a type the hinted detectors fold that names no agent
+    def _note(self, recs: list[Any]) -> None:
+        """Remember whose folded records these events change (for the next tick's change hint):
+        each event's own agent; an event of a type the hinted detectors fold that names no agent
         (none today but the source and fan-out edges, which change no agent record) makes it
-        unknown."""
+        unknown. (One pass over the batch when every event names an agent, a first tick's 10,000
+        or 50,000: a method call a record was ~0.27 µs of it.)"""
         t = self._touched
         if t is None:
             return
-        aid = getattr(rec.event, "agent", None)
-        if isinstance(aid, str):
-            t.add(aid)
-        elif rec.type in _HINTED_TYPES:
-            self._touched = None
+        aids = [getattr(r.event, "agent", None) for r in recs]
+        if set(map(type, aids)) <= {str}:
+            t.update(aids)
+            return
+        for rec, aid in zip(recs, aids):
+            if isinstance(aid, str):
+                t.add(aid)
+            elif rec.type in _HINTED_TYPES:
+                self._touched = None
+                return
 
     def poll_one(self, s: Any, now: float, full: bool, changed: set[str] | None):
         """One source's poll (run in that source's worker thread by :class:`Polls`). A file
@@ -221,9 +227,7 @@ class Watcher:
                     for r in self.log.read(proj.seq, limit=max(0, first - 1 - proj.seq)):
                         self._touched = None  # foreign events: whose records they change is not tracked
                         proj.fold(r)  # foreign events that landed before ours
-                note = self._note
-                for r in recs:
-                    note(r)
+                self._note(recs)
                 before = self.counts.before(recs, proj)
                 proj.fold_many(recs)  # one projection at a time: the same states, ~1.3x the rate
                 if before is not None:
