@@ -351,8 +351,7 @@ def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] =
         time = rec.time
         if time != last_time:
             t = times(time)
-            day = time[:10] if (len(time) == 24 and time[23] == "Z" and time[4] == "-" and time[7] == "-"
-                                and time[0] != "0") else day_key(t)
+            day = event_day(time, t)   # once a run: fold inlines it, once an event
             last_time = time
         if st["first"] is None:
             st["first"] = t
