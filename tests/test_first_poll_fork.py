@@ -148,7 +148,7 @@ def test_the_child_holds_no_descriptor_of_the_parents(tmp_path):
         got = list(forkread.iter_split(paths, read_one, AgentObs))
     finally:
         keep.close()
-    child = [o.task for _, o in got[N // 2:]]
+    child = [o.task for _, o in got[forkread.split_at(N):]]
     assert all(t is not None for t in child)
     fds = {int(x) for x in child[0].split(",")}
     assert held not in fds
@@ -185,3 +185,72 @@ def test_closing_the_split_early_kills_and_reaps_the_child(tmp_path):
     it.close()
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
+
+
+def test_a_child_that_dies_midway_gives_what_it_answered_and_the_rest_is_read_here(tmp_path, caplog):
+    """The child's answer comes in frames (forkread.FRAME files each): one that dies after three
+    frames has answered for those files; this process reads the rest of its part, and nothing is
+    missing or doubled."""
+    paths = _small_files(tmp_path)
+    parent = os.getpid()
+    reads = {"n": 0}
+
+    def die_after_three_frames():
+        reads["n"] += 1
+        if reads["n"] > 3 * forkread.FRAME:
+            os._exit(3)
+    k = forkread.split_at(N)
+    here: list[str] = []
+    read = _reader(parent, die_after_three_frames)
+
+    def counted(path: str):
+        if os.getpid() == parent:
+            here.append(path)
+        return read(path)
+    with caplog.at_level(logging.WARNING, logger="fleetwatch.sources"):
+        got = list(forkread.iter_split(paths, counted, AgentObs))
+    assert [o.agent for _, o in got] == [f"a{i}" for i in range(N)]
+    assert here == paths[:k] + paths[k + 3 * forkread.FRAME:]   # the child's three frames were used
+    msg = [r.getMessage() for r in caplog.records if "no usable answer" in r.getMessage()]
+    assert msg and f"for {N - k - 3 * forkread.FRAME} of its {N - k} files" in msg[0]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+def _children() -> dict[int, str]:
+    """{pid: state} of this process's children, from /proc/*/stat."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                out[int(d)] = fields[0]
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_the_child_never_waits_on_a_full_pipe(tmp_path):
+    """Its answer (here ~3 MB, three times what a pipe can be grown to) is drained while this
+    process reads its own part: by the end of that part the child has written it all and exited
+    (a zombie awaiting its reaping), where with no draining it would still be blocked in write."""
+    import time
+    paths = _small_files(tmp_path)
+    parent = os.getpid()
+
+    def read_one(path: str):
+        st = os.stat(path)
+        if os.getpid() == parent:
+            time.sleep(0.002)   # this process's part takes ~2 s: ample for the child's ~0.1 s
+        return st, AgentObs(agent=os.path.basename(path), source="s", path=path, task="t" * 2000)
+    before = set(_children())
+    it = forkread.iter_split(paths, read_one, AgentObs)
+    k = forkread.split_at(N)
+    first = [next(it) for _ in range(k)]
+    kids = {c: s for c, s in _children().items() if c not in before}
+    assert list(kids.values()) == ["Z"]   # done, not blocked on its pipe
+    rest = list(it)
+    assert [o.agent for _, o in first + rest] == [os.path.basename(p) for p in paths]

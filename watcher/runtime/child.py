@@ -75,7 +75,7 @@ def read_capped(fd: int, limit: int, wait_s: float, chunk: int = 1 << 20) -> byt
     size = 0
     end = time.monotonic() + wait_s
     while True:
-        if not _readable(fd, end):
+        if not readable(fd, end):
             return None
         b = os.read(fd, chunk)
         if not b:
@@ -90,7 +90,7 @@ def read_exact(fd: int, n: int, end: float) -> bytes | None:
     """``n`` bytes from ``fd`` before the monotonic ``end``; None if it ends or is late first."""
     parts: list[bytes] = []
     while n > 0:
-        if not _readable(fd, end):
+        if not readable(fd, end):
             return None
         b = os.read(fd, min(n, 1 << 20))
         if not b:
@@ -100,7 +100,7 @@ def read_exact(fd: int, n: int, end: float) -> bytes | None:
     return b"".join(parts)
 
 
-def _readable(fd: int, end: float) -> bool:
+def readable(fd: int, end: float) -> bool:
     """Whether ``fd`` has something to read (or its end) before the monotonic ``end``."""
     left = end - time.monotonic()
     return left > 0 and bool(select.select([fd], [], [], left)[0])

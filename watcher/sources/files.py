@@ -261,9 +261,9 @@ class GlobSource:
         ``fstat`` is its stat (``filestat.read_new``: one syscall less per file than stat +
         open, ~15 % of a first poll), under ``_update``'s rules; anything but a readable regular
         file (gone, a dangling symlink, a FIFO, a folder, unreadable) takes ``_update``'s path.
-        From ``forkread.FORK_MIN`` files on, a forked second process reads half of them
+        From ``forkread.FORK_MIN`` files on, a forked second process reads part of them
         (watcher/sources/forkread.py: the very same reads, else this process's own); this
-        process files each of its own half as it reads it, then the child's."""
+        process files each of its own as it reads it, then the child's as they come."""
         cache: dict[str, _Entry] = {}
         reads = forkread.iter_split(paths, self._read_new, self.OBS)  # from FORK_MIN files: 2 processes
         try:

@@ -1,10 +1,10 @@
-"""A big first poll read in two processes: a forked child reads and parses the second half of
-the files while this process reads the first (GlobSource._first_poll, watcher/sources/files.py).
+"""A big first poll read in two processes: a forked child reads and parses the files after
+``split_at`` while this process reads the first ones (GlobSource._first_poll, watcher/sources/files.py).
 
-Why: the first poll of 10,000 agents is ~0.3 s of open/fstat/read/parse, most of the watcher's
+Why: the first poll of 10,000 agents is ~0.1 s of open/fstat/read/parse, a third of the watcher's
 first tick; under the GIL a second thread gains nothing (measured), a second process halves it.
 ``fork`` rather than a fresh interpreter: the child has every module imported already (a fresh
-``python -m`` costs ~60-100 ms of imports, a third of what it saves at 10,000 files).
+``python -m`` costs ~60-100 ms of imports, more than it saves at 10,000 files).
 
 Invariants:
 - The child runs the very code this process would (``read_one``: read_new's checks on the open
@@ -16,26 +16,32 @@ Invariants:
   stuck on a hung file system holds no lock of the watcher's; it writes only to its pipe, logs
   nothing and ends with ``os._exit``.
 - Its answer is bounded: at most ``MAX_OUT`` bytes within ``wait_s`` (at least WAIT_MIN_S, or 4x
-  this process's own half); past either, or if it dies, fails to decode or answers for another
-  number of files, it is killed and reaped and this process reads its half itself (one warning).
-  So a bad child costs time, never a wrong or missing observation.
+  this process's own part). It comes in frames of ``FRAME`` files, each length-prefixed and
+  decoded as a whole; past either bound, or if it dies, sends a frame that does not decode or
+  more files than it was given, it is killed and reaped and this process reads every file the
+  child did not answer for itself (one warning). So a bad child costs time, never a wrong or
+  missing observation; what it answered before it went bad is used.
 - Used only when there are at least FORK_MIN files, two CPUs to run on and ``os.fork``.
 - The child runs Python after a fork of a process with threads (inotify's, the deliveries'):
   it takes no lock of theirs (no logging, no imports, no SQLite); should one of the C
   libraries' locks still be held at the fork, the child hangs and the bound above applies.
   (Python 3.12+ flags every such fork with a DeprecationWarning, hidden by default.)
 
-This process files each of its own half as it reads it (``iter_split``), so that work runs
-while the child still reads; then it collects the child's answer, decoded by msgspec straight
-into the (stat, observation) pairs.
+This process files each of its own files as it reads it (``iter_split``) and drains the child's
+frames every ``DRAIN`` files, decoding each whole one (msgspec builds the (stat, observation)
+pairs in C): the child never waits on a full pipe, and its answer is mostly decoded by the time
+this process's part is done.
 
-Measured at 10,000 agents (2 cores): this process's half 122-199 ms, the same as without the
-fork; the child's answer 1.9 MB, collected in ~6 ms and decoded in ~19 ms (sixth session: 5-10
-ms once decoded into the pairs in C; the first poll's wait for the child went 17-54 ms -> 10-39
-ms with the filing moved into it; observe, A/B against the tree before, best of 4: 160 -> 129 ms).
+Why the split is not half and half (``SHARE``): this process does more than read its part (the
+filing of every file, the decoding of the child's), and both read slower than one process alone
+while the child lives, each page either writes first being copied (copy-on-write after the fork:
+this process's reads 6.6 -> ~9.5 µs a file, twelfth session). At 10,000 agents, 0.35-0.45 measured
+alike (the first poll ~55 ms); streamed against one answer at the end (the eleventh session's
+tree, which waited 5-10 ms for it and decoded it after), the first tick A/B: 192-206 -> 187-197 ms.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import signal
@@ -45,13 +51,17 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from watcher.runtime.child import cores, fork_child, read_capped, write_all
+from watcher.runtime.child import cores, fork_child, readable, write_all
 
 log = logging.getLogger("fleetwatch.sources")
 
 FORK_MIN = 2000            # files: below, one process (a fork and its decode cost more than they save)
 MAX_OUT = 256 << 20        # bytes of the child's answer
-WAIT_MIN_S = 10.0          # s the child may take at least after this process's half
+WAIT_MIN_S = 10.0          # s the child may take at least after this process's part
+SHARE = 0.4                # of the files read here (see the module's docstring), the rest by the child
+FRAME = 256                # files per frame of the child's answer
+DRAIN = 128                # files read here between two drains of the child's answer
+PIPE_SIZE = 1 << 20        # bytes asked of the pipe (F_SETPIPE_SZ)
 
 
 class St(NamedTuple):
@@ -71,10 +81,16 @@ def usable(n: int) -> bool:
     return n >= FORK_MIN and hasattr(os, "fork") and cores() >= 2
 
 
+def split_at(n: int) -> int:
+    """How many of ``n`` paths this process reads itself (the first ones); the child the rest."""
+    return int(n * SHARE)
+
+
 def _child(w: int, paths: list[str], read_one: Callable[[str], Read]) -> None:
-    """In the forked child (``fork_child``): read ``paths``, write the answer to ``w``: one
-    ``((mode, ino, size, mtime_ns, mtime), observation)`` a path, ``(None, None)`` for one to
-    look at the careful way (decoded here straight into :data:`Read` pairs, :func:`_decode`)."""
+    """In the forked child (``fork_child``): read ``paths``, writing the answer to ``w`` as it
+    goes, one frame per ``FRAME`` paths (:func:`_frame`): per path ``((mode, ino, size, mtime_ns,
+    mtime), observation)``, or ``(None, None)`` for one to look at the careful way (decoded there
+    straight into :data:`Read` pairs, :class:`_Frames`)."""
     out = []
     for p in paths:
         try:
@@ -82,11 +98,20 @@ def _child(w: int, paths: list[str], read_one: Callable[[str], Read]) -> None:
         except Exception:
             st = obs = None
         out.append(_NONE if st is None else ((st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mtime), obs))
+        if len(out) == FRAME:
+            write_all(w, _frame(out))
+            out = []
+    if out:
+        write_all(w, _frame(out))
+
+
+def _frame(items: list[Any]) -> bytes:
+    """A frame: the msgpack array of ``items``, after its length (4 bytes, big-endian)."""
     try:
-        data = msgspec.msgpack.encode(out)
+        data = msgspec.msgpack.encode(items)
     except Exception:  # one observation that does not encode (a steps doc's huge int): that one here
-        data = msgspec.msgpack.encode([_or_none(x) for x in out])
-    write_all(w, data)
+        data = msgspec.msgpack.encode([_or_none(x) for x in items])
+    return len(data).to_bytes(4, "big") + data
 
 
 _NONE = (None, None)
@@ -100,32 +125,99 @@ def _or_none(x: Any) -> Any:
         return _NONE
 
 
-def _collect(pid: int, r: int, wait_s: float) -> bytes | None:
-    """The child's whole answer, or None (late, too large, or it died); the child is reaped."""
-    try:
-        data = read_capped(r, MAX_OUT, wait_s)
-    finally:
-        os.close(r)
-        if data is None:
+class _Frames:
+    """This process's end of the child's answer: drained while this process reads its own part
+    (``drain``: a pipe holds 64 KiB, ~170 files' answers, and a child that finds it full waits),
+    each whole frame decoded at once (msgspec builds the :class:`St` and the pairs in C) into
+    ``ready``. ``bad`` says why the answer stopped being usable ("" while it is): past
+    ``MAX_OUT`` bytes, a frame that does not decode as ``obs_type``, more pairs than asked for,
+    the end before all of them (the child died), or late. What it decoded before stays good:
+    the child is a fork of this code, each pair the read of its path."""
+
+    def __init__(self, r: int, obs_type: type, n: int):
+        self.r, self.want = r, n
+        self.dec = msgspec.msgpack.Decoder(list[tuple[St | None, obs_type | None]])  # type: ignore[valid-type]
+        self.buf = bytearray()
+        self.size = 0
+        self.got = 0           # pairs decoded so far
+        self.ready: list[Read] = []
+        self.bad = ""
+        self.ended = False
+        os.set_blocking(r, False)
+
+    def drain(self) -> None:
+        """Take what the pipe holds now, without waiting."""
+        while not self.bad and not self.ended:
             try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _, status = os.waitpid(pid, 0)
-    if data is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
-        return None
-    return data
+                b = os.read(self.r, 1 << 20)
+            except BlockingIOError:
+                return
+            self._take(b)
+
+    def wait(self, end: float) -> bool:
+        """Block (until the monotonic ``end``) for more of the answer; False when it is over: all
+        pairs came, or it went bad (``bad``)."""
+        while not self.bad and self.got < self.want:
+            if self.ended:
+                self.bad = f"it ended after {self.got} of {self.want} files"
+            elif not readable(self.r, end):
+                self.bad = f"no answer within the time, {self.got} of {self.want} files in"
+            else:
+                before = self.got
+                self.drain()
+                if self.got > before:
+                    return True
+        return False
+
+    def _take(self, b: bytes) -> None:
+        if not b:
+            self.ended = True
+            return
+        self.size += len(b)
+        if self.size > MAX_OUT:
+            self.bad = f"more than {MAX_OUT} bytes"
+            return
+        buf = self.buf
+        buf += b
+        at = 0
+        while len(buf) - at >= 4:
+            n = int.from_bytes(buf[at:at + 4], "big")
+            if len(buf) - at - 4 < n:
+                break
+            try:
+                items = self.dec.decode(memoryview(buf)[at + 4:at + 4 + n])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                self.bad = "a frame that does not decode"
+                return
+            if self.got + len(items) > self.want:
+                self.bad = "more files than asked for"
+                return
+            self.got += len(items)
+            self.ready += items
+            at += 4 + n
+        del buf[:at]
+
+
+def _reap(pid: int) -> None:
+    """Kill (if it still runs) and reap the child."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
 
 
 def iter_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type) -> Iterator[Read]:
-    """``map(read_one, paths)``, the second half read by a forked child (see the module's
-    docstring): the same answers in the same order, up to the stat's type (:class:`St` for the
-    child's). The first half is read here as it is consumed (so what the caller does with each,
-    the first poll's cache entry, runs while the child still reads), then the child's answer is
-    collected. Closing it early (or an error in this process's reads) kills and reaps the child.
-    Below ``FORK_MIN`` files (``usable``), or where there is no fork: one process, the same reads."""
-    half = len(paths) // 2
-    mine, theirs = paths[:half], paths[half:]
+    """``map(read_one, paths)``, the paths after ``split_at`` read by a forked child (see the
+    module's docstring): the same answers in the same order, up to the stat's type (:class:`St`
+    for the child's). This process's part is read as it is consumed (so what the caller does with
+    each, the first poll's cache entry, runs while the child still reads), draining the child's
+    answer every ``DRAIN`` files; then the child's pairs are given as their frames come. Those the
+    child did not answer in time (or at all) are read here. Closing it early (or an error in this
+    process's reads) kills and reaps the child. Below ``FORK_MIN`` files (``usable``), or where
+    there is no fork: one process, the same reads."""
+    k = split_at(len(paths))
+    mine, theirs = paths[:k], paths[k:]
     child = fork_child(lambda w: _child(w, theirs, read_one), "first poll in one process", log) \
         if usable(len(paths)) else None
     if child is None:
@@ -134,29 +226,42 @@ def iter_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type
     pid, r = child
     t = time.monotonic()
     try:
+        _grow_pipe(r)
+        frames = _Frames(r, obs_type, len(theirs))
+        drain = DRAIN
         for p in mine:
             yield read_one(p)
+            drain -= 1
+            if not drain:
+                frames.drain()
+                drain = DRAIN
+        end = time.monotonic() + max(WAIT_MIN_S, 4 * (time.monotonic() - t))
+        done = 0
+        while True:
+            ready, frames.ready = frames.ready, []
+            yield from ready
+            done += len(ready)
+            if not frames.wait(end):
+                break
+        ready, frames.ready = frames.ready, []
+        yield from ready
+        done += len(ready)
     except BaseException:  # an error here, or the caller closed us: kill and reap
-        _collect(pid, r, 0.0)
+        os.close(r)
+        _reap(pid)
         raise
-    data = _collect(pid, r, max(WAIT_MIN_S, 4 * (time.monotonic() - t)))
-    rest = _decode(data, obs_type, len(theirs))
-    if rest is None:
-        log.warning("first poll: the second process gave no usable answer; its %d files were read here",
-                    len(theirs))
-        rest = map(read_one, theirs)
-    yield from rest
+    os.close(r)
+    _reap(pid)
+    if frames.bad:
+        log.warning("first poll: the second process gave no usable answer for %d of its %d files (%s); "
+                    "those were read here", len(theirs) - done, len(theirs), frames.bad)
+        yield from map(read_one, theirs[done:])
 
 
-def _decode(data: bytes | None, obs_type: type, n: int) -> list[Read] | None:
-    """The child's answer as :data:`Read` pairs (msgspec builds the :class:`St` and the pairs in
-    C), or None: no answer, one that does not decode as ``obs_type``, or not ``n`` of them."""
-    if data is None:
-        return None
+def _grow_pipe(r: int) -> None:
+    """A bigger pipe where the system allows one (Linux: up to ``pipe-max-size``, 1 MiB by
+    default): fewer times the child finds it full between two drains."""
     try:
-        items = msgspec.msgpack.decode(data, type=list[tuple[St | None, obs_type | None]])
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    if len(items) != n:
-        return None
-    return items
+        fcntl.fcntl(r, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
+    except OSError:
+        pass
