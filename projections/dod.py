@@ -201,6 +201,7 @@ class Memo(NamedTuple):
 _SIG = itemgetter("contract_sha256", "contract_changes", "current_sha256", "self_key", "goal_key")
 _NO_AGENT = {"contract_sha256": None, "contract_changes": 0, "current_sha256": None, "self_key": None,
              "goal_key": None}
+_NO_SIG = _SIG(_NO_AGENT)  # the sigs of an agent the state does not know yet (a first tick: every one)
 _CLASS = itemgetter("class")
 
 
@@ -232,7 +233,7 @@ def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None,
                 again.add(aid)  # its last state stands; look again once the source is back
                 continue
             a = agents.get(aid)
-            sigs[i] = _SIG(a) if a is not None else _SIG(_NO_AGENT)
+            sigs[i] = _SIG(a) if a is not None else _NO_SIG
             evs = _agent_events(aid, obs, a)
             if evs:
                 again.add(aid)  # look again next tick (once they are folded, or not)
@@ -280,7 +281,7 @@ def _hinted(memo: Memo, snap: Any, agents: dict[str, Any], seq: int | None) -> _
     claims = set(memo.claims)
     for aid in dirty:
         i, o, a = index[aid], cur[aid], agents.get(aid)
-        sig = _SIG(a) if a is not None else _SIG(_NO_AGENT)
+        sig = _SIG(a) if a is not None else _NO_SIG
         if o is not vals[i] or sig != sigs[i]:
             vals[i], sigs[i] = o, sig
             todo.add(aid)
@@ -303,10 +304,11 @@ def _compared(memo: Memo, cur: dict[str, Any], agents: dict[str, Any], seq: int 
         sigs = memo.sigs
         todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
     else:
-        recs: list[Any] = list(map(agents.get, keys))
-        if None in recs:
-            recs = [_NO_AGENT if r is None else r for r in recs]
-        sigs = list(map(_SIG, recs))
+        if agents:
+            recs: list[Any] = list(map(agents.get, keys))
+            sigs = [_NO_SIG if r is None else _SIG(r) for r in recs] if None in recs else list(map(_SIG, recs))
+        else:  # a first tick: no agent known yet
+            sigs = [_NO_SIG] * len(keys)
         if same_ids:
             todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
             if sigs != memo.sigs:

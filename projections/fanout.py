@@ -100,6 +100,9 @@ def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None,
     events, which make it dirty); else the whole snapshot is compared (a set difference in C)."""
     gen = getattr(snap, "gen", 0)
     alive = state["alive"]
+    if census:  # nothing is reported during the census; the memo's ``new`` is only a set to look at
+        # again (no order needed; an ended agent in it is dropped then): no sort of a first tick's N ids
+        return [], Memo(gen, tuple(snap.agents.keys() - alive.keys()))
     dirty = getattr(snap, "dirty", None)
     if memo is not None and dirty is not None and memo.gen == gen - 1:
         cur = snap.agents
