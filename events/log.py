@@ -326,7 +326,8 @@ class EventLog:
                         self._blocks.clear()
                     self._blocks |= blocks
             if snapshot is not None:
-                snaps = snapshot([Recorded(*r[:6], ev, r[6], r[7]) for r, ev in zip(rows, evs)])
+                snaps = snapshot([Recorded(s, i, t, ty, su, v, ev, d, h)  # unpacked: half the cost of a slice
+                                  for (s, i, t, ty, su, v, d, h), ev in zip(rows, evs)])
                 if snaps:
                     self._store_snapshots(seq, prev, snaps)
             versions.update(local)
@@ -492,7 +493,6 @@ class EventLog:
         verified, given its own head anchor, then renamed into place (mode 0600). ``dest`` must
         not exist. Raises StoreError (nothing left at ``dest``) when the copy does not verify."""
         from events.backup import backup_to  # only `backup` needs it: not loaded by every reader
-
         return backup_to(self, dest, type(self))
 
 
