@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from events.timefmt import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
 from projections import fleet
+from projections.fleet import PRUNE_EVERY
 from projections.identity import same_identity
 from projections.text import age as fmt_age
 
@@ -88,9 +89,10 @@ def _agent(state: dict[str, Any], agent: str) -> dict[str, Any]:
 
 def _classified(state: dict[str, Any], ev: AgentClassified, rec: Any) -> None:
     """The contract digest fixed at first sight; a claim is one DICE_TERMINADO period."""
-    a = state["agents"].get(ev.agent)   # _agent's look-up first: one call less for a known agent
+    agents = state["agents"]
+    a = agents.get(ev.agent)   # _agent inlined: a first tick folds one of these per agent
     if a is None:
-        a = _agent(state, ev.agent)
+        a = agents[ev.agent] = _NEW_AGENT.copy()
     if a["contract_sha256"] is None and ev.contract_sha256:
         a["contract_sha256"] = a["current_sha256"] = ev.contract_sha256
         a["contract_len"] = ev.contract_len
@@ -101,8 +103,8 @@ def _classified(state: dict[str, Any], ev: AgentClassified, rec: Any) -> None:
     if ev.to != CLAIM_CLASS:
         a["claim_seq"], a["claim_since"], a["claim_flagged"] = 0, None, False
     # fleet.prune_due's period is a multiple of PRUNE_EVERY: other seqs skip its call
-    if rec.seq % fleet.PRUNE_EVERY == 0 and fleet.prune_due(rec.seq, state["agents"]):
-        fleet.prune_closed(state["agents"], rec.time, "class_since")
+    if rec.seq % PRUNE_EVERY == 0 and fleet.prune_due(rec.seq, agents):
+        fleet.prune_closed(agents, rec.time, "class_since")
 
 
 def _verdict(state: dict[str, Any], ev: DodVerdict, rec: Any) -> None:
