@@ -261,7 +261,9 @@ def iter_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type
 def _grow_pipe(r: int) -> None:
     """A bigger pipe where the system allows one (Linux: up to ``pipe-max-size``, 1 MiB by
     default): fewer times the child finds it full between two drains."""
-    try:
-        fcntl.fcntl(r, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
-    except OSError:
-        pass
+    cmd = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only (Python 3.10+)
+    if cmd is not None:
+        try:
+            fcntl.fcntl(r, cmd, PIPE_SIZE)
+        except OSError:
+            pass
