@@ -169,6 +169,15 @@ class _Frames:
                     return True
         return False
 
+    def pairs(self, end: float) -> Iterator[Read]:
+        """The pairs decoded so far, then the rest as their frames come, until all ``want`` came,
+        the monotonic ``end`` passed or the answer went bad (``bad``): ``got`` pairs in all."""
+        while True:
+            ready, self.ready = self.ready, []
+            yield from ready
+            if not self.wait(end) and not self.ready:
+                return
+
     def _take(self, b: bytes) -> None:
         if not b:
             self.ended = True
@@ -235,27 +244,17 @@ def iter_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type
             if not drain:
                 frames.drain()
                 drain = DRAIN
-        end = time.monotonic() + max(WAIT_MIN_S, 4 * (time.monotonic() - t))
-        done = 0
-        while True:
-            ready, frames.ready = frames.ready, []
-            yield from ready
-            done += len(ready)
-            if not frames.wait(end):
-                break
-        ready, frames.ready = frames.ready, []
-        yield from ready
-        done += len(ready)
+        yield from frames.pairs(time.monotonic() + max(WAIT_MIN_S, 4 * (time.monotonic() - t)))
     except BaseException:  # an error here, or the caller closed us: kill and reap
         os.close(r)
         _reap(pid)
         raise
     os.close(r)
     _reap(pid)
-    if frames.bad:
+    if frames.bad:  # every pair it decoded was given (``pairs``): the child answered for the first ``got``
         log.warning("first poll: the second process gave no usable answer for %d of its %d files (%s); "
-                    "those were read here", len(theirs) - done, len(theirs), frames.bad)
-        yield from map(read_one, theirs[done:])
+                    "those were read here", len(theirs) - frames.got, len(theirs), frames.bad)
+        yield from map(read_one, theirs[frames.got:])
 
 
 def _grow_pipe(r: int) -> None:
