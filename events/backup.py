@@ -118,9 +118,11 @@ def _failed(e: apsw.Error, dest: str) -> BackupFailed:
                         path=dest, hint="disk full? check the destination folder")
 
 
-def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803 (the class, passed in)
+def backup_to(src: Any, dest: str, EventLog: Any, as_is: bool = False) -> VerifyResult:  # noqa: N803 (the class)
     """Copy the log behind ``src`` (an open ``EventLog``, whose class opens the copy to check it)
-    to ``dest``; returns the copy's VerifyResult."""
+    to ``dest``; returns the copy's VerifyResult. A copy that does not verify raises BackupFailed
+    (nothing left at ``dest``), unless ``as_is``: then it is kept all the same (a damaged log
+    copied for a closer look, every row as it is) and the result says what is wrong with it."""
     dest = os.path.abspath(os.path.expanduser(dest))
     folder = os.path.dirname(dest)
     if not os.path.isdir(folder):
@@ -162,9 +164,10 @@ def backup_to(src: Any, dest: str, EventLog: Any) -> VerifyResult:  # noqa: N803
             if sqlrows.hash_at(src.db, seq) != h:
                 res = VerifyResult(False, res.head_seq, res.head_hash, res.count, seq,
                                    f"seq {seq} of the copy differs from the log", "events")
-        if not res.ok:
+        if not res.ok and not as_is:
             raise BackupFailed(f"the copy does not verify, nothing kept: {res.problem}", op="backup", path=dest,
-                             hint="run `fleetwatch verify` on the log itself")
+                             hint="run `fleetwatch verify` on the log itself; `fleetwatch backup --as-is PATH` "
+                                  "keeps a copy of it as it is")
         anchor.write_once(tmp, seq, h)
         place(anchor.path_of(tmp), anchor.path_of(dest))
         try:

@@ -487,13 +487,13 @@ class EventLog:
                        guard_problems=self.guard_problems(), check_snapshots=self.schema_version >= 3,
                        block_shift=BLOCK_SHIFT if self.schema_version >= 3 else 0)
 
-    def backup(self, dest: str) -> VerifyResult:
+    def backup(self, dest: str, as_is: bool = False) -> VerifyResult:
         """A consistent copy at ``dest`` through SQLite's online backup API (one read transaction:
         every commit up to a point, WAL included), written to a temporary file beside ``dest``,
-        verified, given its own head anchor, then renamed into place (mode 0600). ``dest`` must
-        not exist. Raises StoreError (nothing left at ``dest``) when the copy does not verify."""
+        verified, given its own head anchor, then renamed into place (mode 0600). ``dest`` must not
+        exist. Raises StoreError (nothing left) when the copy does not verify, unless ``as_is``."""
         from events.backup import backup_to  # only `backup` needs it: not loaded by every reader
-        return backup_to(self, dest, type(self))
+        return backup_to(self, dest, type(self), as_is)
 
 
 __all__ = ["APPLICATION_ID", "BUSY_TIMEOUT_MS", "GENESIS", "SCHEMA_VERSION", "Damaged", "EventLog", "Pending", "Recorded",

@@ -453,6 +453,8 @@ def register(app: Any) -> None:
     @errors
     def backup(
         dest: Annotated[str, typer.Argument(metavar="PATH", help="The new file (never overwritten).")],
+        as_is: Annotated[bool, typer.Option("--as-is", help="Keep the copy even if it does not verify "
+                                            "(a damaged log, copied as it is for a closer look; a warning names the problem).")] = False,
         as_json: JsonOpt = False,
         config: ConfigOpt = None,
         db: DbOpt = None,
@@ -460,7 +462,8 @@ def register(app: Any) -> None:
         """A consistent copy of the log while the watcher runs (SQLite's online backup: the
         commits still in the WAL included, which `cp events.db` misses), verified before it is
         put in place, with its own head anchor. Exit 0 done, 1 failed (nothing left at PATH),
-        2 refused (PATH exists, its folder does not, no log)."""
+        2 refused (PATH exists, its folder does not, no log). With --as-is a copy that does not
+        verify is kept (exit 0, its problem on stderr)."""
         from watcher.config import expand
 
         if dest.endswith(("/", "/.", "/..")) or dest in (".", ".."):  # abspath would drop the slash: a file "DIR"
@@ -471,10 +474,15 @@ def register(app: Any) -> None:
         dest = os.path.abspath(expand(dest))  # ~ and $VARS, as in every path (CONTRACT.md); printed as written
         _, log = open_log(config, db, readonly=True)
         try:
-            res = log.backup(dest)  # StoreError: a refused destination (2); BackupFailed (1)
+            res = log.backup(dest, as_is=as_is)  # StoreError: a refused destination (2); BackupFailed (1)
         finally:
             log.close()
+        if not res.ok:  # --as-is: kept, and said
+            print(f"fleetwatch: warning: the copy does not verify, kept as it is (--as-is): {safe(res.problem)}",
+                  file=sys.stderr)
         if as_json:
             sys.stdout.write(inert_json(_enc.encode({"path": dest, **msgspec.to_builtins(res)}).decode()) + "\n")
-        else:
+        elif res.ok:
             print(f"backed up {res.count} events to {safe(dest)}: verified, head {res.head_seq}:{res.head_hash[:8]}")
+        else:
+            print(f"backed up to {safe(dest)} as it is, NOT verified; last good row {res.head_seq}:{res.head_hash[:8]}")
