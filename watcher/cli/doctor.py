@@ -152,7 +152,8 @@ def check_log(ck: Checklist, cfg, db: str | None) -> None:
     if not res.ok:  # the chain, the head anchor, the append-only guards or a snapshot's binding
         where = f"seq {res.bad_seq}" if res.bad_seq is not None else f"table {res.table}"
         ck.bad(f"log: {path} broken at {where}: {res.problem}", "run `fleetwatch verify` (removed guards: "
-               "`fleetwatch verify --restore-guards`); keep the file for inspection and start a new log with --db")
+               "`fleetwatch verify --restore-guards`); keep a copy for inspection (`fleetwatch backup --as-is PATH`) "
+               "and start a new log with --db")
         return
     if readonly:
         ck.bad(f"log: {path} is not writable here (verify intact, {res.count} events): `fleetwatch run` cannot "
