@@ -36,9 +36,10 @@ Why the split is not half and half (``SHARE``): this process does more than read
 filing of every file, the decoding of the child's), and both read slower than one process alone
 while the child lives: the two share the machine (beside a spawned reader that imports nothing
 this process read at 9.0 µs a file, thirteenth session), and each page either writes first is
-copied (copy-on-write after the fork: this process's reads 6.6 -> ~9.5-13 µs a file). At 10,000 agents, 0.35-0.45 measured
-alike (the first poll ~55 ms); streamed against one answer at the end (the eleventh session's
-tree, which waited 5-10 ms for it and decoded it after), the first tick A/B: 192-206 -> 187-197 ms.
+copied (copy-on-write after the fork: this process's reads 6.6 -> ~9.5-13 µs a file). At 10,000
+agents, 0.35-0.45 measured alike (the first poll ~55 ms); streamed against one answer at the end
+(the eleventh session's tree, which waited 5-10 ms for it and decoded it after), the first tick
+A/B: 192-206 -> 187-197 ms.
 """
 from __future__ import annotations
 
