@@ -129,3 +129,122 @@ def test_retry_backoff_without_a_failure_time_checks_no_wait_and_the_tick_goes_o
     evs = h.tick(snap(doc("R1", {"facts": S("done", 30), "audit": S("begin", None)}, failures=1)), T0 + 101 * MIN)
     assert [(e.step, e.to) for e in evs if type(e).__name__ == "StepChanged"] == [("audit", "begin")]
     assert [e for e in evs if type(e).__name__ == "RuleViolated"] == []
+
+
+# ---- found by the thirteenth session's full mutation run of projections.runs_rules ----------
+GATES = {"validate": S("done", 5), "deploy": S("done", 6)}   # deploy-gate holds
+LAUNCH_FAILED = {**GATES, "launch_intent": S("fail", 10, request_id="req-1")}
+
+
+def _all_details(hh, *ticks, **fields) -> list[list[tuple[str, str]]]:
+    """Per tick, every rule violated by R1 and every run that could not be evaluated."""
+    got = []
+    for i, steps in enumerate(ticks):
+        evs = hh.tick(snap(doc("R1", steps, **fields)), T0 + (100 + i) * MIN)
+        got.append([(e.rule, e.detail) for e in evs if type(e).__name__ == "RuleViolated"]
+                   + [("error", e.error) for e in evs if getattr(e, "error", None)])
+    return got
+
+
+def test_launch_request_stable_a_retry_without_an_id_is_only_launch_request_id(h):  # noqa: F811
+    """A retry that carries no request_id breaks launch-request-id (it has none), not
+    launch-request-stable (no other id to compare), and the run is evaluated as usual."""
+    assert _all_details(h, LAUNCH_FAILED, {**GATES, "launch_intent": S("begin", 30)}) == \
+        [[], [("launch-request-id", "launch_intent has no data.request_id")]]
+
+
+@pytest.mark.parametrize("older", ["absent", "none"])
+def test_launch_request_stable_a_run_folded_without_its_first_id_reads_it_from_the_step(h, older):  # noqa: F811
+    """A runs state from before launch_rid (an older snapshot: the key absent or None) still
+    knows the first request id from the launch_intent step it holds."""
+    h.tick(snap(doc("R1", LAUNCH_FAILED)), T0 + 100 * MIN)
+    r = h.state["runs"]["R1"]
+    if older == "absent":
+        del r["launch_rid"]
+    else:
+        r["launch_rid"] = None
+    evs = h.tick(snap(doc("R1", {**GATES, "launch_intent": S("begin", 30, request_id="req-2")})), T0 + 101 * MIN)
+    assert [e.detail for e in evs if type(e).__name__ == "RuleViolated" and e.rule == "launch-request-stable"] == \
+        ["launch_intent retried with request_id 'req-2', first 'req-1' (a retry keeps its id)"]
+
+
+@pytest.mark.parametrize("audit", [S("", 2), {"at": at(2)}])
+def test_upload_needs_audit_an_audit_with_no_status_is_no_audit(h, audit):  # noqa: F811
+    """An audit step whose status is empty or missing has not run: 'began with no audit', not
+    'while audit is '."""
+    after = {"facts": S("done", 1), "audit": audit, "upload_intent": S("begin", 10, **EVID)}
+    assert [e.detail for e in violations(h, None, after, "upload-needs-audit")] == ["upload_intent began with no audit"]
+
+
+def test_deploy_gate_by_at_is_for_a_launch_that_begins(h):  # noqa: F811
+    """The by-`at` check compares when launch_intent *began*: a launch first seen done carries its
+    end time, so a deploy done before that end is no violation (validate and deploy are done)."""
+    after = {"validate": S("done", 10), "deploy": S("done", 60), "launch_intent": S("done", 50, request_id="r")}
+    assert violations(h, None, after, "deploy-gate") == []
+
+
+@pytest.mark.parametrize("data", [{}, {"note": "n"}])
+def test_deploy_gate_a_gate_step_done_without_at_is_done(h, data):  # noqa: F811
+    """validate and deploy done with no `at` (with or without data): done, no time to call late,
+    and the run is evaluated (no rule violated, nothing it could not evaluate)."""
+    after = {"validate": S("done", None, **data), "deploy": S("done", None, **data),
+             "launch_intent": S("begin", 50, request_id="r")}
+    assert _all_details(h, after, after) == [[], []]
+
+
+@pytest.mark.parametrize("ahead_min,n", [(1.5 * 1440, 1), (1440, 0)])
+def test_retry_backoff_an_at_over_a_day_ahead_counts_as_now(h, ahead_min, n):  # noqa: F811
+    """An attempt's `at` more than a day (AHEAD_S) ahead of the watcher's clock is not believed: it
+    started by now (10:41, 6 min after failure 1 at 10:35: a violation). Exactly a day ahead is
+    a writer's clock, believed: no attempt yet."""
+    after = {"facts": S("done", 30), "audit": S("begin", 101 + ahead_min)}
+    got = violations(h, None, after, "retry-backoff", failures=1, last_failure_at=at(95))
+    assert len(got) == n
+    if n:
+        assert "started by 2026-11-29T11:41:00.000Z (audit), 6.0 min after failure 1" in got[0].detail
+
+
+@pytest.mark.parametrize("first", ["audit", "apply"])
+def test_retry_backoff_names_the_first_step_of_the_earliest_attempt(h, first):  # noqa: F811
+    """Two steps began at the same time after the failure: the detail names the first of them in
+    steps.json's order."""
+    other = "apply" if first == "audit" else "audit"
+    after = {"facts": S("done", 30), first: S("begin", 99), other: S("begin", 99)}
+    got = violations(h, None, after, "retry-backoff", failures=1, last_failure_at=at(95))
+    assert len(got) == 1 and f"({first})" in got[0].detail
+
+
+def test_rid_key_keeps_ids_up_to_64_characters():
+    """A request id is kept as itself up to 64 characters; a longer one as its first 48, "~" and
+    15 hex of its digest (64 characters: bounded, and two long ids that share a start stay apart)."""
+    from projections.runs_rules import rid_key
+
+    assert rid_key("x" * 64) == "x" * 64
+    k = rid_key("x" * 65)
+    assert len(k) == 64 and k.startswith("x" * 48 + "~") and k != rid_key("x" * 64 + "y")
+
+
+@pytest.mark.parametrize("text,want", [
+    ("0001-01-01T00:00:00Z", -62135596800.0),        # the first instant of year 1: a time
+    ("0001-01-01T00:00:00+14:00", None),             # in UTC still year 0: no time
+    ("9999-12-31T09:59:59-14:00", 253402300799.0),   # the last second of year 9999 in UTC
+    ("9999-12-31T10:00:00-14:00", None),             # 10000-01-01T00:00:00Z: no time
+    ("9999-12-31T23:59:59-14:00", None),
+])
+def test_ts_is_a_time_only_in_years_1_to_9999_utc(text, want):
+    """ts() reads an ISO time as a time only when its UTC day is in years 1..9999 (a day outside
+    stopped the runs detector for every run: tests/test_runs_hostile_values.py)."""
+    from projections.runs_rules import ts
+
+    assert ts(text) == want
+
+
+def test_retry_backoff_a_begin_without_at_does_not_displace_an_attempt_at_now(h):  # noqa: F811
+    """After the failure was recorded, a step that begins with no `at` started by now; a step
+    whose `at` is now itself is as early, and being first it is the one named."""
+    h.tick(snap(doc("R1", {"facts": S("done", 30), "audit": S("fail", 95)}, failures=1, last_failure_at=at(95))),
+           T0 + 100 * MIN)
+    after = {"facts": S("done", 30), "audit": S("begin", 101), "apply": S("begin", None)}
+    evs = h.tick(snap(doc("R1", after, failures=1, last_failure_at=at(95))), T0 + 101 * MIN)
+    got = [e.detail for e in evs if type(e).__name__ == "RuleViolated" and e.rule == "retry-backoff"]
+    assert len(got) == 1 and "(audit)" in got[0], got
