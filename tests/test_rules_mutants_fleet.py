@@ -91,3 +91,150 @@ def test_a_closed_agent_is_forgotten_seven_days_after_it_closed(age, kept):
     f.cls("gone", "CERRADO", T0)
     f.until(fleet.PRUNE_EVERY, T0 + age)            # the prune scan at seq 512, at that age
     assert f.has("gone") == (kept, kept)
+
+
+# ---- found by the thirteenth session's full mutation run of projections.fleet -----------------
+def _step(elog, p, s, now, memo=None, stall=900.0, busy=None):
+    """fleet.step with ``stall_after`` ``stall`` (and ``busy_silence`` ``busy``), its events
+    appended and folded (as a tick)."""
+    evs, memo = fleet.step(p.states["fleet"], s, now, stall_after=stall, memo=memo, busy_silence=busy)
+    if evs:
+        elog.append(evs, now)
+        for rec in elog.read(p.seq):
+            p.fold(rec)
+    return evs, memo
+
+
+def test_another_stall_after_classifies_every_agent_again(tmp_path):
+    """A reload that shortens stall_after: an agent idle for 10 min is TRABAJANDO under 15 min and
+    ESTANCADO under 5, at the next tick, though neither its file nor the clock moved."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    s = snap(obs(state="idle", last_activity=NOW - 600))
+    evs, memo = _step(elog, p, s, NOW, stall=900.0)
+    assert [e.to for e in evs] == ["TRABAJANDO"]
+    assert _step(elog, p, s, NOW, memo, stall=900.0)[0] == []
+    evs, _ = _step(elog, p, s, NOW, memo, stall=300.0)
+    assert [e.to for e in evs] == ["ESTANCADO"]
+
+
+def test_another_busy_silence_classifies_every_agent_again(tmp_path):
+    """A reload that turns the busy backstop on: a busy agent silent for 10 min is TRABAJANDO
+    without it and ESTANCADO with busy_silence 5 min, at the next tick."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    s = snap(obs(state="busy", last_activity=NOW - 600))
+    evs, memo = _step(elog, p, s, NOW)
+    assert [e.to for e in evs] == ["TRABAJANDO"]
+    evs, memo = _step(elog, p, s, NOW, memo)
+    assert evs == []
+    evs, _ = _step(elog, p, s, NOW, memo, busy=300.0)
+    assert [e.to for e in evs] == ["ESTANCADO"]
+
+
+def test_a_record_another_writer_changed_is_looked_at_again(tmp_path):
+    """The same snapshot, no change hint: an agent whose folded record another writer changed (its
+    class here) is classified again against it, and the difference is an event."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    s = snap(obs(state="busy"))
+    _, memo = _step(elog, p, s, NOW)
+    evs, memo = _step(elog, p, s, NOW + 1, memo)   # a quiet tick: a1 is no longer looked at for its event
+    assert evs == []
+    elog.append([AgentClassified(agent="a1", from_="TRABAJANDO", to="RECLAMA", source="other")], NOW + 1)
+    for rec in elog.read(p.seq):
+        p.fold(rec)
+    evs, _ = _step(elog, p, s, NOW + 2, memo)
+    assert [(e.from_, e.to) for e in evs] == [("RECLAMA", "TRABAJANDO")]
+
+
+def _hinted(s: Snapshot, gen: int, dirty) -> Snapshot:
+    s.gen, s.dirty = gen, frozenset(dirty)
+    return s
+
+
+def test_a_change_hint_older_than_the_memo_is_not_trusted(tmp_path):
+    """The hint names what changed since snapshot gen - 1. A memo two snapshots old (a tick in
+    between that the detector did not see) compares everything: a1's change there is found."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    both = (obs(agent="a1", state="busy"), obs(agent="a2", state="busy"))
+    _, memo = _step(elog, p, _hinted(snap(*both), 1, ()), NOW)
+    evs, memo = _step(elog, p, _hinted(snap(*both), 2, ()), NOW, memo)   # quiet: nothing looked at again
+    assert evs == []
+    s4 = _hinted(snap(obs(agent="a1", state="waiting"), both[1]), 4, ())  # a1 changed at gen 3
+    evs, _ = _step(elog, p, s4, NOW + 1, memo)
+    assert [(e.agent, e.to) for e in evs] == [("a1", "RECLAMA")]
+
+
+def test_a_new_agent_the_hint_does_not_name_is_seen(tmp_path):
+    """A hint that leaves out an agent that appeared (the agent count changed) is not trusted."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    a1 = obs(agent="a1", state="busy")
+    _, memo = _step(elog, p, _hinted(snap(a1), 1, ()), NOW)
+    evs, memo = _step(elog, p, _hinted(snap(a1), 2, ()), NOW, memo)   # quiet: nothing looked at again
+    assert evs == []
+    s3 = _hinted(snap(a1, obs(agent="a2", state="waiting")), 3, ())
+    evs, _ = _step(elog, p, s3, NOW + 1, memo)
+    assert [(e.agent, e.to) for e in evs] == [("a2", "RECLAMA")]
+
+
+def _blind(*agents) -> Snapshot:
+    s = snap(*agents)
+    s.tmux_unknown = True
+    return s
+
+
+def test_while_tmux_has_not_answered_a_pane_it_saw_dead_stays_closed(tmp_path):
+    """An agent CERRADO 'tmux pane dead' (exact '=' target): while tmux has not answered in this
+    process nothing reopens it; once tmux is known again (it answered: the pane is alive), the
+    goal.json's busy is believed."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    elog.append([AgentClassified(agent="a1", to="CERRADO", reason="tmux pane dead (exit 3)", source="fleet",
+                                 target="=fleet:@1.%1")], NOW - 60)
+    for rec in elog.read(0):
+        p.fold(rec)
+    assert _step(elog, p, _blind(obs(state="busy", target=None)), NOW)[0] == []
+    evs, _ = _step(elog, p, snap(obs(state="busy", target="=fleet:@1.%1")), NOW + 1)
+    assert [(e.from_, e.to) for e in evs] == [("CERRADO", "TRABAJANDO")]
+
+
+def test_while_tmux_has_not_answered_an_agent_never_seen_in_tmux_is_classified(tmp_path):
+    """tmux's silence keeps only what tmux said: an agent with no recorded tmux target is
+    classified from its goal.json as always."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    evs, _ = _step(elog, p, _blind(obs(state="waiting")), NOW)
+    assert [(e.agent, e.to) for e in evs] == [("a1", "RECLAMA")]
+
+
+@pytest.mark.parametrize("age,n", [(fleet.CLOSED_KEEP_S, 1), (fleet.CLOSED_KEEP_S + 1, 0)])
+def test_an_agent_first_seen_ended_is_news_for_exactly_the_prune_horizon(tmp_path, age, n):
+    """An agent first seen ended is recorded CERRADO if it ended at most CLOSED_KEEP_S (7 days)
+    ago; older, it is history (it would be pruned and recorded again at each prune)."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    evs, _ = _step(elog, p, snap(obs(state="idle", ended=True, last_activity=NOW - age)), NOW)
+    assert [e.to for e in evs] == ["CERRADO"] * n
+
+
+def test_a_change_hint_after_an_agent_left_is_applied(tmp_path):
+    """An agent left (no event on its first miss, the memo's ids changed); the next tick's hint
+    names the agent that changed, and its change is found (a2, missed twice, is CERRADO)."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    a1, a2 = obs(agent="a1", state="busy"), obs(agent="a2", state="busy")
+    _, memo = _step(elog, p, _hinted(snap(a1, a2), 1, ()), NOW)
+    evs, memo = _step(elog, p, _hinted(snap(a1, a2), 2, ()), NOW, memo)   # quiet: nothing looked at again
+    assert evs == []
+    evs, memo = _step(elog, p, _hinted(snap(a1), 3, ("a2",)), NOW, memo)
+    assert evs == []
+    evs, _ = _step(elog, p, _hinted(snap(obs(agent="a1", state="waiting")), 4, ("a1",)), NOW + 1, memo)
+    assert [(e.agent, e.to) for e in evs] == [("a1", "RECLAMA"), ("a2", "CERRADO")]
+
+
+@pytest.mark.parametrize("named", ["new", "old"])
+def test_a_hint_that_names_half_a_rename_is_not_trusted(tmp_path, named):
+    """a1's folder now says a3 (as many agents as before): a hint naming only one of the two ids
+    is not trusted; a3 is seen (and a1 is missed once, no event yet)."""
+    elog, p = EventLog(str(tmp_path / "e.db")), Projections()
+    a1 = obs(agent="a1", state="busy")
+    _, memo = _step(elog, p, _hinted(snap(a1), 1, ()), NOW)
+    evs, memo = _step(elog, p, _hinted(snap(a1), 2, ()), NOW, memo)
+    assert evs == []
+    s3 = _hinted(snap(obs(agent="a3", state="waiting")), 3, ("a3",) if named == "new" else ("a1",))
+    evs, _ = _step(elog, p, s3, NOW + 1, memo)
+    assert [(e.agent, e.to) for e in evs] == [("a3", "RECLAMA")]

@@ -137,6 +137,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if key >= ours:", "cmp GtE->Gt #0"): "key == ours is this run's own intent, skipped either way",
         ('f"{(ev - lf) / 60:.1f} min after failure {n}; {wait / 60:.0f} min required")', "num 60->61 (2)"):
             "the wait is 600 or 1200 s (failures 1, 2): /61 rounds to the same 10 and 20 min",
+        ('if rs is not None and key in rs["violations"]:', "branch body->pass"):
+            "an early return: runs._violations drops a key the run's violations hold all the same",
     },
     "projections.fleet": {
         ("every = PRUNE_EVERY if n <= PRUNE_EVERY else 1 << (n - 1).bit_length()", "cmp LtE->Lt #0"):
@@ -156,6 +158,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("n_state: int = -1", "num 1->2"): "a fresh memo's agent count: -1 and -2 both never equal len(agents)",
         ("if not same_ids and due:", "bool and->or"):
             "with the same ids every agent of due is in cur: the filter would keep them all",
+        ("if same_ids:", "branch body->pass"):
+            "_compared's shortcut for the same ids: the general path after it compares the same lists by dict",
+        ("gen: int = -1", "num 1->2"):
+            "a fresh memo's gen: its place is None, so the hint never applies whatever gen it holds",
     },
 }
 
