@@ -95,6 +95,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "hist[0][2] (a seq) is never within the window: always recomputed, same value",
     },
     "projections.notify_plan": {
+        ('"rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,', "num 0->1 (2)"):
+            "FLAPPING's send count: only escalation reads sends, for urgent conditions that are not one-shot",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 0->1"):
             "every condition's sev is one of SEVERITIES (notify.py's _new calls: AGENT_SEV or a literal)",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 1->2"):
