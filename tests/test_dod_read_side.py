@@ -1,0 +1,109 @@
+"""What `status` and `summary` say of the DoD, pinned where a full mutation run of projections.dod
+(tests/mutation/mutate.py with dod's tests, thirteenth session: 138 of 184 mutants killed) found
+nothing checking it: the counts, a claim from the agent's own file, the claim's age, the contract
+flag, the summary's lines, what a verdict keeps of its checks, and the detector's defaults. (dod is
+not in the mutation gate yet: mutants of its memo and change-hint paths still live.)"""
+from __future__ import annotations
+
+from events.types import DodContractChanged, DodFlagged, DodVerdict
+from projections import dod
+from projections.observations import AgentObs, Snapshot
+from tests.test_dod import SELF, T0, V, cls, fold_all, obs, snap
+
+
+def test_status_counts_each_status_once_per_agent():
+    st = fold_all([cls("a1", "DICE_TERMINADO"), cls("a2", "TRABAJANDO"), cls("a3", "DICE_TERMINADO"),
+                   DodVerdict(agent="a3", verdict="met", verifier="v1", source="cli"), cls("a4", "TRABAJANDO")])
+    assert dod.status(st, T0 + 100)["counts"] == {"claimed": 1, "pending": 2, "met": 1}
+
+
+def test_a_met_in_the_agents_own_file_is_a_claim_and_said():
+    """goal.json's dod_status met (another verifier named) is the agent's claim: status claimed,
+    and the summary says it has no verdict; a failed one there is no claim."""
+    met = fold_all([cls("a1", "TRABAJANDO"), V("met", "v9", src="goal.json")])
+    assert dod.agent_status(met["agents"]["a1"]) is dod.Status.CLAIMED
+    assert dod.summary(met, T0 + 10) == ["a1: DoD met claimed by the agent's file (verifier v9), no verdict"]
+    failed = fold_all([cls("a1", "TRABAJANDO"), V("failed", "v9", src="goal.json")])
+    assert dod.agent_status(failed["agents"]["a1"]) is dod.Status.PENDING
+    assert dod.summary(failed, T0 + 10) == []
+
+
+def test_claim_age_is_seconds_to_a_tenth():
+    st = fold_all([cls("a1", "DICE_TERMINADO")])          # claimed at T0 + 1
+    assert dod.status(st, T0 + 1 + 12.345)["agents"]["a1"]["claim_age_s"] == 12.3
+
+
+def test_contract_changed_is_said_from_the_first_change_only():
+    st = fold_all([cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"),
+                   DodContractChanged(agent="a2", old_sha256="c1", new_sha256="c2", new_len=3)])
+    agents = dod.status(st, T0 + 10)["agents"]
+    assert (agents["a1"]["contract_changed"], agents["a2"]["contract_changed"]) == (False, True)
+    assert (agents["a1"]["contract_changes"], agents["a2"]["contract_changes"]) == (0, 1)
+
+
+def test_the_summary_says_a_self_approval_and_leaves_closed_agents_out():
+    st = fold_all([cls("a1", "DICE_TERMINADO"), SELF])
+    assert dod.summary(st, T0 + 10) == ["a1: DoD self-approved (no independent verifier)"]
+    closed = fold_all([cls("a1", "DICE_TERMINADO"), SELF, cls("a1", "CERRADO")])
+    assert dod.summary(closed, T0 + 10) == []
+
+
+def test_a_verdict_keeps_each_checks_id_to_40_and_status_to_12_characters_and_32_checks():
+    ev = DodVerdict(agent="a1", verdict="failed", verifier="checker", source="checker",
+                    checks=[{"id": "i" * 50, "status": "s" * 20}, {"id": "short", "status": "pass"}])
+    st = fold_all([cls("a1", "DICE_TERMINADO"), ev])
+    assert dod.status(st, T0 + 10)["agents"]["a1"]["checks"] == [
+        {"id": "i" * 40, "status": "s" * 12}, {"id": "short", "status": "pass"}]
+    many = DodVerdict(agent="a1", verdict="failed", verifier="checker", source="checker",
+                      checks=[{"id": f"c{i}", "status": "fail"} for i in range(40)])
+    st = fold_all([cls("a1", "DICE_TERMINADO"), many])
+    assert [c["id"] for c in dod.status(st, T0 + 10)["agents"]["a1"]["checks"]] == [f"c{i}" for i in range(32)]
+
+
+def test_an_agent_without_a_contract_has_a_contract_of_length_0():
+    st = fold_all([cls("a1", "TRABAJANDO", sha=None)])
+    a = dod.status(st, T0 + 10)["agents"]["a1"]
+    assert (a["contract_sha256"], a["contract_len"]) == (None, 0)
+
+
+def test_a_contract_first_seen_in_its_change_keeps_the_old_digest_as_the_contract():
+    """An agent first known through a contract change (no class event yet): the contract it was
+    given is the change's old digest, fixed; its current one the new."""
+    st = fold_all([DodContractChanged(agent="a1", old_sha256="c0", new_sha256="c2", new_len=3)])
+    a = st["agents"]["a1"]
+    assert (a["contract_sha256"], a["current_sha256"], a["contract_changes"]) == ("c0", "c2", 1)
+    st = fold_all([cls("a1", "TRABAJANDO", sha="c1"), DodContractChanged(agent="a1", old_sha256="c1", new_sha256="c2",
+                                                                         new_len=3)])
+    assert st["agents"]["a1"]["contract_sha256"] == "c1"
+
+
+def test_flags_count_one_each_and_a_self_approval_without_detail_is_met():
+    st = fold_all([cls("a1", "DICE_TERMINADO"), DodFlagged(agent="a1", flag="self-approved", detail="")])
+    a = st["agents"]["a1"]
+    assert (a["flags"], a["self_key"]) == (1, "met|")
+
+
+def test_claims_go_unverified_after_30_minutes_by_default():
+    st = fold_all([cls("a1", "DICE_TERMINADO")], t0=T0 - 1)    # claimed at T0
+    s = snap(obs(status="pending"))
+    assert [e.flag for e in dod.detect(st, s, T0 + 1799)] == []
+    assert [e.flag for e in dod.detect(st, s, T0 + 1800)] == ["claim-unverified"]
+    evs, _ = dod.detect_memo(st, s, T0 + 1800, None)
+    assert [e.flag for e in evs] == ["claim-unverified"]
+
+
+def test_a_failed_source_skips_only_its_own_agents():
+    """Source 'other' failed this tick: the agents of the healthy source are still looked at (a1's
+    self-approval in its goal.json is found)."""
+    st = fold_all([cls("a1", "DICE_TERMINADO")])
+    s = Snapshot(agents={"a1": AgentObs(agent="a1", source="fleet", contract_sha256="c1", contract_len=10,
+                                        dod_status="met", dod_verifier="a1")},
+                 failed={"other": "timed out"})
+    assert [e.flag for e in dod.detect(st, s, T0 + 10)] == ["self-approved"]
+
+
+def test_a_claim_is_cleared_when_the_agent_leaves_dice_terminado():
+    st = fold_all([cls("a1", "DICE_TERMINADO"), cls("a1", "TRABAJANDO")])
+    a = st["agents"]["a1"]
+    assert (a["claim_seq"], a["claim_since"], a["claim_flagged"]) == (0, None, False)
+    assert dod.agent_status(a) is dod.Status.PENDING
