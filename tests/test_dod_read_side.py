@@ -1,14 +1,15 @@
 """What `status` and `summary` say of the DoD, pinned where a full mutation run of projections.dod
 (tests/mutation/mutate.py with dod's tests, thirteenth session: 138 of 184 mutants killed) found
 nothing checking it: the counts, a claim from the agent's own file, the claim's age, the contract
-flag, the summary's lines, what a verdict keeps of its checks, and the detector's defaults. (dod is
-not in the mutation gate yet: mutants of its memo and change-hint paths still live.)"""
+flag, the summary's lines, what a verdict keeps of its checks, and the detector's defaults; then its
+memo and change hint, as fleet's (tests/test_rules_mutants_fleet.py). With these dod joined the
+mutation gate (167 of 169 killed, the rest listed equivalent with why)."""
 from __future__ import annotations
 
 from events.types import DodContractChanged, DodFlagged, DodVerdict
 from projections import dod
 from projections.observations import AgentObs, Snapshot
-from tests.test_dod import SELF, T0, V, cls, fold_all, obs, snap
+from tests.test_dod import SELF, T0, V, cls, fold_all, obs, rec, snap
 
 
 def test_status_counts_each_status_once_per_agent():
@@ -107,3 +108,148 @@ def test_a_claim_is_cleared_when_the_agent_leaves_dice_terminado():
     a = st["agents"]["a1"]
     assert (a["claim_seq"], a["claim_since"], a["claim_flagged"]) == (0, None, False)
     assert dod.agent_status(a) is dod.Status.PENDING
+
+
+# ---- the detector's memo and change hint (as fleet's: tests/test_rules_mutants_fleet.py) ------
+class _Ticks:
+    """dod.detect_memo tick after tick, its events folded into the state, as the watcher does."""
+
+    def __init__(self, *events):
+        self.st = fold_all(list(events)) if events else dod.initial()
+        self.seq, self.memo = 100, None
+
+    def fold(self, *events):
+        for ev in events:
+            self.seq += 1
+            self.st = dod.fold(self.st, rec(self.seq, ev, T0 + self.seq))
+
+    def tick(self, s, now=T0 + 500.0):
+        evs, self.memo = dod.detect_memo(self.st, s, now, self.memo, seq=self.seq)
+        self.fold(*evs)
+        return [(type(e).__name__, e.agent) for e in evs]
+
+
+def _hint(s, gen, dirty):
+    s.gen, s.dirty = gen, frozenset(dirty)
+    return s
+
+
+SELF_MET = dict(status="met", verifier="a2")   # a2 names itself: a self-approval
+
+
+def test_dod_a_change_hint_older_than_the_memo_is_not_trusted():
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    both = (obs("a1"), obs("a2"))
+    assert t.tick(_hint(snap(*both), 1, ())) == []
+    changed = _hint(snap(obs("a1"), obs("a2", **SELF_MET)), 3, ())    # a2 changed at gen 2, unseen
+    assert t.tick(changed) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_new_agent_the_hint_does_not_name_is_seen():
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    assert t.tick(_hint(snap(obs("a1")), 1, ())) == []
+    assert t.tick(_hint(snap(obs("a1"), obs("a2", **SELF_MET)), 2, ())) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_hint_after_an_agent_left_is_applied():
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    a1, a2 = obs("a1"), obs("a2")
+    assert t.tick(_hint(snap(a1, a2), 1, ())) == []
+    assert t.tick(_hint(snap(a2), 2, ("a1",))) == []
+    assert t.tick(_hint(snap(obs("a2", **SELF_MET)), 3, ("a2",))) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_hint_that_names_half_a_rename_is_not_trusted():
+    for named in ("a3", "a1"):
+        t = _Ticks(cls("a1", "TRABAJANDO"), cls("a3", "TRABAJANDO"))
+        assert t.tick(_hint(snap(obs("a1")), 1, ())) == []
+        renamed = _hint(snap(obs("a3", status="met", verifier="a3")), 2, (named,))
+        assert t.tick(renamed) == [("DodFlagged", "a3")], named
+
+
+def test_dod_a_named_agent_whose_file_changed_is_looked_at():
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    assert t.tick(_hint(snap(obs("a1"), obs("a2")), 1, ())) == []
+    assert t.tick(_hint(snap(obs("a1"), obs("a2")), 2, ())) == []
+    assert t.tick(_hint(snap(obs("a1"), obs("a2", **SELF_MET)), 3, ("a2",))) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_record_another_writer_changed_is_looked_at_again():
+    """The same file, no hint: a2's self-approval was recorded, then another writer's verdict from
+    the agent's file ended it (a new self-approval is a new one): the file's met is found again."""
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    s = snap(obs("a1"), obs("a2", **SELF_MET))
+    assert t.tick(s) == [("DodFlagged", "a2")]
+    assert t.tick(s) == []
+    t.fold(DodVerdict(agent="a2", verdict="failed", verifier="v1", source="goal.json"))
+    assert t.tick(s) == [("DodFlagged", "a2")]
+
+
+def test_dod_the_claims_follow_the_hint():
+    """A claim that begins in a hinted tick is watched: it goes unverified after 30 min."""
+    t = _Ticks(cls("a1", "TRABAJANDO"))
+    assert t.tick(_hint(snap(obs("a1")), 1, ()), now=T0 + 200) == []
+    t.fold(cls("a1", "DICE_TERMINADO"))
+    claimed_at = T0 + t.seq
+    assert t.tick(_hint(snap(obs("a1")), 2, ("a1",)), now=claimed_at + 10) == []
+    assert t.tick(_hint(snap(obs("a1")), 3, ()), now=claimed_at + 1800) == [("DodFlagged", "a1")]
+
+
+def test_dod_a_tick_with_no_hint_after_a_hinted_one_compares_everything():
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    assert t.tick(_hint(snap(obs("a1"), obs("a2")), 1, ())) == []
+    s = snap(obs("a1"), obs("a2", **SELF_MET))
+    s.gen, s.dirty = 2, None                   # another writer's events: anything may have changed
+    assert t.tick(s) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_file_that_changed_is_found_without_a_hint():
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    assert t.tick(snap(obs("a1"), obs("a2"))) == []
+    assert t.tick(snap(obs("a1"), obs("a2", **SELF_MET))) == [("DodFlagged", "a2")]
+
+
+def test_dod_an_agent_the_state_does_not_know_is_looked_at_with_or_without_a_hint():
+    """a2 has a goal.json but no DoD record yet: the first tick and a hinted one both look at it."""
+    t = _Ticks(cls("a1", "TRABAJANDO"))
+    assert t.tick(_hint(snap(obs("a1"), obs("a2")), 1, ())) == []
+    assert t.tick(_hint(snap(obs("a1"), obs("a2", **SELF_MET)), 2, ("a2",))) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_hinted_agent_whose_record_changed_is_looked_at_again():
+    """The hint names a2, whose file is the same object but whose record a folded event changed
+    (a verdict from its file ends the self-approval): its file's met is a new self-approval."""
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    a1, a2 = obs("a1"), obs("a2", **SELF_MET)
+    assert t.tick(_hint(snap(a1, a2), 1, ())) == [("DodFlagged", "a2")]
+    assert t.tick(_hint(snap(a1, a2), 2, ())) == []
+    t.fold(DodVerdict(agent="a2", verdict="failed", verifier="v1", source="goal.json"))
+    assert t.tick(_hint(snap(a1, a2), 3, ("a2",))) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_hint_is_not_trusted_once_the_state_has_another_agent_count():
+    """Another writer's events gave the state a new agent (a9) and changed a2's record; a hint
+    naming only a1 is not trusted, and a2's file's met is found again."""
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    a1, a2 = obs("a1"), obs("a2", **SELF_MET)
+    assert t.tick(_hint(snap(a1, a2), 1, ())) == [("DodFlagged", "a2")]
+    assert t.tick(_hint(snap(a1, a2), 2, ())) == []
+    t.fold(DodVerdict(agent="a9", verdict="met", verifier="v1", source="cli"),
+           DodVerdict(agent="a2", verdict="failed", verifier="v1", source="goal.json"))
+    assert t.tick(_hint(snap(a1, a2), 3, ("a1",))) == [("DodFlagged", "a2")]
+
+
+def test_dod_a_hint_naming_a_renamed_agent_and_another_is_not_trusted():
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"), cls("a3", "TRABAJANDO"))
+    assert t.tick(_hint(snap(obs("a1"), obs("a2")), 1, ())) == []
+    renamed = _hint(snap(obs("a2"), obs("a3", status="met", verifier="a3")), 2, ("a2", "a3"))
+    assert t.tick(renamed) == [("DodFlagged", "a3")]
+
+
+def test_dod_a_file_that_changed_is_found_when_other_records_changed_too():
+    """Between two ticks another writer's verdict changed a1's record (the state moved on); a2's
+    file changed, its record did not: a2's change is found."""
+    t = _Ticks(cls("a1", "TRABAJANDO"), cls("a2", "TRABAJANDO"))
+    assert t.tick(snap(obs("a1"), obs("a2"))) == []
+    t.fold(DodVerdict(agent="a1", verdict="met", verifier="v1", source="cli"))
+    assert t.tick(snap(obs("a1"), obs("a2", **SELF_MET))) == [("DodFlagged", "a2")]

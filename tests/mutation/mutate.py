@@ -64,6 +64,9 @@ MODULES: dict[str, list[str]] = {
                                 "tests/test_rules_mutants_notify_plan.py"],
     "projections.notify_flap": ["tests/test_notify_flap.py", "tests/test_notify_plan.py",
                                 "tests/test_rules_mutants_notify_flap.py"],
+    "projections.dod": ["tests/test_dod_read_side.py", "tests/test_dod.py", "tests/test_core_rules.py",
+                        "tests/test_rules_table.py", "tests/test_dod_checker.py", "tests/test_status_cli.py",
+                        "tests/test_fold_batch.py", "tests/test_first_tick.py"],
     "projections.runs_rules": ["tests/test_core_rules.py", "tests/test_runs_rules.py", "tests/test_runs.py",
                                "tests/test_rules_table.py", "tests/test_runs_memo.py",
                                "tests/test_rules_mutants_runs_rules.py"],
@@ -75,7 +78,40 @@ MODULES: dict[str, list[str]] = {
 _MEMO = ("memo check: can only recompute (the fold appends increasing seqs, so a list object's "
          "length, first and last seq identify its content); the result is the same")
 _FLAP_MEMO_LINE = "if m is not None and m[0] is flat and m[1] == len(flat) and m[2] == flat[2] and m[3] == flat[-1]:"
+_FRESH_GEN = "a fresh memo's gen: its place is None, so the hint never applies whatever gen it holds"
+_FRESH_N = "a fresh memo's agent count: -1 and -2 both never equal len(agents)"
+_COPY = "the copy keeps the replaced memo's list as it was: the watcher never uses a memo it replaced"
+_TIE = ("a tie-break rank between a verdict, a self-approval and a claim: each comes from its own event, so "
+        "their seqs never tie and the rank is never compared")
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "projections.dod": {
+        ('"claim_seq": 0, "claim_since": None, "claim_flagged": False,', "num 0->1"):
+            "a new record's claim_seq is read only for a DICE_TERMINADO agent, whose claim_seq _classified set",
+        ("gen: int = -1", "num 1->2"): _FRESH_GEN,
+        ("n_state: int = -1", "num 1->2"): _FRESH_N,
+        ('"self_key": None, "self_seq": 0, "self_at": None, "self_detail": "",', "num 0->1"):
+            "self_seq is read only once self_key is set, and _flagged sets both",
+        ("vals = list(vals) if vals is memo.vals else vals", "cmp Is->IsNot #0"): _COPY,
+        ("sigs = list(sigs) if sigs is memo.sigs else sigs", "cmp Is->IsNot #0"): _COPY,
+        ('if dirty is None or index is None or memo.gen != getattr(snap, "gen", 0) - 1 \\', "num 0->1"):
+            "every Snapshot has a gen (0 by default): getattr's default is never used",
+        ('_NO_AGENT = {"contract_sha256": None, "contract_changes": 0, "current_sha256": None, "self_key": None,',
+         "num 0->1"): "the placeholder sig of an unknown agent: it only makes that agent be looked at once more",
+        ('if v is not None and v["seq"] >= a["claim_seq"]:', "cmp GtE->Gt #0"):
+            "a verdict and the claim are two events: their seqs are never equal",
+        ('again=frozenset(again), gen=getattr(snap, "gen", 0), n_state=len(agents))', "num 0->1"):
+            "every Snapshot has a gen (0 by default): getattr's default is never used",
+        ('cands.append((v["seq"], 2, Status(v["verdict"]) if v["verdict"] in VERDICTS else Status.PENDING))',
+         "num 2->3"): _TIE,
+        ('cands.append((a["self_seq"], 1, Status.SELF_APPROVED))', "num 1->2"): _TIE,
+        ('cands.append((a["claim_seq"], 0, Status.CLAIMED))', "num 0->1"): _TIE,
+        ('cands.append((c["seq"], 0, Status.CLAIMED))', "num 0->1"): _TIE,
+        ('if a["class"] == CLAIM_CLASS and a["claim_seq"]:', "bool and->or"):
+            "claim_seq is non-zero exactly while the class is DICE_TERMINADO (_classified sets and resets it)",
+        ('if c is not None and c["verdict"] == Status.MET.value and (a["verdict"] is None or '
+         'a["verdict"]["seq"] < c["seq"]):', "cmp Lt->LtE #0"):
+            "the file's claim and a verdict are two events: their seqs are never equal",
+    },
     "projections.notify_flap": {
         **{(_FLAP_MEMO_LINE, w): _MEMO for w in (
             "branch body->pass", "cmp Is->IsNot #0", "num 0->1", "cmp Eq->NotEq #0", "cmp Eq->NotEq #0 (2)",
@@ -157,13 +193,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "hi is the last instant of the class: skipping at it too, classify would give the same class",
         ("while t - la >= stall_after:", "cmp GtE->Gt #0"):
             "hi one ulp on (the first instant of the next class), still exclusive: only instants of the class skipped",
-        ("n_state: int = -1", "num 1->2"): "a fresh memo's agent count: -1 and -2 both never equal len(agents)",
+        ("n_state: int = -1", "num 1->2"): _FRESH_N,
         ("if not same_ids and due:", "bool and->or"):
             "with the same ids every agent of due is in cur: the filter would keep them all",
         ("if same_ids:", "branch body->pass"):
             "_compared's shortcut for the same ids: the general path after it compares the same lists by dict",
-        ("gen: int = -1", "num 1->2"):
-            "a fresh memo's gen: its place is None, so the hint never applies whatever gen it holds",
+        ("gen: int = -1", "num 1->2"): _FRESH_GEN,
     },
 }
 
