@@ -3,7 +3,7 @@
 nothing checking it: the counts, a claim from the agent's own file, the claim's age, the contract
 flag, the summary's lines, what a verdict keeps of its checks, and the detector's defaults; then its
 memo and change hint, as fleet's (tests/test_rules_mutants_fleet.py). With these dod joined the
-mutation gate (167 of 169 killed, the rest listed equivalent with why)."""
+mutation gate (168 of 168 killed by make mutation at 9a5c7b6; equivalents listed with why)."""
 from __future__ import annotations
 
 from events.types import DodContractChanged, DodFlagged, DodVerdict
