@@ -10,6 +10,7 @@ from events.types import DodContractChanged, DodFlagged, DodVerdict
 from projections import dod
 from projections.observations import AgentObs, Snapshot
 from tests.test_dod import SELF, T0, V, cls, fold_all, obs, rec, snap
+from tests.test_rules_mutants_fleet import _hinted as _hint
 
 
 def test_status_counts_each_status_once_per_agent():
@@ -127,11 +128,6 @@ class _Ticks:
         evs, self.memo = dod.detect_memo(self.st, s, now, self.memo, seq=self.seq)
         self.fold(*evs)
         return [(type(e).__name__, e.agent) for e in evs]
-
-
-def _hint(s, gen, dirty):
-    s.gen, s.dirty = gen, frozenset(dirty)
-    return s
 
 
 SELF_MET = dict(status="met", verifier="a2")   # a2 names itself: a self-approval

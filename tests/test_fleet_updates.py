@@ -24,8 +24,11 @@ def snap(*agents: AgentObs) -> Snapshot:
     return Snapshot(agents={a.agent: a for a in agents}, results=[SourceResult(name="fleet", kind="goals")])
 
 
-def tick(elog: EventLog, p: Projections, s: Snapshot, now: float, memo=None):
-    evs, memo = fleet.step(p.states["fleet"], s, now, stall_after=STALL, memo=memo)
+def tick(elog: EventLog, p: Projections, s: Snapshot, now: float, memo=None, stall: float = STALL,
+         busy: float | None = None):
+    """fleet.step with ``stall_after`` ``stall`` (and ``busy_silence`` ``busy``), its events
+    appended and folded (as a tick)."""
+    evs, memo = fleet.step(p.states["fleet"], s, now, stall_after=stall, memo=memo, busy_silence=busy)
     if evs:
         for seq in elog.append(evs, now):
             pass

@@ -67,19 +67,19 @@ def test_a_new_stall_after_applies_at_the_next_tick(tmp_path):
     elog = EventLog(str(tmp_path / "e.db"))
     p = Projections()
     s = snap(obs(state="idle", last_activity=NOW))
-    evs, memo = fleet_step(p, s, NOW + 120, 900.0, None)
+    evs, memo = fleettick(p, s, NOW + 120, 900.0, None)
     assert [e.to for e in evs] == ["TRABAJANDO"]
     for seq in elog.append(evs, NOW + 120):
         pass
     for rec in elog.read(p.seq):
         p.fold(rec)
-    evs, memo = fleet_step(p, s, NOW + 121, 900.0, memo)       # the memo: nothing due before NOW + 900
+    evs, memo = fleettick(p, s, NOW + 121, 900.0, memo)       # the memo: nothing due before NOW + 900
     assert evs == []
-    evs, memo = fleet_step(p, s, NOW + 122, 60.0, memo)        # stall_after is now 1 min
+    evs, memo = fleettick(p, s, NOW + 122, 60.0, memo)        # stall_after is now 1 min
     assert [(e.from_, e.to) for e in evs] == [("TRABAJANDO", "ESTANCADO")]
 
 
-def fleet_step(p, s, now, stall_after, memo):
+def fleettick(p, s, now, stall_after, memo):
     return fleet.step(p.states["fleet"], s, now, stall_after=stall_after, memo=memo)
 
 
@@ -94,26 +94,15 @@ def test_a_closed_agent_is_forgotten_seven_days_after_it_closed(age, kept):
 
 
 # ---- found by the thirteenth session's full mutation run of projections.fleet -----------------
-def _step(elog, p, s, now, memo=None, stall=900.0, busy=None):
-    """fleet.step with ``stall_after`` ``stall`` (and ``busy_silence`` ``busy``), its events
-    appended and folded (as a tick)."""
-    evs, memo = fleet.step(p.states["fleet"], s, now, stall_after=stall, memo=memo, busy_silence=busy)
-    if evs:
-        elog.append(evs, now)
-        for rec in elog.read(p.seq):
-            p.fold(rec)
-    return evs, memo
-
-
 def test_another_stall_after_classifies_every_agent_again(tmp_path):
     """A reload that shortens stall_after: an agent idle for 10 min is TRABAJANDO under 15 min and
     ESTANCADO under 5, at the next tick, though neither its file nor the clock moved."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
     s = snap(obs(state="idle", last_activity=NOW - 600))
-    evs, memo = _step(elog, p, s, NOW, stall=900.0)
+    evs, memo = tick(elog, p, s, NOW, stall=900.0)
     assert [e.to for e in evs] == ["TRABAJANDO"]
-    assert _step(elog, p, s, NOW, memo, stall=900.0)[0] == []
-    evs, _ = _step(elog, p, s, NOW, memo, stall=300.0)
+    assert tick(elog, p, s, NOW, memo, stall=900.0)[0] == []
+    evs, _ = tick(elog, p, s, NOW, memo, stall=300.0)
     assert [e.to for e in evs] == ["ESTANCADO"]
 
 
@@ -122,11 +111,11 @@ def test_another_busy_silence_classifies_every_agent_again(tmp_path):
     without it and ESTANCADO with busy_silence 5 min, at the next tick."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
     s = snap(obs(state="busy", last_activity=NOW - 600))
-    evs, memo = _step(elog, p, s, NOW)
+    evs, memo = tick(elog, p, s, NOW)
     assert [e.to for e in evs] == ["TRABAJANDO"]
-    evs, memo = _step(elog, p, s, NOW, memo)
+    evs, memo = tick(elog, p, s, NOW, memo)
     assert evs == []
-    evs, _ = _step(elog, p, s, NOW, memo, busy=300.0)
+    evs, _ = tick(elog, p, s, NOW, memo, busy=300.0)
     assert [e.to for e in evs] == ["ESTANCADO"]
 
 
@@ -135,13 +124,13 @@ def test_a_record_another_writer_changed_is_looked_at_again(tmp_path):
     class here) is classified again against it, and the difference is an event."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
     s = snap(obs(state="busy"))
-    _, memo = _step(elog, p, s, NOW)
-    evs, memo = _step(elog, p, s, NOW + 1, memo)   # a quiet tick: a1 is no longer looked at for its event
+    _, memo = tick(elog, p, s, NOW)
+    evs, memo = tick(elog, p, s, NOW + 1, memo)   # a quiet tick: a1 is no longer looked at for its event
     assert evs == []
     elog.append([AgentClassified(agent="a1", from_="TRABAJANDO", to="RECLAMA", source="other")], NOW + 1)
     for rec in elog.read(p.seq):
         p.fold(rec)
-    evs, _ = _step(elog, p, s, NOW + 2, memo)
+    evs, _ = tick(elog, p, s, NOW + 2, memo)
     assert [(e.from_, e.to) for e in evs] == [("RECLAMA", "TRABAJANDO")]
 
 
@@ -155,11 +144,11 @@ def test_a_change_hint_older_than_the_memo_is_not_trusted(tmp_path):
     between that the detector did not see) compares everything: a1's change there is found."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
     both = (obs(agent="a1", state="busy"), obs(agent="a2", state="busy"))
-    _, memo = _step(elog, p, _hinted(snap(*both), 1, ()), NOW)
-    evs, memo = _step(elog, p, _hinted(snap(*both), 2, ()), NOW, memo)   # quiet: nothing looked at again
+    _, memo = tick(elog, p, _hinted(snap(*both), 1, ()), NOW)
+    evs, memo = tick(elog, p, _hinted(snap(*both), 2, ()), NOW, memo)   # quiet: nothing looked at again
     assert evs == []
     s4 = _hinted(snap(obs(agent="a1", state="waiting"), both[1]), 4, ())  # a1 changed at gen 3
-    evs, _ = _step(elog, p, s4, NOW + 1, memo)
+    evs, _ = tick(elog, p, s4, NOW + 1, memo)
     assert [(e.agent, e.to) for e in evs] == [("a1", "RECLAMA")]
 
 
@@ -167,11 +156,11 @@ def test_a_new_agent_the_hint_does_not_name_is_seen(tmp_path):
     """A hint that leaves out an agent that appeared (the agent count changed) is not trusted."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
     a1 = obs(agent="a1", state="busy")
-    _, memo = _step(elog, p, _hinted(snap(a1), 1, ()), NOW)
-    evs, memo = _step(elog, p, _hinted(snap(a1), 2, ()), NOW, memo)   # quiet: nothing looked at again
+    _, memo = tick(elog, p, _hinted(snap(a1), 1, ()), NOW)
+    evs, memo = tick(elog, p, _hinted(snap(a1), 2, ()), NOW, memo)   # quiet: nothing looked at again
     assert evs == []
     s3 = _hinted(snap(a1, obs(agent="a2", state="waiting")), 3, ())
-    evs, _ = _step(elog, p, s3, NOW + 1, memo)
+    evs, _ = tick(elog, p, s3, NOW + 1, memo)
     assert [(e.agent, e.to) for e in evs] == [("a2", "RECLAMA")]
 
 
@@ -190,8 +179,8 @@ def test_while_tmux_has_not_answered_a_pane_it_saw_dead_stays_closed(tmp_path):
                                  target="=fleet:@1.%1")], NOW - 60)
     for rec in elog.read(0):
         p.fold(rec)
-    assert _step(elog, p, _blind(obs(state="busy", target=None)), NOW)[0] == []
-    evs, _ = _step(elog, p, snap(obs(state="busy", target="=fleet:@1.%1")), NOW + 1)
+    assert tick(elog, p, _blind(obs(state="busy", target=None)), NOW)[0] == []
+    evs, _ = tick(elog, p, snap(obs(state="busy", target="=fleet:@1.%1")), NOW + 1)
     assert [(e.from_, e.to) for e in evs] == [("CERRADO", "TRABAJANDO")]
 
 
@@ -199,7 +188,7 @@ def test_while_tmux_has_not_answered_an_agent_never_seen_in_tmux_is_classified(t
     """tmux's silence keeps only what tmux said: an agent with no recorded tmux target is
     classified from its goal.json as always."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
-    evs, _ = _step(elog, p, _blind(obs(state="waiting")), NOW)
+    evs, _ = tick(elog, p, _blind(obs(state="waiting")), NOW)
     assert [(e.agent, e.to) for e in evs] == [("a1", "RECLAMA")]
 
 
@@ -208,7 +197,7 @@ def test_an_agent_first_seen_ended_is_news_for_exactly_the_prune_horizon(tmp_pat
     """An agent first seen ended is recorded CERRADO if it ended at most CLOSED_KEEP_S (7 days)
     ago; older, it is history (it would be pruned and recorded again at each prune)."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
-    evs, _ = _step(elog, p, snap(obs(state="idle", ended=True, last_activity=NOW - age)), NOW)
+    evs, _ = tick(elog, p, snap(obs(state="idle", ended=True, last_activity=NOW - age)), NOW)
     assert [e.to for e in evs] == ["CERRADO"] * n
 
 
@@ -217,12 +206,12 @@ def test_a_change_hint_after_an_agent_left_is_applied(tmp_path):
     names the agent that changed, and its change is found (a2, missed twice, is CERRADO)."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
     a1, a2 = obs(agent="a1", state="busy"), obs(agent="a2", state="busy")
-    _, memo = _step(elog, p, _hinted(snap(a1, a2), 1, ()), NOW)
-    evs, memo = _step(elog, p, _hinted(snap(a1, a2), 2, ()), NOW, memo)   # quiet: nothing looked at again
+    _, memo = tick(elog, p, _hinted(snap(a1, a2), 1, ()), NOW)
+    evs, memo = tick(elog, p, _hinted(snap(a1, a2), 2, ()), NOW, memo)   # quiet: nothing looked at again
     assert evs == []
-    evs, memo = _step(elog, p, _hinted(snap(a1), 3, ("a2",)), NOW, memo)
+    evs, memo = tick(elog, p, _hinted(snap(a1), 3, ("a2",)), NOW, memo)
     assert evs == []
-    evs, _ = _step(elog, p, _hinted(snap(obs(agent="a1", state="waiting")), 4, ("a1",)), NOW + 1, memo)
+    evs, _ = tick(elog, p, _hinted(snap(obs(agent="a1", state="waiting")), 4, ("a1",)), NOW + 1, memo)
     assert [(e.agent, e.to) for e in evs] == [("a1", "RECLAMA"), ("a2", "CERRADO")]
 
 
@@ -232,9 +221,9 @@ def test_a_hint_that_names_half_a_rename_is_not_trusted(tmp_path, named):
     is not trusted; a3 is seen (and a1 is missed once, no event yet)."""
     elog, p = EventLog(str(tmp_path / "e.db")), Projections()
     a1 = obs(agent="a1", state="busy")
-    _, memo = _step(elog, p, _hinted(snap(a1), 1, ()), NOW)
-    evs, memo = _step(elog, p, _hinted(snap(a1), 2, ()), NOW, memo)
+    _, memo = tick(elog, p, _hinted(snap(a1), 1, ()), NOW)
+    evs, memo = tick(elog, p, _hinted(snap(a1), 2, ()), NOW, memo)
     assert evs == []
     s3 = _hinted(snap(obs(agent="a3", state="waiting")), 3, ("a3",) if named == "new" else ("a1",))
-    evs, _ = _step(elog, p, s3, NOW + 1, memo)
+    evs, _ = tick(elog, p, s3, NOW + 1, memo)
     assert [(e.agent, e.to) for e in evs] == [("a3", "RECLAMA")]

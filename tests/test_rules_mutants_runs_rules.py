@@ -33,13 +33,19 @@ def test_retry_backoff_reads_naive_times_as_utc_and_offsets_as_written(h, madrid
     assert len(got) == n
 
 
-def _rule_details(hh, rule: str, *ticks) -> list[list[str]]:
-    """Per tick (R1's steps), the details of ``rule`` violations of R1 reported."""
+def _all_details(hh, *ticks, **fields) -> list[list[tuple[str, str]]]:
+    """Per tick (R1's steps), every rule violated by R1 and every run that could not be evaluated."""
     got = []
     for i, steps in enumerate(ticks):
-        evs = hh.tick(snap(doc("R1", steps)), T0 + (100 + i) * MIN)
-        got.append([e.detail for e in evs if type(e).__name__ == "RuleViolated" and e.rule == rule and e.run == "R1"])
+        evs = hh.tick(snap(doc("R1", steps, **fields)), T0 + (100 + i) * MIN)
+        got.append([(e.rule, e.detail) for e in evs if type(e).__name__ == "RuleViolated" and e.run == "R1"]
+                   + [("error", e.error) for e in evs if getattr(e, "error", None)])
     return got
+
+
+def _rule_details(hh, rule: str, *ticks) -> list[list[str]]:
+    """Per tick (R1's steps), the details of ``rule`` violations of R1 reported."""
+    return [[d for r, d in tick if r == rule] for tick in _all_details(hh, *ticks)]
 
 
 @pytest.mark.parametrize("rule", ["launch-request-stable", "audit-branch"])
@@ -134,16 +140,6 @@ def test_retry_backoff_without_a_failure_time_checks_no_wait_and_the_tick_goes_o
 # ---- found by the thirteenth session's full mutation run of projections.runs_rules ----------
 GATES = {"validate": S("done", 5), "deploy": S("done", 6)}   # deploy-gate holds
 LAUNCH_FAILED = {**GATES, "launch_intent": S("fail", 10, request_id="req-1")}
-
-
-def _all_details(hh, *ticks, **fields) -> list[list[tuple[str, str]]]:
-    """Per tick, every rule violated by R1 and every run that could not be evaluated."""
-    got = []
-    for i, steps in enumerate(ticks):
-        evs = hh.tick(snap(doc("R1", steps, **fields)), T0 + (100 + i) * MIN)
-        got.append([(e.rule, e.detail) for e in evs if type(e).__name__ == "RuleViolated"]
-                   + [("error", e.error) for e in evs if getattr(e, "error", None)])
-    return got
 
 
 def test_launch_request_stable_a_retry_without_an_id_is_only_launch_request_id(h):  # noqa: F811
