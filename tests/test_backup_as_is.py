@@ -13,10 +13,10 @@ import stat
 
 import apsw
 
-from events import schema as evschema
 from events.log import EventLog
 from events.types import DodVerdict
 from tests.fwcli import fw
+from tests.test_log_integrity import raw
 
 NOW = 1_764_443_000.0
 
@@ -26,11 +26,7 @@ def damaged_log(path: str, n: int = 8, bad: int = 5) -> None:
     with EventLog(path) as log:
         log.append([DodVerdict(agent=f"a{i}", verdict="met", verifier="me", evidence="e", source="cli")
                     for i in range(n)], NOW)
-    c = apsw.Connection(path)
-    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
-    c.execute("UPDATE events SET data = CAST('{}' AS BLOB) WHERE seq = ?", (bad,))
-    evschema.restore_guards(c)
-    c.close()
+    raw(path, "UPDATE events SET data = CAST('{}' AS BLOB) WHERE seq = ?", bad)
 
 
 def rows(path: str) -> list[tuple]:
