@@ -44,35 +44,42 @@ def initial() -> dict[str, Any]:
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    ev = rec.event
-    type_ = rec.type
-    if type_ == "agent.classified":
-        agents = state["agents"]
-        target = ev.target
-        if not target:   # a tick that saw no target keeps the recorded one
+    return fold_batch(state, (rec,))
+
+
+def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
+    """Each of ``recs`` in order into the state (:func:`fold` is this for one record; the loop
+    here saves a call a record in a replay's batches: tests/test_fold_batch.py)."""
+    agents, sources = state["agents"], state["sources"]
+    for rec in recs:
+        ev = rec.event
+        type_ = rec.type
+        if type_ == "agent.classified":
+            target = ev.target
+            if not target:   # a tick that saw no target keeps the recorded one
+                old = agents.get(ev.agent)
+                target = None if old is None else old.get("target")
+            agents[ev.agent] = {
+                "class": ev.to, "since": rec.time, "state": ev.state, "phase": ev.phase,
+                "reason": ev.reason, "source": ev.source, "contract_sha256": ev.contract_sha256,
+                "contract_len": ev.contract_len, "target": target,
+                "task": ev.task, "last_activity": ev.last_activity,
+            }
+            # prune_due's period is a multiple of PRUNE_EVERY: other seqs skip its call (~1 in 512 makes it)
+            if rec.seq % PRUNE_EVERY == 0 and prune_due(rec.seq, agents):
+                prune_closed(agents, rec.time, "since")
+        elif type_ == "agent.updated":
             old = agents.get(ev.agent)
-            target = None if old is None else old.get("target")
-        agents[ev.agent] = {
-            "class": ev.to, "since": rec.time, "state": ev.state, "phase": ev.phase,
-            "reason": ev.reason, "source": ev.source, "contract_sha256": ev.contract_sha256,
-            "contract_len": ev.contract_len, "target": target,
-            "task": ev.task, "last_activity": ev.last_activity,
-        }
-        # prune_due's period is a multiple of PRUNE_EVERY: other seqs skip its call (~1 in 512 makes it)
-        if rec.seq % PRUNE_EVERY == 0 and prune_due(rec.seq, agents):
-            prune_closed(agents, rec.time, "since")
-    elif type_ == "agent.updated":
-        old = state["agents"].get(ev.agent)
-        if old is not None:  # a new dict: the tick memo compares records by identity
-            new = {**old, "state": ev.state, "phase": ev.phase, "task": ev.task, "target": ev.target,
-                   "last_activity": ev.last_activity}
-            if ev.reason is not None:  # None: a row from before the field; the recorded reason stays
-                new["reason"] = ev.reason
-            state["agents"][ev.agent] = new
-    elif type_ == "source.failed":
-        state["sources"][ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
-    elif type_ == "source.recovered":
-        state["sources"][ev.source] = {"failed": False, "error": "", "since": rec.time}
+            if old is not None:  # a new dict: the tick memo compares records by identity
+                new = {**old, "state": ev.state, "phase": ev.phase, "task": ev.task, "target": ev.target,
+                       "last_activity": ev.last_activity}
+                if ev.reason is not None:  # None: a row from before the field; the recorded reason stays
+                    new["reason"] = ev.reason
+                agents[ev.agent] = new
+        elif type_ == "source.failed":
+            sources[ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
+        elif type_ == "source.recovered":
+            sources[ev.source] = {"failed": False, "error": "", "since": rec.time}
     return state
 
 

@@ -15,6 +15,7 @@ from watcher.runtime import rebuild_par
 from watcher.runtime.state import Projections
 from watcher.runtime.state import rebuild as rebuild_one
 
+from tests.test_log_integrity import raw
 from tests.test_rebuild_batches import churn
 
 
@@ -146,20 +147,12 @@ def test_damaged_rows_are_skipped_and_reported_as_in_one_process(tmp_path):
     """A row whose data does not decode (a hostile edit), at a batch's edge and inside one:
     the two-process rebuild skips and reports the same seqs as the one-process replay and folds
     the same states (the worker skips them too: its own read skips what it cannot decode)."""
-    import apsw
-
-    from events import schema as evschema
-
     path = str(tmp_path / "e.db")
     churn(path, appends=220, seed=19).close()
-    c = apsw.Connection(path)
-    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
     bad = (rebuild_par.BATCH, rebuild_par.BATCH + 1, 777, rebuild_par.CHUNK + 3)
     for s in bad:
-        c.execute("UPDATE events SET data = ? WHERE seq = ?", (b"{not json", s))
-    c.execute("UPDATE events SET data = ? WHERE seq = ?", ("text, not a blob", 901))
-    evschema.restore_guards(c)
-    c.close()
+        raw(path, "UPDATE events SET data = ? WHERE seq = ?", b"{not json", s)
+    raw(path, "UPDATE events SET data = ? WHERE seq = ?", "text, not a blob", 901)
     one = EventLog(path, create=False, readonly=True)
     seq, want = serial(one)
     two = EventLog(path, create=False, readonly=True)
@@ -173,6 +166,36 @@ def test_damaged_rows_are_skipped_and_reported_as_in_one_process(tmp_path):
 
 
 # ---- the folds' speed edits (fleet, dod, report: issue 19's rebuild row) keep their rules ---------
+@pytest.mark.parametrize("python", [sys.executable, "/bin/false"], ids=["worker", "worker-failed"])
+def test_rows_only_the_worker_folds_are_not_read_here_yet_reported_and_last(tmp_path, python):
+    """This process skips the types only the worker's projections fold (step.changed among them);
+    a damaged row of such a type, and such a row last in the log, give the one-process replay's
+    damaged seqs, last seq and states, whether the worker answers or fails (then its group is
+    folded here from every row)."""
+    from events.types import AgentClassified, StepChanged
+
+    assert "step.changed" in rebuild_par.worker_only(Projections().mods)
+    path = str(tmp_path / "w.db")
+    elog = churn(path, appends=120, seed=5)
+    elog.append([AgentClassified(agent="z", to="RECLAMA", source="fleet"),
+                 StepChanged(run="r1", step="s1", to="begin"), StepChanged(run="r1", step="s2", to="begin")],
+                1_800_100_000.0)
+    head = elog.head()[0]
+    elog.close()
+    raw(path, "UPDATE events SET data = ? WHERE seq = ?", b"{not json", head - 1)   # a step.changed
+    one = EventLog(path, create=False, readonly=True)
+    seq, want = serial(one)
+    two = EventLog(path, create=False, readonly=True)
+    try:
+        p, encoded = rebuild_par.rebuild_parallel(two, python=python)
+        assert seq == head and (p.seq, encoded) == (seq, want)
+        assert list(two.damaged) == sorted(one.damaged) and head - 1 in two.damaged
+        assert two.damaged == one.damaged
+    finally:
+        one.close()
+        two.close()
+
+
 def _rec(seq: int, ev, t: float):
     from events.log import Recorded, iso
     from events.types import encode_data, tag_of
