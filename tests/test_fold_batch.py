@@ -1,5 +1,5 @@
 """A projection's ``fold_batch`` folds a batch to the very state of its ``fold`` one event at a
-time (notify, report, fanout, fleet and dod have one; real SQLite event logs: the seeded logs of
+time (notify, report, fanout, fleet, dod and swarms have one; real SQLite event logs: the seeded logs of
 tests/test_rebuild_batches.py: every type both fold, prunes by time and by the cap, sweeps,
 times shared by an append's events and jumping across UTC midnights, batch edges inside a run
 of one time), and report's with a time outside iso's shape (the day computed from ``t``)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections import dod, fanout, fleet, notify, report
+from projections import dod, fanout, fleet, notify, report, swarms
 from projections.base import encode_state
 from watcher.runtime.state import TimeCache
 
@@ -27,7 +27,8 @@ def both(mod, recs: list, batch: int) -> tuple[dict, dict]:
     return one, many
 
 
-@pytest.mark.parametrize("mod", [notify, report, fanout, fleet, dod], ids=["notify", "report", "fanout", "fleet", "dod"])
+@pytest.mark.parametrize("mod", [notify, report, fanout, fleet, dod, swarms],
+                         ids=["notify", "report", "fanout", "fleet", "dod", "swarms"])
 @pytest.mark.parametrize("mix,batch", [("churn", 1), ("churn", 37), ("bench_mix", 500)])
 def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
     elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 160} if mix == "churn" else {"n": 6000}))
@@ -41,6 +42,8 @@ def test_fold_batch_is_fold_one_by_one(tmp_path, mod, mix, batch):
         assert one["n"] > 10
     elif mod in (fleet, dod):
         assert len(one["agents"]) > 10
+    elif mod is swarms:
+        assert one["groups"]
     else:
         assert one["first"] is not None and len(one["days"]) > (1 if mix == "churn" else 0)   # churn crosses midnights
 
