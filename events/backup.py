@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from events import anchor, schema, sqlrows
-from events.chain import VerifyResult
+from events.chain import GENESIS, VerifyResult
 from events.errors import BackupFailed, StoreError
 
 COMPANION_PREFIXES = ("-", anchor.SUFFIX)  # after the log's name: -wal, -shm, -journal, .head(.lost-…, .orphan-…)
@@ -52,6 +52,22 @@ def refusal(src_path: str, dest: str) -> tuple[str, str] | None:
         return ("the backup would sit where fleetwatch and SQLite keep the log's -wal/-shm/.head files",
                 "choose another name")
     return None
+
+
+def agreed(log: apsw.Connection, copy: apsw.Connection, differs: int) -> int:
+    """The last seq below ``differs`` whose chain hash is the same in ``log`` and ``copy`` (0:
+    none): a binary search, as an equal hash at a seq binds every row up to it (the chain). What
+    ``backup`` names as the copy's last good row when the log's row ``differs`` is not the copy's
+    (a writer that rewrote rows meanwhile), rather than the copy's head, which is not the log's."""
+    lo, hi = 0, differs
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        h = sqlrows.hash_at(copy, mid)
+        if h is not None and h == sqlrows.hash_at(log, mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def remove_stale_partials(folder: str, name: str) -> None:
@@ -160,10 +176,11 @@ def backup_to(src: Any, dest: str, EventLog: Any, as_is: bool = False) -> Verify
         with EventLog(tmp, create=False, readonly=True) as copy:
             res = copy.verify(use_anchor=False)
             seq, h = copy.head()
-        if res.ok and seq:
-            if sqlrows.hash_at(src.db, seq) != h:
-                res = VerifyResult(False, res.head_seq, res.head_hash, res.count, seq,
-                                   f"seq {seq} of the copy differs from the log", "events")
+            if res.ok and seq and sqlrows.hash_at(src.db, seq) != h:   # the log changed under the copy
+                same = agreed(src.db, copy.db, seq)
+                res = VerifyResult(False, same, (sqlrows.hash_at(copy.db, same) or GENESIS).hex(), res.count,
+                                   same + 1, f"seq {same + 1} of the copy differs from the log "
+                                   f"(the two agree up to seq {same})", "events")
         if not res.ok and not as_is:
             raise BackupFailed(f"the copy does not verify, nothing kept: {res.problem}", op="backup", path=dest,
                              hint="run `fleetwatch verify` on the log itself; `fleetwatch backup --as-is PATH` "

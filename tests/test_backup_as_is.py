@@ -88,3 +88,67 @@ def test_as_is_never_overwrites(tmp_path):
     dest.write_bytes(b"keep me")
     r = fw("backup", str(dest), "--as-is", "--db", log)
     assert r.returncode == 2 and dest.read_bytes() == b"keep me"
+
+
+# ---- the log rewritten under the copy ------------------------------------------------------------
+def rewrite_from(path: str, first: int) -> None:
+    """Another history from row ``first`` on, chained like the real one (so the log itself still
+    verifies its rows): what a writer that dropped the guards and re-chained leaves."""
+    from events import schema as evschema
+    from events.chain import GENESIS, row_hash
+
+    c = apsw.Connection(path)
+    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
+    prev = c.execute("SELECT hash FROM events WHERE seq = ?", (first - 1,)).fetchall()
+    prev = prev[0][0] if prev else GENESIS
+    for seq, id_, time_, type_, subject, version in c.execute(
+            "SELECT seq, id, time, type, subject, version FROM events WHERE seq >= ? ORDER BY seq", (first,)).fetchall():
+        data = b'{"agent":"x","verdict":"failed","verifier":"w%d","evidence":"e","source":"cli"}' % first
+        prev = row_hash(prev, seq, id_, time_, type_, subject, version, data)
+        c.execute("UPDATE events SET data = ?, hash = ? WHERE seq = ?", (data, prev, seq))
+    evschema.restore_guards(c)
+    c.close()
+
+
+class RewrittenUnderTheCopy(EventLog):
+    """The log's class, which ``backup`` opens its finished copy with: that open first lets
+    another writer rewrite the log from row FIRST on (between the copy and its check)."""
+
+    source, first, done = "", 6, False
+
+    def __init__(self, path: str, **kw):
+        cls = type(self)
+        if kw.get("readonly") and path != cls.source and not cls.done:
+            cls.done = True
+            rewrite_from(cls.source, cls.first)
+        super().__init__(path, **kw)
+
+
+def test_a_log_rewritten_under_the_copy_names_the_last_row_both_agree_on(tmp_path):
+    """Before: the result named the copy's head (seq 8, the row that differs) as its last good
+    row. The copy is kept (--as-is) with every row as it was copied, and the result names seq 5,
+    the last row the copy and the log agree on, and seq 6, the first where they part."""
+    from events.errors import BackupFailed
+
+    log, dest = str(tmp_path / "events.db"), str(tmp_path / "copy.db")
+    with EventLog(log) as elog:
+        elog.append([DodVerdict(agent=f"a{i}", verdict="met", verifier="me", evidence="e", source="cli")
+                     for i in range(8)], NOW)
+        copied = [r[7] for r in rows(log)]
+    RewrittenUnderTheCopy.source, RewrittenUnderTheCopy.done, RewrittenUnderTheCopy.first = log, False, 6
+    with RewrittenUnderTheCopy(log, create=False) as src:
+        res = src.backup(dest, as_is=True)
+    assert RewrittenUnderTheCopy.done
+    assert (res.ok, res.head_seq, res.bad_seq) == (False, 5, 6)
+    assert res.head_hash == copied[4].hex() and res.count == 8
+    assert res.problem == "seq 6 of the copy differs from the log (the two agree up to seq 5)"
+    assert [r[7] for r in rows(dest)] == copied              # the copy holds the rows as they were copied
+    assert [r[7] for r in rows(log)][:5] == copied[:5] and [r[7] for r in rows(log)][5:] != copied[5:]
+    RewrittenUnderTheCopy.done, RewrittenUnderTheCopy.first = False, 3   # without --as-is, nothing is kept
+    with RewrittenUnderTheCopy(log, create=False) as src:
+        try:
+            src.backup(str(tmp_path / "refused.db"))
+            raise AssertionError("a copy that differs from the log was kept")
+        except BackupFailed as e:
+            assert "seq 3 of the copy differs from the log (the two agree up to seq 2)" in str(e)
+    assert not os.path.exists(tmp_path / "refused.db")
