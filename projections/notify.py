@@ -11,7 +11,8 @@ State (JSON, string keys, bounded):
   sent_rev (-1 = never sent), silenced; set by the phone loop when it happens: notice (the last
   notice that pushed it), acked (until; NEVER = until it clears), acked_at, escalated, held
   (end of the quiet hours that held it), resolved (its "all clear" was sent).
-- ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it).
+- ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it; a
+  ``fleet_record.NotifyAgent``, read as that dict).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
 - ``classes``: subject -> its last 41 classes as a flat ``[class, time, seq, ...]`` (flap
   detection at plan time, see ``projections.notify_flap``).
@@ -42,6 +43,7 @@ from collections.abc import Callable
 from typing import Any, TypedDict, cast
 
 from events.timefmt import parse_iso
+from projections.fleet_record import NotifyAgent
 from projections.notify_flap import HIST_KEEP
 from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
@@ -60,8 +62,8 @@ ONESHOT_KEEP_S = 86400.0
 _D = dict[str, Any]
 # The snapshot schema: a snapshot missing a key (an older layout) fails to decode, so
 # ``Projections.load`` replays the log instead of folding into a stale shape.
-STATE_TYPE = TypedDict("State", {"conds": _D, "agents": _D, "dod": _D, "classes": _D, "flap_sent": _D, "retry": _D,
-                                 "silences": _D, "last": _D, "recent": _D, "index": _D, "swarms": _D,
+STATE_TYPE = TypedDict("State", {"conds": _D, "agents": dict[str, NotifyAgent], "dod": _D, "classes": _D,
+                                 "flap_sent": _D, "retry": _D, "silences": _D, "last": _D, "recent": _D, "index": _D, "swarms": _D,
                                  "exp_cleared": list, "exp_day": list, "prune_at": float, "sweep_at": float})
 
 
@@ -154,8 +156,9 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     subj = "agent:" + a
     agents = st["agents"]
     ag = agents.get(a)
-    if ag is not None and ag["cond"] is not None:  # the subject's only uncleared one (see the invariant)
-        _clear(st, ag["cond"], t, to)
+    cur = None if ag is None else ag.cond if type(ag) is NotifyAgent else ag["cond"]   # the fold's records by attribute
+    if cur is not None:  # the subject's only uncleared one (see the invariant)
+        _clear(st, cur, t, to)
     if to == "CERRADO":
         agents.pop(a, None)
         st["dod"].pop(a, None)
@@ -175,8 +178,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
         st_, ph = ev.state, ev.phase
         detail = ev.reason or (f"{st_}/{ph}" if st_ and ph else st_ or ph or "")
         cond = _new(st, subj, to, sev, seq, t, a, detail)
-    agents[a] = {"cls": to, "since": t, "seq": seq, "state": ev.state, "cond": cond, "nudges": 0,
-                 "nudged_at": None}
+    agents[a] = NotifyAgent(to, t, seq, ev.state, cond)   # nudges 0, nudged_at None (fleet_record)
 
 
 def _agent_nudged(st: dict, ev: Any, seq: int, t: float) -> None:

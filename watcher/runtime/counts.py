@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from projections import fleet
+from projections.fleet_record import Agent
 
 
 class ClassCounts:
@@ -29,7 +30,8 @@ class ClassCounts:
             return self.counts
         counts: dict[str, int] = {}
         for a in proj["fleet"]["agents"].values():
-            counts[a["class"]] = counts.get(a["class"], 0) + 1
+            c = a.cls if type(a) is Agent else a["class"]   # the fold's records by attribute (fleet_record)
+            counts[c] = counts.get(c, 0) + 1
         self.seq, self.counts = proj.seq, counts
         return counts
 
