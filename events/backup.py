@@ -54,20 +54,20 @@ def refusal(src_path: str, dest: str) -> tuple[str, str] | None:
     return None
 
 
-def agreed(log: apsw.Connection, copy: apsw.Connection, differs: int) -> int:
-    """The last seq below ``differs`` whose chain hash is the same in ``log`` and ``copy`` (0:
-    none): a binary search, as an equal hash at a seq binds every row up to it (the chain). What
+def agreed(log: apsw.Connection, copy: apsw.Connection, differs: int) -> tuple[int, bytes]:
+    """The last seq below ``differs`` whose chain hash is the same in ``log`` and ``copy``, and
+    that hash ((0, GENESIS): none): a binary search, as an equal hash at a seq binds every row up to it (the chain). What
     ``backup`` names as the copy's last good row when the log's row ``differs`` is not the copy's
     (a writer that rewrote rows meanwhile), rather than the copy's head, which is not the log's."""
-    lo, hi = 0, differs
+    lo, hi, at = 0, differs, GENESIS
     while hi - lo > 1:
         mid = (lo + hi) // 2
         h = sqlrows.hash_at(copy, mid)
         if h is not None and h == sqlrows.hash_at(log, mid):
-            lo = mid
+            lo, at = mid, h
         else:
             hi = mid
-    return lo
+    return lo, at
 
 
 def remove_stale_partials(folder: str, name: str) -> None:
@@ -177,8 +177,8 @@ def backup_to(src: Any, dest: str, EventLog: Any, as_is: bool = False) -> Verify
             res = copy.verify(use_anchor=False)
             seq, h = copy.head()
             if res.ok and seq and sqlrows.hash_at(src.db, seq) != h:   # the log changed under the copy
-                same = agreed(src.db, copy.db, seq)
-                res = VerifyResult(False, same, (sqlrows.hash_at(copy.db, same) or GENESIS).hex(), res.count,
+                same, same_hash = agreed(src.db, copy.db, seq)
+                res = VerifyResult(False, same, same_hash.hex(), res.count,
                                    same + 1, f"seq {same + 1} of the copy differs from the log "
                                    f"(the two agree up to seq {same})", "events")
         if not res.ok and not as_is:

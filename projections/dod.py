@@ -149,10 +149,7 @@ TYPES = frozenset(_HANDLERS)  # the event types fold reads (others: no-op)
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     """One event into the state: the handler of its type (a no-op for every other type)."""
-    handler = _HANDLERS.get(rec.type)
-    if handler is not None:
-        handler(state, rec.event, rec)
-    return state
+    return fold_batch(state, (rec,))
 
 
 def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:

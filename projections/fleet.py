@@ -6,7 +6,7 @@ none while a level persists) and ``source.failed`` / ``source.recovered`` edges.
 
 State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source",
 "contract_sha256", "contract_len", "target", "task", "last_activity"}}, "sources": {name: {"failed",
-"error", "since"}}}; each agent's record is a ``fleet_record.Agent`` (a Struct read as that dict).
+"error", "since"}}}; each agent's record is a ``agent_records.Agent`` (a Struct read as that dict).
 
 Within a class, ``agent.updated`` records what else changed (state, phase, task, target; last
 activity when it moved by ``ACTIVITY_STEP`` or more; the reason when its ``cause`` changed), so
@@ -27,7 +27,7 @@ from events.timefmt import iso as _iso
 from events.timefmt import parse_iso as _parse_iso
 from events.types import AgentClassified, AgentUpdated, SourceFailed, SourceRecovered
 from projections.classes import Cls
-from projections.fleet_record import Agent
+from projections.agent_records import Agent
 from projections.observations import AgentObs, Snapshot
 from projections.text import age as fmt_age
 from projections.tmuxfacts import recorded_tmux, tmux_gone
@@ -44,7 +44,7 @@ def initial() -> dict[str, Any]:
     return {"agents": {}, "sources": {}}
 
 
-# a snapshot decodes its agents into the records the fold makes (projections/fleet_record.py)
+# a snapshot decodes its agents into the records the fold makes (projections/agent_records.py)
 STATE_TYPE = TypedDict("FleetState", {"agents": dict[str, Agent], "sources": dict[str, Any]})
 
 

@@ -12,7 +12,7 @@ State (JSON, string keys, bounded):
   notice that pushed it), acked (until; NEVER = until it clears), acked_at, escalated, held
   (end of the quiet hours that held it), resolved (its "all clear" was sent).
 - ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it; a
-  ``fleet_record.NotifyAgent``, read as that dict).
+  ``agent_records.NotifyAgent``, read as that dict).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
 - ``classes``: subject -> its last 41 classes as a flat ``[class, time, seq, ...]`` (flap
   detection at plan time, see ``projections.notify_flap``).
@@ -43,7 +43,7 @@ from collections.abc import Callable
 from typing import Any, TypedDict, cast
 
 from events.timefmt import parse_iso
-from projections.fleet_record import NotifyAgent
+from projections.agent_records import NotifyAgent
 from projections.notify_flap import HIST_KEEP
 from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
@@ -178,7 +178,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
         st_, ph = ev.state, ev.phase
         detail = ev.reason or (f"{st_}/{ph}" if st_ and ph else st_ or ph or "")
         cond = _new(st, subj, to, sev, seq, t, a, detail)
-    agents[a] = NotifyAgent(to, t, seq, ev.state, cond)   # nudges 0, nudged_at None (fleet_record)
+    agents[a] = NotifyAgent(to, t, seq, ev.state, cond)   # nudges 0, nudged_at None (agent_records)
 
 
 def _agent_nudged(st: dict, ev: Any, seq: int, t: float) -> None:

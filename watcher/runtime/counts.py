@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from projections import fleet
-from projections.fleet_record import Agent
+from projections.agent_records import Agent
 
 
 class ClassCounts:
@@ -30,7 +30,7 @@ class ClassCounts:
             return self.counts
         counts: dict[str, int] = {}
         for a in proj["fleet"]["agents"].values():
-            c = a.cls if type(a) is Agent else a["class"]   # the fold's records by attribute (fleet_record)
+            c = a.cls if type(a) is Agent else a["class"]   # the fold's records by attribute (agent_records)
             counts[c] = counts.get(c, 0) + 1
         self.seq, self.counts = proj.seq, counts
         return counts

@@ -39,7 +39,7 @@ import msgspec
 from events.log import iso
 from events.types import (AgentNudged, NoticeAbandoned, NoticeEscalated, NoticeFailed, NoticeSent, SourceFailed,
                           SourceRecovered)
-from projections.fleet_record import Agent
+from projections.agent_records import Record
 from projections.notify import Policy, redact, retry_delay
 from projections.notify_plan import Message, NudgeAction, PlanMemo, nudges, plan
 from projections.notify_quiet import quiet_until
@@ -423,7 +423,7 @@ class _Targets:
 
     def get(self, agent: str, default: str | None = None) -> str | None:
         v = self._agents.get(agent)
-        return v.get("target", default) if isinstance(v, (dict, Agent)) else default   # Agent: the fold's record
+        return v.get("target", default) if isinstance(v, (dict, Record)) else default   # Record: the fold's (agent_records)
 
 
 def _targets(states: dict[str, Any]) -> _Targets:

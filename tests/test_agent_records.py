@@ -1,4 +1,4 @@
-"""fleet's and notify's per-agent records are Structs (projections/fleet_record.py, issue 19: a
+"""fleet's and notify's per-agent records are Structs (projections/agent_records.py, issue 19: a
 first tick's memory and page faults) that encode to the very bytes of the dicts they replaced,
 decode from the snapshots those dicts wrote, and read, write and compare as those dicts. Real
 SQLite logs (tests/test_rebuild_batches.py's seeded churn)."""
@@ -9,7 +9,7 @@ import pytest
 
 from projections import fleet, notify
 from projections.base import decode_state, encode_state
-from projections.fleet_record import Agent, NotifyAgent, Record
+from projections.agent_records import Agent, NotifyAgent, Record
 from watcher.runtime.state import Projections
 
 from tests import test_rebuild_batches as rb
