@@ -43,6 +43,7 @@ from events.chain import verify as _verify
 from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict, append_hint, open_hint
 from events.records import Damaged, Pending, Recorded, _problem, _writable, check_time, damaged_json  # noqa: F401
 from events.lock import WriterLock, check_identity
+from events.overlap import commit_during
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
 from events.types import Unknown, _E, _decoders, _encoder, decode_data, encode_data, tag_of  # noqa: F401  (Unknown, _E re-exported)
 
@@ -120,8 +121,7 @@ class EventLog:
         self._complete = False  # True: _versions has every subject of the log
         self._known_head = -1
         self._blocks: set[tuple[str, int]] = set()  # (type, block) pairs known to be in event_types
-        # (seq, hash, data version) of this connection's last commit: see _tail
-        self._committed: tuple[int, bytes, int] | None = None
+        self._committed: tuple[int, bytes, int] | None = None  # (seq, hash, data version) of its last commit: _tail
 
     def _close_quietly(self) -> None:
         if hasattr(self, "db"):
@@ -196,8 +196,7 @@ class EventLog:
         self.db.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
 
     def checkpoint(self, mode: str = "PASSIVE") -> None:
-        """A passive WAL checkpoint now (never waits for readers; what a reader pins stays for
-        the next one). Cheap when the WAL is already checkpointed."""
+        """A WAL checkpoint now (PASSIVE never waits for readers: what one pins stays for the next)."""
         try:
             self.db.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
         except apsw.Error:
@@ -209,9 +208,8 @@ class EventLog:
 
     def _tail(self) -> tuple[int, bytes]:
         """The head inside append's transaction: the one this connection committed last while the
-        file's data version (``SQLITE_FCNTL_DATA_VERSION``: moved by every commit, this connection's
-        or any other's, seen at ``BEGIN IMMEDIATE`` with the write lock held; not by a rollback) is
-        the one that commit left, else read. Saves the head look-up, ~2.5 µs a commit."""
+        file's data version (``SQLITE_FCNTL_DATA_VERSION``: moved by every commit, any connection's,
+        seen at ``BEGIN IMMEDIATE`` under the write lock; not by a rollback) is the one it left, else read."""
         last = self._committed
         if last is not None and last[2] == self.db.data_version():
             return last[0], last[1]
@@ -240,13 +238,14 @@ class EventLog:
         self._known_head = head
 
     def append(self, events: Iterable[Any], now: float | datetime,
-               snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None) -> list[int]:
+               snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None,
+               during: Callable[[list[Recorded]], Any] | None = None) -> list[int]:
         """Append a batch in one transaction; returns the seqs (existing seq for a known id).
 
         ``events`` are event Structs or :class:`Pending`. ``snapshot`` (optional) is called
         inside the transaction with the new records and returns projection snapshots to store
-        at the batch's last seq, so events and snapshots commit together.
-        """
+        at the batch's last seq, so events and snapshots commit together. ``during`` (optional)
+        gets them after it, beside the COMMIT of a big batch (events/overlap.py)."""
         # Speed (issue 19): with durability full each step after the fsync runs cache-cold (2-3x its
         # CPU), so after COMMIT only the data version and the anchor's pwrite are left: the caches
         # are set before it (the except clears them all); one kept cursor (db.execute makes one a call).
@@ -325,16 +324,17 @@ class EventLog:
                     if len(self._blocks) > 50_000:
                         self._blocks.clear()
                     self._blocks |= blocks
+            recs = [Recorded(s, i, t, ty, su, v, ev, d, h)  # unpacked: half the cost of a slice
+                    for (s, i, t, ty, su, v, d, h), ev in zip(rows, evs)] if snapshot or during else []
             if snapshot is not None:
-                snaps = snapshot([Recorded(s, i, t, ty, su, v, ev, d, h)  # unpacked: half the cost of a slice
-                                  for (s, i, t, ty, su, v, d, h), ev in zip(rows, evs)])
+                snaps = snapshot(recs)
                 if snaps:
                     self._store_snapshots(seq, prev, snaps)
             versions.update(local)
             self._known_head = seq
             anc = self._anchor if rows else None
             line = anchor.line(seq, prev) if anc is not None else b""
-            cur.execute("COMMIT")
+            commit_during(cur, during, recs, len(rows))
         except BaseException as e:
             try:
                 db.execute("ROLLBACK")

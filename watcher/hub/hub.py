@@ -73,7 +73,7 @@ class OriginLog:
     def stage(self, origins: list[wire.Origin]) -> None:
         self._staged = {o.hub_id: o for o in origins}
 
-    def append(self, events: Any, now: Any, snapshot: Any = None) -> list[int]:
+    def append(self, events: Any, now: Any, snapshot: Any = None, during: Any = None) -> list[int]:
         staged = self._staged
 
         def both(recs: list[Any]) -> Any:
@@ -88,7 +88,7 @@ class OriginLog:
             return snapshot(recs) if snapshot is not None else None
 
         try:
-            return self._elog.append(events, now, snapshot=both if staged or snapshot else None)
+            return self._elog.append(events, now, snapshot=both if staged or snapshot else None, during=during)
         finally:
             self._staged = {}
 
