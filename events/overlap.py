@@ -30,13 +30,6 @@ ROWS = 1000  # rows from which the COMMIT runs beside ``during`` (a thread's sta
 def commit_during(cur: Any, during: Callable[[list[Any]], Any] | None, recs: list[Any], rows: int) -> None:
     """``cur.execute("COMMIT")`` and ``during(recs)``: side by side from ``ROWS`` rows, else
     ``during`` first (inside the transaction), then the COMMIT."""
-    if during is None:
-        cur.execute("COMMIT")
-        return
-    if rows < ROWS:
-        during(recs)
-        cur.execute("COMMIT")
-        return
     failed: list[BaseException] = []
 
     def commit() -> None:
@@ -45,11 +38,16 @@ def commit_during(cur: Any, during: Callable[[list[Any]], Any] | None, recs: lis
         except BaseException as e:  # handed to the caller's thread below
             failed.append(e)
 
-    t = threading.Thread(target=commit, name="fleetwatch-commit")
-    try:
-        t.start()
-    except RuntimeError:  # no thread to be had (a process or memory limit): one after the other
-        during(recs)
+    t: threading.Thread | None = None
+    if during is not None and rows >= ROWS:
+        t = threading.Thread(target=commit, name="fleetwatch-commit")
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had (a process or memory limit): one after the other
+            t = None
+    if during is None or t is None:
+        if during is not None:
+            during(recs)
         cur.execute("COMMIT")
         return
     try:

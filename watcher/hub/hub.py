@@ -60,7 +60,8 @@ def silent_changes(last_seen: dict[str, float], silent: set[str], mono: float,
 class OriginLog:
     """The hub's EventLog with one addition: rows staged by :meth:`stage` are written to
     ``hub_origin`` inside the same append transaction (through the snapshot hook, which the
-    log calls inside its transaction with the new records). Everything else is delegated."""
+    log calls inside its transaction with the new records). Everything else is delegated, append's
+    other arguments (``during``) as given."""
 
     def __init__(self, elog: EventLog):
         self._elog = elog
@@ -73,7 +74,7 @@ class OriginLog:
     def stage(self, origins: list[wire.Origin]) -> None:
         self._staged = {o.hub_id: o for o in origins}
 
-    def append(self, events: Any, now: Any, snapshot: Any = None, during: Any = None) -> list[int]:
+    def append(self, events: Any, now: Any, snapshot: Any = None, **kw: Any) -> list[int]:
         staged = self._staged
 
         def both(recs: list[Any]) -> Any:
@@ -88,7 +89,7 @@ class OriginLog:
             return snapshot(recs) if snapshot is not None else None
 
         try:
-            return self._elog.append(events, now, snapshot=both if staged or snapshot else None, during=during)
+            return self._elog.append(events, now, snapshot=both if staged or snapshot else None, **kw)
         finally:
             self._staged = {}
 
