@@ -285,13 +285,15 @@ def _hinted(memo: Memo, snap: Any, agents: dict[str, Any], seq: int | None) -> _
             or len(agents) != memo.n_state or len(cur) != len(memo.keys) \
             or not all(aid in index and aid in cur for aid in dirty):
         return None
-    vals, sigs = list(memo.vals), list(memo.sigs)
+    vals, sigs = memo.vals, memo.sigs  # the memo's own until one changes (as fleet._hinted)
     todo: set[str] = set()
     claims = set(memo.claims)
     for aid in dirty:
         i, o, a = index[aid], cur[aid], agents.get(aid)
         sig = _SIG(a) if a is not None else _NO_SIG
         if o is not vals[i] or sig != sigs[i]:
+            if not todo:
+                vals, sigs = list(vals), list(sigs)
             vals[i], sigs[i] = o, sig
             todo.add(aid)
         if _claiming(a):

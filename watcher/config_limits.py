@@ -35,6 +35,7 @@ _DUR_TYPE = str | int
 SPECIFIC: dict[str, tuple[float, float, str]] = {
     "watch.interval": (0.05, 86400.0, "between 50ms and 1d"),
     "watch.debounce": (0.0, 10.0, "between 0ms and 10s"),
+    "watch.resync_rate": (1, 10_000_000, "between 1 and 10000000 files a second"),
     "sources[].timeout": (0.05, MAX_SOURCE_TIMEOUT,
                           f"between 50ms and {MAX_SOURCE_TIMEOUT:g}s (the service watchdog, "
                           f"WatchdogSec={WATCHDOG_SEC:g}, must survive a stuck source)"),

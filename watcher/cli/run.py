@@ -216,8 +216,10 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                 last_full = mono  # after a suspend: one tick now, missed ticks skipped
             paths = waker.take()  # file sources look where inotify pointed (None: everywhere)
             # the safety net for a change inotify never reported (docs/bench.md): each full tick
-            # also stats the next interval/resync part of the files, so all of them once per resync
+            # also stats the next interval/resync part of the files, so all of them once per resync,
+            # but at most resync_rate files a second (a big fleet's round takes longer)
             w.sweep = min(1.0, interval / max(cfg.dur("watch.resync"), 1e-3))
+            w.sweep_most = max(1, int(cfg.watch.resync_rate * interval))
             w.tick(time.time(), full=full, changed=paths)
             sd.tick_completed(time.monotonic())
             sd.status(status_line(w.class_counts(), time.monotonic() - mono))

@@ -39,6 +39,7 @@ from projections.base import encode_state
 from watcher.runtime.snapround import SnapshotRound
 from watcher.runtime.state import Projections, gc_paused
 from watcher.runtime.waker import Waker  # noqa: F401  (re-exported: run and the tests take it from here)
+from watcher.runtime.walquiet import Quiet
 
 log = logging.getLogger("fleetwatch.watcher")
 
@@ -86,6 +87,7 @@ class Watcher:
         self.log = elog
         self.sources = build_sources(cfg)
         self.proj = Projections.load(elog)
+        self.quiet = Quiet(elog.path)        # has the log had a commit since the last catch-up?
         self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.pending: list[Any] = []
         self.notifier = notifier
@@ -93,6 +95,7 @@ class Watcher:
         self.checker: Any = None             # watcher.runtime.checker.Checker when [dod] run_checks
         self.polls = Polls(self.poll_one)
         self.sweep = 0.0                     # part of the files a full tick with inotify paths stats too
+        self.sweep_most: int | None = None   # and at most this many (run: watch.resync_rate x interval)
         self.poll_wait: float | None = None  # a tick waits this long for sources (None: their deadlines)
         self._polled = False                 # the first tick always waits up to the deadlines
         self.cancel: Any = None              # a threading.Event (the stop request) that cuts the wait
@@ -166,7 +169,7 @@ class Watcher:
         ``interval``) it also stats its next ``sweep`` part of the files (the rolling resync)."""
         if changed is not None and getattr(s, "partial", False):
             if full and self.sweep > 0:
-                return s.poll(now, False, changed=changed, sweep=self.sweep)
+                return s.poll(now, False, changed=changed, sweep=self.sweep, most=self.sweep_most)
             return s.poll(now, False, changed=changed)
         return s.poll(now, full)
 
@@ -381,7 +384,7 @@ class Watcher:
     def _tick(self, now: float, full: bool, changed: set[str] | None) -> int:
         t0 = time.perf_counter()
         self.log.check_identity()  # the log vanished or was replaced: LogReplaced, nothing appended
-        if self.proj.catch_up(self.log):
+        if self.quiet.maybe_changed() and self.proj.catch_up(self.log):  # (walquiet.py: a stat, not a query, when idle)
             self._touched = None  # another writer's events: no hint this tick
         snap = self.observe(now, full, changed)
         t1 = t2 = time.perf_counter()

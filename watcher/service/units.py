@@ -216,6 +216,7 @@ durability = "full"              # "full": fsync every commit | "normal": faster
 interval = "2s"                  # a tick of every source; file sources also wake on inotify
 debounce = "100ms"               # coalesce bursts of file changes
 resync = "30s"                   # stat every file this often while inotify is healthy (else every interval)
+resync_rate = 100                # ...but at most this many files a second (10,000 files: once per 100 s)
 
 [classify]
 stall_after = "15m"              # idle, not done, no activity this long -> ESTANCADO

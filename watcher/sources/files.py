@@ -17,19 +17,19 @@
   returned as it is, so unchanged files keep their very observation object (the detectors skip
   those). ROOT is listed again when its (dev, inode, mtime_ns) changed, its last listing is
   "racy" (ROOT changed within 2 s before it) or 30 s old.
-- Partial polls (``full`` False, ``changed``: the paths inotify reported) stat only the files
-  those paths can concern and take the rest from the cache; the two-read rule still applies.
+- Partial polls (``full`` False, ``changed``: the paths inotify reported; simple layout only) stat
+  only the files those paths can concern, the rest from the cache; the two-read rule applies.
 """
 from __future__ import annotations
 
 import glob
 import logging
 import math
-from itertools import compress
-from operator import attrgetter, ne
 import os
 import time
 from collections.abc import Callable, Iterator
+from itertools import compress
+from operator import attrgetter, ne
 from typing import Any
 
 from projections.observations import AgentObs, RunObs, SourceResult
@@ -208,14 +208,14 @@ class GlobSource:
         return ent
 
     def poll(self, now: float, full: bool = True, changed: set[str] | None = None,
-             sweep: float = 0.0) -> SourceResult:
+             sweep: float = 0.0, most: int | None = None) -> SourceResult:
         """The full current set. ``changed`` (with ``full`` False): only those paths (inotify's
         report) are looked at again, the rest comes from the cache; else everything is stat'ed.
         ``sweep`` (0 < part <= 1, with ``changed``): the next ``part`` of the files is stat'ed
-        too (see ``_sweep``)."""
+        too, at most ``most`` of them (see ``_sweep``)."""
         self._now = now
         if not full and changed is not None and self._items is not None:
-            swept = self._sweep(sweep) if sweep > 0 else ()
+            swept = self._sweep(sweep, most) if sweep > 0 else ()
             part = None if swept is None else self._partial(changed, swept)
             if part is not None:
                 return part
@@ -356,15 +356,13 @@ class GlobSource:
             self.delta = (base, self._items, tuple(ids))
         return self.result(self._items)
 
-    def _sweep(self, part: float) -> list[str] | None:
-        """The rolling resync while inotify is healthy: the next ``part`` of the listed files (in
-        listing order, from where the last sweep stopped), so that every file is stat'ed again
-        once per ``1 / part`` sweeps — a change inotify never reported (an in-place write held
-        open, a network file system) is found within ``watch.resync`` — without a tick that stats
-        them all at once (50,000 files: ~0.3–0.9 s in which no write is taken). When a sweep
-        comes round, ROOT is listed again, and every folder that came or went since is looked at
-        too. None: ROOT is missing or another folder now (the caller polls in full, which says
-        so). Simple layout only (any other pattern has no partial ticks)."""
+    def _sweep(self, part: float, most: int | None = None) -> list[str] | None:
+        """The rolling resync while inotify is healthy: the next ``part`` of the listed files, at
+        most ``most`` (from where the last sweep stopped), so a change inotify never reported (an
+        in-place write held open, a network file system) is found within ``1 / part`` sweeps (or
+        ``files / most``) and no tick stats them all (50,000: 0.3–0.9 s taking no write). When a
+        sweep comes round, ROOT is listed again and every folder that came or went is looked at.
+        None: ROOT is missing or another folder now (the caller polls in full, which says so)."""
         if self._simple is None or self._items is None:
             return []
         try:  # ROOT gone or replaced (another folder by that name): look everywhere, as a full poll
@@ -385,6 +383,8 @@ class GlobSource:
             have = self.cache.keys()
             extra = sorted(set(paths).symmetric_difference(have))
         k = max(1, math.ceil(len(paths) * min(part, 1.0)))
+        if most is not None:  # watch.resync_rate: a big fleet's round takes longer instead
+            k = min(k, max(1, most))
         self._cursor = start + k
         return paths[start:start + k] + extra
 
