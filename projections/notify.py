@@ -47,14 +47,14 @@ from projections.agent_records import NotifyAgent
 from projections.notify_flap import HIST_KEEP
 from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
-    AGENT_SEV, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, swarm_text)
+    AGENT_SEV, LINES, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, short_kept, swarm_text)
 
 NAME = "notify"
-
 MAX_CONDS = 2000
 MAX_RECENT = 300
 MAX_EXPIRY = 4 * MAX_CONDS   # an expiry queue is rebuilt from ``conds`` beyond this (stale entries)
 SWEEP_S = 60.0               # the small tables are swept at most once per this (event time)
+_HIST_LEN = 3 * HIST_KEEP   # a subject's flat class history: HIST_KEEP [class, time, seq] entries
 CLEARED_KEEP_S = 300.0   # cleared conditions stay visible (inhibit reasons, status) this long
 ONESHOT_KEEP_S = 86400.0
 
@@ -84,7 +84,8 @@ def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name
          oneshot: bool = False) -> str:
     cid = f"{subject}|{cls}#{seq}"
     c = state["conds"][cid] = _NEW_COND.copy()
-    c["subject"], c["cls"], c["sev"], c["name"], c["text"] = subject, cls, sev, name, short(text)
+    line = LINES[text] if text in LINES else short_kept(text)   # most texts recur: ``short`` once per text
+    c["subject"], c["cls"], c["sev"], c["name"], c["text"] = subject, cls, sev, name, line
     c["seq"] = c["last_seq"] = seq
     c["since"] = c["changed"] = t
     c["oneshot"] = oneshot
@@ -170,7 +171,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
         st["classes"][subj] = [to, t, seq]
     else:
         h += (to, t, seq)
-        if len(h) > 3 * HIST_KEEP:
+        if len(h) > _HIST_LEN:
             del h[:3]
     sev = AGENT_SEV.get(to)
     cond = None

@@ -344,18 +344,23 @@ def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] =
     handlers, st = _HANDLERS, state
     last_time: str | None = None
     t, day = 0.0, ""
+    second = False   # the run's second event: from it on, last_before is the run's own t
     for rec in recs:
         h = handlers.get(rec.type)
         if h is None:
             continue
         time = rec.time
-        if time != last_time:
+        if time != last_time:   # the first handled event always (last_time starts None)
             t = times(time)
             day = event_day(time, t)   # once a run: fold inlines it, once an event
             last_time = time
-        if st["first"] is None:
-            st["first"] = t
-        st["last_before"] = st["last"]
-        st["last"] = t
+            if st["first"] is None:
+                st["first"] = t
+            st["last_before"] = st["last"]
+            st["last"] = t
+            second = True
+        elif second:   # fold sets last_before = last (= t) and last = t: only this one changes
+            st["last_before"] = t
+            second = False
         h(st, rec.event, t, day)
     return st
