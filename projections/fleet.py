@@ -452,10 +452,11 @@ def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str
             continue            # forgotten again and recorded again, once per prune)
         if old is None or old["class"] != cls:  # a str Enum: compares as its value
             again.add(aid)
+            st, ph = obs.state, obs.phase   # (normalise_phase inlined: once per agent of a first tick)
             out.append(AgentClassified(
                 agent=aid, from_=old["class"] if old else None, to=cls._value_,
-                state=obs.state if isinstance(obs.state, str) else None,
-                phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
+                state=st if isinstance(st, str) else None,
+                phase=PHASES.get(ph, ph) if isinstance(ph, str) else None,
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
                 contract_len=obs.contract_len, task=obs.task,
                 target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)))
@@ -466,7 +467,10 @@ def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str
             due.pop(aid, None)
         else:
             due[aid] = (lo, hi)
-            lo_max, hi_min = max(lo_max, lo), min(hi_min, hi)
+            if lo > lo_max:   # max() and min() without their calls (once per agent of a first tick)
+                lo_max = lo
+            if hi < hi_min:
+                hi_min = hi
     return lo_max, hi_min
 
 
