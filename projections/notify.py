@@ -84,7 +84,7 @@ def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name
          oneshot: bool = False) -> str:
     cid = f"{subject}|{cls}#{seq}"
     c = state["conds"][cid] = _NEW_COND.copy()
-    line = LINES[text] if text in LINES else short_kept(text)   # most texts recur: ``short`` once per text
+    line = LINES[text] if type(text) is str and text in LINES else short_kept(text)   # ``short`` once per text
     c["subject"], c["cls"], c["sev"], c["name"], c["text"] = subject, cls, sev, name, line
     c["seq"] = c["last_seq"] = seq
     c["since"] = c["changed"] = t

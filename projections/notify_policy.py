@@ -78,9 +78,11 @@ def short_kept(text: Any) -> str:
     condition's text, and most recur (a class's reason: "busy", "waiting for the human"); the
     fold looks in ``LINES`` first, a dict look-up where ``short`` was a call and six tests
     (bench_rebuild's notify fold: ~5 % faster, eighteenth session)."""
-    if len(LINES) >= LINES_MAX:
-        LINES.clear()
-    line = LINES[text] = short(text)
+    line = short(text)
+    if type(text) is str:   # (a text of another type, which no event field holds, is not kept)
+        if len(LINES) >= LINES_MAX:
+            LINES.clear()
+        LINES[text] = line
     return line
 
 
