@@ -452,11 +452,10 @@ def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str
             continue            # forgotten again and recorded again, once per prune)
         if old is None or old["class"] != cls:  # a str Enum: compares as its value
             again.add(aid)
-            st, ph = obs.state, obs.phase   # (normalise_phase inlined: once per agent of a first tick)
             out.append(AgentClassified(
                 agent=aid, from_=old["class"] if old else None, to=cls._value_,
-                state=st if isinstance(st, str) else None,
-                phase=PHASES.get(ph, ph) if isinstance(ph, str) else None,
+                state=obs.state if isinstance(obs.state, str) else None,
+                phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
                 contract_len=obs.contract_len, task=obs.task,
                 target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)))

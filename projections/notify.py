@@ -47,7 +47,7 @@ from projections.agent_records import NotifyAgent
 from projections.notify_flap import HIST_KEEP
 from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
-    AGENT_SEV, LINES, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, short_kept, swarm_text)
+    AGENT_SEV, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"
 MAX_CONDS = 2000
@@ -84,8 +84,7 @@ def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name
          oneshot: bool = False) -> str:
     cid = f"{subject}|{cls}#{seq}"
     c = state["conds"][cid] = _NEW_COND.copy()
-    line = LINES[text] if type(text) is str and text in LINES else short_kept(text)   # ``short`` once per text
-    c["subject"], c["cls"], c["sev"], c["name"], c["text"] = subject, cls, sev, name, line
+    c["subject"], c["cls"], c["sev"], c["name"], c["text"] = subject, cls, sev, name, short(text)
     c["seq"] = c["last_seq"] = seq
     c["since"] = c["changed"] = t
     c["oneshot"] = oneshot

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any
 
 import msgspec
 
@@ -67,23 +66,6 @@ def short(text: str | None, n: int = TEXT_MAX) -> str:
         return text
     t = redact(" ".join(str(text or "").split()))
     return t if len(t) <= n else t[: n - 1] + "…"
-
-
-LINES: dict[Any, str] = {}   # text -> short(text): a bounded memo of a pure function (short_kept)
-LINES_MAX = 4096
-
-
-def short_kept(text: Any) -> str:
-    """``short(text)``, kept in ``LINES`` (cleared when full): the notify fold makes a line of every
-    condition's text, and most recur (a class's reason: "busy", "waiting for the human"); the
-    fold looks in ``LINES`` first, a dict look-up where ``short`` was a call and six tests
-    (bench_rebuild's notify fold: ~5 % faster, eighteenth session)."""
-    line = short(text)
-    if type(text) is str:   # (a text of another type, which no event field holds, is not kept)
-        if len(LINES) >= LINES_MAX:
-            LINES.clear()
-        LINES[text] = line
-    return line
 
 
 def retry_delay(attempt: int, policy: Policy) -> float | None:

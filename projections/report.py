@@ -344,7 +344,6 @@ def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] =
     handlers, st = _HANDLERS, state
     last_time: str | None = None
     t, day = 0.0, ""
-    second = False   # the run's second event: from it on, last_before is the run's own t
     for rec in recs:
         h = handlers.get(rec.type)
         if h is None:
@@ -358,9 +357,7 @@ def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] =
                 st["first"] = t
             st["last_before"] = st["last"]
             st["last"] = t
-            second = True
-        elif second:   # fold sets last_before = last (= t) and last = t: only this one changes
+        else:   # fold sets last_before = last (= t) and last = t: only last_before can change
             st["last_before"] = t
-            second = False
         h(st, rec.event, t, day)
     return st

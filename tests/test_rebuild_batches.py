@@ -5,6 +5,7 @@ the very seq each snapshot covers. And the pure core keeps no cache of its own (
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 import random
 
 import pytest
@@ -183,7 +184,21 @@ def test_no_module_level_cache_in_notify_and_report(tmp_path):
     report_view.figures(p["report"], T0 + 86400 * 30)
     after = {m.__name__: _containers(m) for m in mods}
     assert after == before
-    elog.close()
+    assert after == _fresh_containers()   # and as a fresh import has them: a memo filled earlier
+    elog.close()                          # in this process (by other tests) compares equal above
+
+
+def _fresh_containers() -> dict:
+    """:func:`_containers` of every NOTIFY_REPORT module as a fresh interpreter imports them."""
+    import json
+    import subprocess
+    import sys
+    code = ("import importlib, json, sys; from tests.test_rebuild_batches import NOTIFY_REPORT, _containers; "
+            "print(json.dumps({f'projections.{n}': _containers(importlib.import_module(f'projections.{n}')) "
+            "for n in NOTIFY_REPORT}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(Path(__file__).resolve().parents[1])).stdout
+    return json.loads(out)
 
 
 def test_the_framework_documents_time(tmp_path):
