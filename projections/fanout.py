@@ -5,7 +5,8 @@ warning {count, window}, in the tick that sees them. A new agent is one the flee
 alive: never classified, or CERRADO since (it is classified for the first time again). Each new
 agent is counted in one report at most: the event's ``upto`` names the last one it covered, and
 the next report counts only later ones (12 new agents in one tick: one event, not one per tick
-while they stay within the window). State: ``alive`` (agent -> 1, from ``agent.classified``),
+while they stay within the window). The count is of distinct agents, never one first seen by
+the census (one that ended and came back is no launch). State: ``alive`` (agent -> 1, from ``agent.classified``),
 the last ``KEEP`` new agents ``[time, n, agent, seq]`` (``n`` counts them from 1), ``n`` and
 ``reported`` (the ``upto`` of the last report).
 
@@ -120,8 +121,13 @@ def _report(state: dict[str, Any], now: float, new: list[str], fanout_max: int, 
     if fanout_max <= 0 or census:
         return []
     lo, rep = now - fanout_window, state["reported"]
-    recent = [b[2] for b in state["births"]
-              if b[1] > rep and b[0] >= lo and (b[3] if len(b) > 3 else 0) > census_seq] + new
+    births = state["births"]
+    # an agent first seen by the census (ended since, now back) is no launch, and an agent born
+    # twice in the window (ended and back) is one agent: each counted agent is distinct and new
+    known = {b[2] for b in births if (b[3] if len(b) > 3 else 0) <= census_seq}
+    recent = list(dict.fromkeys(
+        [b[2] for b in births if b[1] > rep and b[0] >= lo and (b[3] if len(b) > 3 else 0) > census_seq] + new))
+    recent = [a for a in recent if a not in known] if known else recent
     if len(recent) <= fanout_max:
         return []
     return [FleetFanout(count=len(recent), window=float(fanout_window), agents=recent[:SHOW],

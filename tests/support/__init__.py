@@ -1,0 +1,1 @@
+"""Shared test helpers (one module per theme); test modules import from here, never from each other."""
