@@ -13,11 +13,11 @@ from tests.test_dod_checker import _tick_until
 from watcher.runtime.loop import Watcher
 
 
-def _goal(root, agent):
+def _goal(root, agent, **extra):
     d = root / agent
     d.mkdir(parents=True, exist_ok=True)
     (d / "g.tmp").write_text(json.dumps({"agent": agent, "state": "busy", "phase": "haciendo",
-                                          "dod_contract": "c", "last_activity": time.time()}))
+                                          "dod_contract": "c", "last_activity": time.time(), **extra}))
     os.replace(d / "g.tmp", d / "goal.json")
 
 
@@ -69,3 +69,44 @@ def test_ended_agents_are_no_launches_tick_after_tick(tmp_path):
     assert _fanouts(cfg.store.path) == []
     assert {a["class"] for k, a in w.proj["fleet"]["agents"].items() if k != "alive"} == {"CERRADO"}
     w.close()
+
+
+def test_a_known_agent_back_from_closed_is_not_counted_among_22_new(tmp_path):
+    fleet = tmp_path / "fleet"
+    for i in range(3):
+        _goal(fleet, f"old{i}")
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n'
+                f'[classify]\nfanout_window = "1h"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
+    w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
+    try:
+        _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 3)
+        for _ in range(2):
+            w.tick(time.time())
+        _goal(fleet, "old0", ended=True)                  # a known agent ends ...
+        _tick_until(w, lambda: w.proj["fleet"]["agents"]["old0"]["class"] == "CERRADO")
+        _goal(fleet, "old0")                              # ... and comes back with 22 new ones
+        for i in range(22):
+            _goal(fleet, f"new{i:02d}")
+        _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 25
+                   and w.proj["fleet"]["agents"]["old0"]["class"] != "CERRADO")
+        for _ in range(3):
+            w.tick(time.time())
+        f = _fanouts(cfg.store.path)
+        assert len(f) == 1 and f[0].count == 22, [(e.count, e.agents) for e in f]
+        assert "old0" not in f[0].agents
+    finally:
+        w.close()
+
+
+def test_an_agent_born_twice_in_the_window_counts_once():
+    """Pure: births after the census hold one agent twice (it ended and came back): one agent."""
+    from projections import fanout
+
+    st = fanout.initial()
+    now = 1000.0
+    st["births"] = [[now, i + 1, f"n{i}", 10 + i] for i in range(9)] + [[now, 10, "n0", 30]]
+    st["n"] = 10
+    ev = fanout._report(st, now, [], 8, 60.0, False, 5)
+    assert len(ev) == 1 and ev[0].count == 9
+    assert fanout._report(st, now, [], 9, 60.0, False, 5) == []   # 9 distinct: within a cap of 9
