@@ -136,8 +136,12 @@ def test_no_socket_is_a_silent_noop(tmp_path):
 @pytest.mark.parametrize("counts, age, line", [
     # classes in urgency order; zero counts dropped
     ({"TRABAJANDO": 7, "RECLAMA": 2, "ESTANCADO": 0}, 1.23, "9 agents: 2 RECLAMA, 7 TRABAJANDO; last tick 1.2s ago"),
-    # CERRADO is listed but not counted as live
-    ({"CERRADO": 3, "DICE_TERMINADO": 1}, 45.9, "1 agent: 1 DICE_TERMINADO, 3 CERRADO; last tick 45s ago"),
+    # CERRADO is not live: apart from the live counts, which add up to the total
+    ({"CERRADO": 3, "DICE_TERMINADO": 1}, 45.9, "1 agent: 1 DICE_TERMINADO; 3 CERRADO; last tick 45s ago"),
+    # regression (issue 45): "8 agents: 6 RECLAMA, 2 MAL_LANZADO, 3 CERRADO" read as 11
+    ({"RECLAMA": 6, "MAL_LANZADO": 2, "CERRADO": 3}, 1.0,
+     "8 agents: 6 RECLAMA, 2 MAL_LANZADO; 3 CERRADO; last tick 1.0s ago"),
+    ({"CERRADO": 2}, 1.0, "0 agents; 2 CERRADO; last tick 1.0s ago"),
     # empty fleet
     ({}, 0.0, "0 agents; last tick 0.0s ago"),
     # unknown classes go last, alphabetically; minutes for long ages

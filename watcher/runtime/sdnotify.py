@@ -121,12 +121,16 @@ def _age(seconds: float) -> str:
 
 
 def status_line(counts: dict[str, int], last_tick_age: float) -> str:
-    """``"9 agents: 2 RECLAMA, 7 TRABAJANDO; last tick 1.2s ago"`` (pure). CERRADO agents are
-    listed but not counted as live; classes with a zero count are left out. Order: the class table's
-    urgency rank (unknown classes last, alphabetically)."""
-    items = sorted(((c, n) for c, n in counts.items() if n), key=lambda cn: (classes.rank(cn[0]), cn[0]))
-    live = sum(n for c, n in items if c != "CERRADO")
+    """``"9 agents: 2 RECLAMA, 7 TRABAJANDO; 3 CERRADO; last tick 1.2s ago"`` (pure). The live
+    classes add up to the agent count; CERRADO agents are not live and stand apart after it. Classes
+    with a zero count are left out. Order: the class table's urgency rank (unknown classes last,
+    alphabetically)."""
+    items = sorted(((c, n) for c, n in counts.items() if n and c != "CERRADO"),
+                   key=lambda cn: (classes.rank(cn[0]), cn[0]))
+    live = sum(n for _, n in items)
     head = f"{live} agent{'s' if live != 1 else ''}"
     if items:
         head += ": " + ", ".join(f"{n} {c}" for c, n in items)
+    if counts.get("CERRADO"):
+        head += f"; {counts['CERRADO']} CERRADO"
     return f"{head}; last tick {_age(last_tick_age)} ago"
