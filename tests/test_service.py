@@ -401,3 +401,16 @@ def test_unknown_level_is_a_config_error(clean_logging):
 
     with pytest.raises(ConfigError):
         setup_logging("chatty", environ={}, stream=io.StringIO())
+
+
+def test_the_guide_names_the_units_install_service_writes():
+    """Regression (issue 45): the guide said "three user units" while install-service wrote four."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "readme" / "service.md").read_text()
+    section = text.split("### `fleetwatch install-service", 1)[1].split("\n### ", 1)[0]
+    intro = section.split("\n\n", 2)[1]
+    words = {3: "three", 4: "four", 5: "five"}
+    assert f"Writes {words[len(svc.UNITS)]} user units" in intro
+    listed = re.findall(r"^- `(fleetwatch[\w.-]*)`", section, re.M)
+    assert listed == list(svc.UNITS)

@@ -9,6 +9,8 @@ says "already acknowledged" (exit 0); a different ``--for`` is a new ack. Unknow
 ``fleetwatch notify-stopped`` is what the ``fleetwatch-onfailure.service`` unit runs when the
 watcher's unit fails: one urgent push "fleetwatch stopped: <result>" through the configured
 URLs (systemd passes ``$MONITOR_SERVICE_RESULT`` / ``$MONITOR_EXIT_CODE`` / ``$MONITOR_EXIT_STATUS``).
+Nothing is pushed (exit 0) while another watcher holds the log's writer lock: the unit failed
+because a second `run` was refused (exit 3), and the fleet is watched.
 """
 from __future__ import annotations
 
@@ -81,7 +83,14 @@ def register(app: typer.Typer) -> None:
         from watcher.cli.util import context
         from watcher.runtime.deliver import Causes, Deliverer, exit_if_deliveries_hang
 
-        cfg, _ = context(config, db)
+        from events.lock import writer_running
+
+        cfg, path = context(config, db)
+        running, pid = writer_running(path)
+        if running:  # this unit failed (a second `run` refused, exit 3), but a watcher holds the log
+            typer.echo(f"not pushed: another watcher (pid {pid}) holds the log {safe(path, 200)}: "
+                       "the fleet is watched")
+            return
         res = safe(result or os.environ.get("MONITOR_SERVICE_RESULT") or "failed", 40)
         code = safe(os.environ.get("MONITOR_EXIT_CODE", ""), 20)
         status = safe(os.environ.get("MONITOR_EXIT_STATUS", ""), 20)
