@@ -3,6 +3,7 @@ and the real CLI process (JSON fields, terminal output, a self-contained HTML pa
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -278,3 +279,42 @@ def test_event_day_over_a_year_of_iso_times():
         s = iso(T0 + i * 900.0 - 0.0005 * (i % 3))
         t = report.event_time(s)
         assert report.event_day(s, t) == report.day_key(t), s
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_terminal_report_fits_the_width_without_cut_names(db, columns):
+    """Regression (issue 45): at 80 columns the DoD and load tables cut their headers to
+    ``unevalu…`` / ``escalati…``; the header said "(1 days)"."""
+    env = {**os.environ, "COLUMNS": str(columns)}
+    r = subprocess.run([FW, "report", "--db", str(db), "--until", iso(T0 + 10 * 3600)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(x) for x in lines) <= columns, [x for x in lines if len(x) > columns]
+    assert "…" not in r.stdout
+    for name in ("unevaluable", "self-approvals refused", "escalations", "agent-hours waiting"):
+        assert name in r.stdout
+    assert "(1 day)" in r.stdout and "1 days" not in r.stdout
+
+
+def test_html_legend_stands_clear_of_the_bars_and_one_day_is_singular(db, tmp_path):
+    """Regression (issue 45): the verdicts chart's legend sat over its bars; "1 days"."""
+    pytest.importorskip("matplotlib", reason="the HTML report needs the report extra (matplotlib)")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from watcher.cli.report_html import dod_chart
+
+    days = [{"day": f"2026-11-{i:02d}", "met": 5, "failed": 3, "reclama_s": 0} for i in range(1, 8)]
+    f = dod_chart(plt, days, "day", list(range(7)), [d["day"][5:] for d in days])
+    f.canvas.draw()
+    r = f.canvas.get_renderer()
+    ax = f.axes[0]
+    assert not ax.get_legend().get_window_extent(r).overlaps(ax.get_window_extent(r))
+    plt.close(f)
+    out = tmp_path / "r.html"
+    assert run_cli("report", "--db", db, "--until", iso(T0 + 10 * 3600), "--html", out).returncode == 0
+    text = out.read_text()
+    assert "1 day ·" in text and "1 days" not in text

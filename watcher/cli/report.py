@@ -96,6 +96,23 @@ def _dur(s: float | None) -> str:
     return "-" if s is None else age(s)
 
 
+def _figures(title: str, width: int, Table: Any, pairs: list[tuple[str, str]]) -> Any:
+    """One row of named figures as a table: the names as headers when every one fits whole in
+    ``width`` columns, else one line per figure (name, value): never a name cut to ``unevalu…``."""
+    need = sum(max(len(k), len(v)) + 3 for k, v in pairs) + 1
+    t = Table(title=title, show_header=need <= width, header_style="bold", title_justify="left")
+    if need <= width:
+        for k, _ in pairs:
+            t.add_column(k, justify="right")
+        t.add_row(*(v for _, v in pairs))
+    else:
+        t.add_column("", overflow="fold")
+        t.add_column("", justify="right", overflow="fold")
+        for k, v in pairs:
+            t.add_row(k, v)
+    return t
+
+
 def render(fig: dict[str, Any]) -> None:
     """The terminal report (rich; no colour when NO_COLOR is set or not a terminal). Values from
     the log (agent ids, rule and source names) are escaped and never parsed as rich markup: an id
@@ -111,23 +128,22 @@ def render(fig: dict[str, Any]) -> None:
     days = fig["days"]
     rng = fig["range"]
     since = iso(rng["since"]) if rng["since"] else "-"
-    con.print(f"[bold]fleetwatch report[/bold]  {since[:16]} → {iso(rng['until'])[:16]} UTC  ({rng['days']} days)")
+    n_days = rng["days"]
+    con.print(f"[bold]fleetwatch report[/bold]  {since[:16]} → {iso(rng['until'])[:16]} UTC  "
+              f"({n_days} day{'' if n_days == 1 else 's'})")
     d, ld, st = fig["dod"], fig["load"], fig["stalls"]
     rate = "-" if d["false_done_rate"] is None else f"{d['false_done_rate'] * 100:.0f} %"
-    t = Table(title="DoD", show_header=True, header_style="bold", title_justify="left")
-    for c in ("met", "failed", "unevaluable", "claims", "false done", "never verified", "claim → verdict p50", "self-approvals refused"):
-        t.add_column(c, justify="right")
-    t.add_row(str(d["met"]), str(d["failed"]), str(d["unevaluable"]), str(d["claims"]), rate,
-              str(d["never_verified"]), _dur(d["claim_to_verdict"]["p50_s"]), str(d["self_approvals_refused"]))
-    con.print(t)
+    con.print(_figures("DoD", con.width, Table, [
+        ("met", str(d["met"])), ("failed", str(d["failed"])), ("unevaluable", str(d["unevaluable"])),
+        ("claims", str(d["claims"])), ("false done", rate), ("never verified", str(d["never_verified"])),
+        ("claim → verdict p50", _dur(d["claim_to_verdict"]["p50_s"])),
+        ("self-approvals refused", str(d["self_approvals_refused"]))]))
     r = ld["reclama"]
-    t = Table(title="Your load", show_header=True, header_style="bold", title_justify="left")
-    for c in ("pushes", "items/push", "waits (RECLAMA)", "agent-hours waiting", "p50", "p90", "max", "acks", "escalations"):
-        t.add_column(c, justify="right")
-    t.add_row(str(ld["pushes"]), "-" if ld["items_per_push"] is None else f"{ld['items_per_push']:.1f}",
-              str(r["episodes"]) + (f" ({r['open']} open)" if r["open"] else ""), f"{r['agent_hours']:.1f}",
-              _dur(r["p50_s"]), _dur(r["p90_s"]), _dur(r["max_s"]), str(ld["acks"]), str(ld["escalations"]))
-    con.print(t)
+    con.print(_figures("Your load", con.width, Table, [
+        ("pushes", str(ld["pushes"])), ("items/push", "-" if ld["items_per_push"] is None else f"{ld['items_per_push']:.1f}"),
+        ("waits (RECLAMA)", str(r["episodes"]) + (f" ({r['open']} open)" if r["open"] else "")),
+        ("agent-hours waiting", f"{r['agent_hours']:.1f}"), ("p50", _dur(r["p50_s"])), ("p90", _dur(r["p90_s"])),
+        ("max", _dur(r["max_s"])), ("acks", str(ld["acks"])), ("escalations", str(ld["escalations"]))]))
     con.print(f"pushes by hour (UTC 0–23): {spark(ld['pushes_by_hour'])}")
     helped = sum(n for c, n in st["after_nudge"].items() if c in ("TRABAJANDO", "DICE_TERMINADO"))
     nudged = sum(st["after_nudge"].values())
@@ -160,8 +176,8 @@ def render(fig: dict[str, Any]) -> None:
             con.print(out, soft_wrap=True)   # no wrap at 80 columns: a line per agent
         else:
             t = Table(title="Per agent", show_header=True, header_style="bold", title_justify="left")
-            for c in head:
-                t.add_column(c, justify="right" if c != "agent" else "left")
+            for c in head:  # an id too long for the width wraps, never cut
+                t.add_column(c, justify="right" if c != "agent" else "left", overflow="fold")
             for r in rows:
                 t.add_row(Text(r[0]), *r[1:])
             con.print(t)

@@ -69,12 +69,7 @@ def charts(fig: dict[str, Any]) -> dict[str, str]:
     out = {}
     plt.rcParams.update({"svg.hashsalt": "fleetwatch", "font.size": 9})
 
-    f, ax = plt.subplots(figsize=(7, 2.6))
-    ax.bar(x, [d["met"] for d in days], color="#2e7d32", label="met")
-    ax.bar(x, [d["failed"] for d in days], bottom=[d["met"] for d in days], color="#c62828", label="failed")
-    ax.set_title(f"DoD verdicts per {per}")
-    ax.set_xticks(ticks, labels, rotation=45 if len(ticks) > 10 else 0)
-    ax.legend(frameon=False)
+    f = dod_chart(plt, days, per, ticks, labels)
     out["dod"] = _svg(f)
     plt.close(f)
 
@@ -92,6 +87,18 @@ def charts(fig: dict[str, Any]) -> dict[str, str]:
     out["hours"] = _svg(f)
     plt.close(f)
     return out
+
+
+def dod_chart(plt: Any, days: list[dict], per: str, ticks: list[int], labels: list[str]) -> Any:
+    """The verdicts chart; its legend stands right of the axes, never over the bars."""
+    f, ax = plt.subplots(figsize=(7, 2.6))
+    x = list(range(len(days)))
+    ax.bar(x, [d["met"] for d in days], color="#2e7d32", label="met")
+    ax.bar(x, [d["failed"] for d in days], bottom=[d["met"] for d in days], color="#c62828", label="failed")
+    ax.set_title(f"DoD verdicts per {per}")
+    ax.set_xticks(ticks, labels, rotation=45 if len(ticks) > 10 else 0)
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return f
 
 
 def page(fig: dict[str, Any], note: str = "") -> str:
@@ -117,7 +124,7 @@ figure{{margin:1em 0}}figure svg{{max-width:100%;height:auto}}table{{border-coll
 td,th{{border-bottom:1px solid #eee;padding:.2em .6em;text-align:right}}td:first-child,th:first-child{{text-align:left}}</style>
 </head><body>
 <h1>fleetwatch report</h1>
-<p>{e(fig['range']['days'])} days · generated from the event log (no LLM)</p>
+<p>{e(fig['range']['days'])} day{'' if fig['range']['days'] == 1 else 's'} · generated from the event log (no LLM)</p>
 {f'<p class="warn">{e(note)}</p>' if note else ''}
 <div class="tiles">{tile_html}</div>
 <figure id="chart-dod">{svgs['dod']}</figure>
