@@ -87,6 +87,19 @@ class DodVerdict(_E, frozen=True, tag="dod.verdict"):
         return f"dod:{self.agent}"
 
 
+class DodCheckStarted(_E, frozen=True, tag="dod.check_started"):
+    """The checker is about to run a claim's checks (recorded before they run: a claim started
+    and never decided stopped the watcher, and is not run again)."""
+
+    agent: str
+    claim_seq: int = 0
+    isolation: str = ""   # bwrap | unshare | none
+
+    @property
+    def subject(self) -> str:
+        return f"dod:{self.agent}"
+
+
 class DodContractChanged(_E, frozen=True, tag="dod.contract_changed"):
     agent: str
     old_sha256: str | None = None
@@ -444,7 +457,7 @@ class WatcherStopped(_E, frozen=True, tag="watcher.stopped"):
 
 Event = Union[
     AgentClassified, AgentUpdated, AgentNudged,
-    DodVerdict, DodContractChanged, DodFlagged,
+    DodVerdict, DodContractChanged, DodFlagged, DodCheckStarted,
     RunChanged, StepChanged, RuleViolated, StepOverdue, RunAbandoned,
     WpChanged, CircuitChanged, MissionCompleted, SwarmChanged,
     WpViolated, WpFlagged, SwarmCapped, FleetFanout,

@@ -124,6 +124,11 @@ def _verdict(state: dict[str, Any], ev: DodVerdict, rec: Any) -> None:
         a["verdict"] = v
 
 
+def _check_started(state: dict[str, Any], ev: Any, rec: Any) -> None:
+    """The claim whose checks the checker started last (``check_started``: its claim seq)."""
+    _agent(state, ev.agent)["check_started"] = ev.claim_seq
+
+
 def _contract_changed(state: dict[str, Any], ev: DodContractChanged, rec: Any) -> None:
     a = _agent(state, ev.agent)
     a["current_sha256"] = ev.new_sha256
@@ -143,7 +148,8 @@ def _flagged(state: dict[str, Any], ev: DodFlagged, rec: Any) -> None:
 
 
 _HANDLERS: dict[str, Any] = {"agent.classified": _classified, "dod.verdict": _verdict,
-                             "dod.contract_changed": _contract_changed, "dod.flagged": _flagged}
+                             "dod.contract_changed": _contract_changed, "dod.flagged": _flagged,
+                             "dod.check_started": _check_started}
 TYPES = frozenset(_HANDLERS)  # the event types fold reads (others: no-op)
 
 

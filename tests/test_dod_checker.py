@@ -202,7 +202,8 @@ def test_failing_tests_get_failed_with_evidence_and_a_real_done_gets_met(tmp_pat
     _tick_until(w, lambda: len(_verdicts(cfg.store.path)) == 2)
     v = {e.agent: e for e in _verdicts(cfg.store.path)}
     assert v["liar"].verdict == "failed" and v["liar"].verifier == "fleetwatch-checks"
-    assert "1 failed, 9 passed" in v["liar"].checks[0]["lines"] and v["liar"].checks[0]["exit"] == 1
+    assert v["liar"].checks[0]["exit"] == 1 and len(v["liar"].checks[0]["digest"]) == 16
+    assert "lines" not in v["liar"].checks[0]          # the output is never stored unless asked for
     assert v["honest"].verdict == "met"
     assert "private session text" not in json.dumps([e.evidence for e in v.values()])
     # the liar rewrites its own file: met, verified by "someone"; the DoD stays failed
@@ -255,8 +256,9 @@ def test_checks_are_off_unless_asked(tmp_path):
 
 
 def test_kill_between_claim_and_verdict_gives_exactly_one_verdict(tmp_path):
-    """A real `fleetwatch run`, killed -9 while a slow check runs; the restart checks again and
-    the log holds one checker verdict for the claim."""
+    """A real `fleetwatch run`, killed -9 while a slow check runs: the restart does not run it
+    again (it may be what killed the watcher) and the log holds one checker verdict for the
+    claim, unevaluable."""
     slow = {"id": "slow", "kind": "cmd", "cmd": ["sh", "-c", "sleep 2; echo done"], "required": True}
     fleet, cfg = _world(tmp_path)
     (tmp_path / "config.toml").write_text((tmp_path / "config.toml").read_text() + '[watch]\ninterval = "200ms"\n')
@@ -280,7 +282,20 @@ def test_kill_between_claim_and_verdict_gives_exactly_one_verdict(tmp_path):
         p.send_signal(signal.SIGTERM)
         p.wait(20)
     vs = [e for e in _verdicts(cfg.store.path) if e.source == "checks"]
-    assert len(vs) == 1 and vs[0].verdict == "met"
+    assert len(vs) == 1 and vs[0].verdict == "unevaluable" and "it stopped the watcher" in vs[0].evidence
+
+
+def test_the_output_s_last_lines_are_kept_only_when_asked(tmp_path):
+    fleet, cfg = _world(tmp_path)
+    cfg = parse((tmp_path / "config.toml").read_text() + "check_output_lines = 2\n")
+    _goal(fleet, "a1", dod_contract=[FAIL])
+    w = _watcher(cfg)
+    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
+    _claim(fleet, "a1", dod_contract=[FAIL])
+    _tick_until(w, lambda: len(_verdicts(cfg.store.path)) == 1)
+    assert _verdicts(cfg.store.path)[0].checks[0]["lines"] == ["1 failed, 9 passed"]
+    w.checker.close()
+    w.close()
 
 
 def _started_check(cmdline: str) -> bool:

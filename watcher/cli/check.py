@@ -97,12 +97,16 @@ def register(app: typer.Typer) -> None:
                     else "needs a human or a verifier agent"
                 print(f"  {safe(r['id'], 40)} ({safe(r['kind'], 20)}{', required' if r['required'] else ''}): {what}")
             return
-        pend = verdict_for(name, 0, obs.checks, work_dir(obs), obs.contract_sha256, pinned,
-                           cfg.dur("dod.check_timeout"), cfg.dod.check_max_bytes)
+        from watcher.runtime.checker import Limits, without_lines
+
+        lim = Limits.from_config(cfg)   # the person at the terminal sees the last lines; the log keeps
+        pend = verdict_for(name, 0, obs.checks, work_dir(obs), obs.contract_sha256, pinned,  # them only by opt-in
+                           lim._replace(lines=max(lim.lines, 3)))
         ev = pend.event
         elog = EventLog(path, durability=cfg.store.durability, create=False)
         try:
-            seq = elog.append([Pending(ev, id=f"checks-cli:{name}:{uuid.uuid4().hex[:12]}")], time.time())[0]
+            stored = ev if lim.lines else without_lines(ev)
+            seq = elog.append([Pending(stored, id=f"checks-cli:{name}:{uuid.uuid4().hex[:12]}")], time.time())[0]
         finally:
             elog.close()
         if as_json:

@@ -13,23 +13,31 @@ Invariants
   ended (the agent went back to work, maybe claimed again) is dropped, never taken as the
   verdict of the agent's next claim; a new claim is checked on its own.
 - Each check is argv without a shell, run in goal.json's ``cwd`` (absolute; absent: the folder
-  holding goal.json) through
-  ``watcher.sources.command.run_bounded``: its own process group, killed whole at
-  ``check_timeout`` or at ``check_max_bytes`` of output; stderr never kept.
+  holding goal.json) through ``watcher.runtime.isolated.run_isolated``: its own PID namespace
+  (it cannot see or signal the watcher), its own process group killed whole at ``check_timeout``
+  or at ``check_max_bytes`` of output, no file beyond ``check_max_file_bytes``; stderr never kept.
+- A claim's checks are recorded as started (``dod.check_started``) before they run. A claim
+  started and never decided, found by a checker that did not start it, stopped the watcher
+  (or the watcher stopped while it ran): its verdict is ``unevaluable: it stopped the watcher``
+  and it is never run again (a check that kills its parent would otherwise kill every start).
+- A verdict reached is never thrown away because it could not be written (a full disk): the
+  watcher keeps it in memory and appends it with its next commit (``watcher.runtime.loop``
+  keeps ``checks:`` ids), and the checker never runs that claim again meanwhile (``decided``).
 - The contract is pinned at launch: the dod projection keeps the digest first seen; a claim whose
   current contract differs is ``unevaluable: contract changed since launch`` without running
   anything. A ``met`` needs every required check to pass (``projections.dod_checks.decide``).
 - Exactly one verdict per claim: the event id is ``checks:<agent>:<claim seq>`` (an idempotent
-  append), and a claim with a checker verdict newer than it is never run again — so a restart
-  between claim and verdict runs the checks once more and records one verdict.
+  append), and a claim with a checker verdict newer than it is never run again.
 - The folder is pinned too (``Checker.pins``, in memory): a claim whose work dir differs from
   the one this checker first saw for the agent is ``unevaluable: cwd changed`` without running
   anything. (Not across a restart: the log does not record ``cwd``; a durable pin belongs with
   the contract digest in ``watcher.sources.parse`` / ``projections.dod``.)
 - No comparison can hold the watcher: ``stdout_re`` is searched in a child process killed at
   ``REGEX_TIMEOUT`` (``search_bounded``; no answer: ``unevaluable``), never in this process.
-- Evidence is what ran, not what the agent wrote: exit code, duration, the comparison, a digest
-  of stdout and at most a few short escaped lines of it; never the ``dod`` text.
+- Evidence is what ran, not what the agent wrote: exit code, duration, the comparison and a
+  digest of stdout; its last lines (short, escaped) only with ``[dod] check_output_lines`` (a
+  test's output can hold its secrets, and a verdict is forwarded to the hub); never the ``dod``
+  text.
 """
 from __future__ import annotations
 
@@ -41,14 +49,15 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from events.log import Pending
-from events.types import DodVerdict
+from events.types import DodCheckStarted, DodVerdict
 from projections import dod_checks
 from projections.text import safe
 from watcher.config import xdg
 from watcher.runtime import checkgroups
+from watcher.runtime.isolated import Budget, isolation, run_isolated
 from watcher.sources.command import RunError, Running, run_bounded
 
 log = logging.getLogger("fleetwatch.checker")
@@ -57,6 +66,7 @@ log = logging.getLogger("fleetwatch.checker")
 WORKERS = 4   # claims checked at once
 PIN_PRUNE = 1000      # steps between forgetting the folders of agents the dod state forgot
 REGEX_TIMEOUT = 10.0   # seconds a stdout_re search may take (at most the check's timeout)
+STOPPED = "it stopped the watcher"
 _SEARCH = ("import re, sys\n"
            "try:\n"
            "    m = re.search(sys.argv[1], open(sys.argv[2], 'rb').read().decode('utf-8', 'replace'))\n"
@@ -88,9 +98,36 @@ def search_bounded(pattern: str, out: bytes, timeout: float, running: Running | 
     return {0: True, 1: False}.get(r.exit_code) if r.error_class in (None, RunError.EXIT) else None
 
 
-def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes: int,
+class Limits(NamedTuple):
+    """What one check may take: seconds, stdout bytes, bytes of any file it writes, the
+    isolation asked for (``[dod] check_isolation``), the stdout lines kept as evidence."""
+
+    timeout: float
+    max_bytes: int
+    file_bytes: int | None = None
+    isolate: str = "auto"
+    lines: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Limits:
+        d = cfg.dod
+        return cls(cfg.dur("dod.check_timeout"), d.check_max_bytes, d.check_max_file_bytes or None,
+                   d.check_isolation, d.check_output_lines)
+
+
+def without_lines(ev: DodVerdict) -> DodVerdict:
+    """``ev`` with no check's output lines (what is stored unless ``check_output_lines``)."""
+    import msgspec
+
+    return msgspec.structs.replace(ev, checks=[{k: v for k, v in c.items() if k != "lines"} for c in ev.checks])
+
+
+def run_check(check: dict[str, Any], cwd: str | None, timeout: float | Limits, max_bytes: int = 0,
               running: Running | None = None) -> dict[str, Any]:
-    """Run one check; its result (``status`` pass | fail | unevaluable | skipped)."""
+    """Run one check; its result (``status`` pass | fail | unevaluable | skipped). ``timeout``: a
+    :class:`Limits`, or seconds with ``max_bytes`` (no file budget, last lines kept)."""
+    lim = timeout if isinstance(timeout, Limits) else Limits(timeout, max_bytes, lines=dod_checks.MAX_LINES)
+    timeout = lim.timeout
     if check.get("kind") != "cmd":
         return dod_checks.not_runnable(check)
     base = {"id": check["id"], "kind": "cmd", "required": dod_checks.required(check)}
@@ -99,7 +136,8 @@ def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes:
     if cwd is not None and not os.path.isdir(cwd):
         return {**base, "status": "unevaluable", "why": "cwd is not a folder"}
     t0 = time.monotonic()
-    r = run_bounded(list(check["cmd"]), timeout, max_bytes, cwd=cwd, running=running)
+    r = run_isolated(list(check["cmd"]), cwd, timeout, None, Budget(lim.max_bytes, lim.file_bytes),
+                     running=running, isolate=lim.isolate)
     dur = round(time.monotonic() - t0, 3)
     res = {**base, "duration_s": dur, "exit": r.exit_code}
     if r.error_class in (RunError.TIMEOUT, RunError.TOO_LARGE, RunError.NOT_FOUND, RunError.CANNOT_RUN,
@@ -119,27 +157,45 @@ def run_check(check: dict[str, Any], cwd: str | None, timeout: float, max_bytes:
     if matched is not None:
         ok = ok and matched
         comparison = "; ".join(x for x in (comparison, "stdout matches" if matched else "stdout does not match") if x)
-    lines = [safe(ln, dod_checks.LINE_MAX) for ln in text.strip().splitlines()[-dod_checks.MAX_LINES:]]
-    return {**res, "status": "pass" if ok else "fail", "comparison": comparison,
-            "digest": hashlib.sha256(out).hexdigest()[:16], "lines": lines}
+    res = {**res, "status": "pass" if ok else "fail", "comparison": comparison,
+           "digest": hashlib.sha256(out).hexdigest()[:16]}
+    if lim.lines:   # opt-in: a test's output can hold its secrets
+        res["lines"] = [safe(ln, dod_checks.LINE_MAX) for ln in text.strip().splitlines()[-lim.lines:]]
+    return res
+
+
+def refused(checks: list[dict[str, Any]] | None, digest: str | None, pinned: str | None) -> str:
+    """Why a claim's checks are not run at all ("" : they are)."""
+    if checks is None:
+        return "the contract is free text: needs a human or a verifier agent"
+    if pinned is not None and digest != pinned:
+        return "contract changed since launch: checks refused"
+    return ""
 
 
 def verdict_for(agent: str, claim_seq: int, checks: list[dict[str, Any]] | None, cwd: str | None,
-                digest: str | None, pinned: str | None, timeout: float, max_bytes: int,
+                digest: str | None, pinned: str | None, timeout: float | Limits, max_bytes: int = 0,
                 running: Running | None = None) -> Pending:
     """Run (or refuse) a claim's checks; the verdict to append."""
-    if checks is None:
-        results: list[dict[str, Any]] = []
-        verdict, ev = "unevaluable", "the contract is free text: needs a human or a verifier agent"
-    elif pinned is not None and digest != pinned:
-        results = []
-        verdict, ev = "unevaluable", "contract changed since launch: checks refused"
+    why = refused(checks, digest, pinned)
+    results: list[dict[str, Any]] = []
+    if why:
+        verdict, ev = "unevaluable", why
     else:
-        results = [run_check(c, cwd, timeout, max_bytes, running) for c in checks]
+        results = [run_check(c, cwd, timeout, max_bytes, running) for c in checks or ()]
         verdict = dod_checks.decide(results)
         ev = dod_checks.evidence(results, verdict)
     e = DodVerdict(agent=agent, verdict=verdict, verifier=dod_checks.VERIFIER, evidence=safe(ev, 600),
                    source="checks", checks=results)
+    return Pending(e, id=f"checks:{agent}:{claim_seq}")
+
+
+def stopped_watcher(agent: str, claim_seq: int) -> Pending:
+    """The verdict of a claim whose checks were started and never decided: the watcher stopped
+    while they ran (they killed it, or it was stopped): never run again."""
+    e = DodVerdict(agent=agent, verdict="unevaluable", verifier=dod_checks.VERIFIER,
+                   evidence=f"needs a human or a verifier agent: {STOPPED} (its checks were running when the "
+                            "watcher stopped; they are not run again)", source="checks", checks=[])
     return Pending(e, id=f"checks:{agent}:{claim_seq}")
 
 
@@ -150,6 +206,14 @@ def moved(agent: str, claim_seq: int, pinned: str | None, now: str | None) -> Pe
     e = DodVerdict(agent=agent, verdict="unevaluable", verifier=dod_checks.VERIFIER,
                    evidence="needs a human or a verifier agent: " + ev, source="checks", checks=[])
     return Pending(e, id=f"checks:{agent}:{claim_seq}")
+
+
+def _settled(a: dict[str, Any] | None, seq: int) -> bool:
+    """The claim ``seq`` has ended, or has a checker verdict in the dod state."""
+    if not a or a.get("claim_seq") != seq:
+        return True
+    v = a.get("verdict") or {}
+    return v.get("verifier") == dod_checks.VERIFIER and v.get("seq", 0) > seq
 
 
 def work_dir(obs: Any) -> str | None:
@@ -163,11 +227,21 @@ class Checker:
     """``WORKERS`` worker threads; ``step`` is called by the watcher each tick (after its commits).
     ``groups``: the folder recording the check groups running (default: the state folder's)."""
 
-    def __init__(self, timeout: float, max_bytes: int, groups: str | None = None) -> None:
-        self.timeout, self.max_bytes = timeout, max_bytes
+    defer: Any = None   # obs -> bool: claims another judge takes (the verifier: watcher.runtime.verifier)
+
+    def __init__(self, timeout: float | Limits, max_bytes: int = 0, groups: str | None = None) -> None:
+        self.limits = timeout if isinstance(timeout, Limits) else Limits(timeout, max_bytes,
+                                                                         lines=dod_checks.MAX_LINES)
+        self.timeout, self.max_bytes = self.limits.timeout, self.limits.max_bytes
+        self.iso = isolation(self.limits.isolate)
+        if self.iso.kind == "none":
+            log.warning("checks run without isolation (%s): a check can signal the watcher; a stop it causes "
+                        "is caught at the next start", self.iso.why)
         self.jobs: queue.Queue = queue.Queue()
         self.done: queue.Queue = queue.Queue()
         self.inflight: set[tuple[str, int]] = set()
+        self.mine: set[tuple[str, int]] = set()    # claims this checker recorded as started
+        self.decided: dict[tuple[str, int], Pending] = {}   # verdicts handed over, until folded
         self.pins: dict[str, str | None] = {}     # agent -> where its checks run, at first sight
         self._steps = 0
         self._stop = threading.Event()
@@ -184,7 +258,14 @@ class Checker:
     def from_config(cls, cfg: Any) -> Checker | None:
         if not cfg.dod.run_checks:
             return None
-        return cls(cfg.dur("dod.check_timeout"), cfg.dod.check_max_bytes)
+        return cls(Limits.from_config(cfg))
+
+    def take_over(self, old: Checker) -> None:
+        """A reload: the claims the old checker started (and its ``close`` killed) are this one's
+        to run again, and what it decided stays decided."""
+        self.mine |= old.mine
+        self.decided.update(old.decided)
+        self.pins.update(old.pins)
 
     def _work(self) -> None:
         while not self._stop.is_set():
@@ -196,43 +277,70 @@ class Checker:
                 break
             key = (job[0], job[1])
             try:
-                self.done.put((key, verdict_for(*job, self.timeout, self.max_bytes, self.running)))
+                self.done.put((key, verdict_for(*job, self.limits, 0, self.running)))
             except Exception:  # a bug, not an input: logged; the claim is retried next tick
                 log.exception("checks for %s failed to run", safe(job[0]))
                 self.done.put((key, None))
 
     def step(self, states: dict[str, Any], snap: Any, now: float) -> list[Any]:
-        """Hand back finished verdicts (the watcher appends and folds them right away, so by the
-        next step the dod state shows them) and hand new claims to the worker."""
-        out, harvested = [], set()
+        """Hand back finished verdicts and ``dod.check_started`` records (the watcher appends and
+        folds them right away, so by the next step the dod state shows them), and hand claims
+        recorded as started to the workers."""
+        out: list[Any] = []
+        dod = states["dod"]["agents"]
         while True:
             try:
                 key, pending = self.done.get_nowait()
             except queue.Empty:
                 break
             self.inflight.discard(key)
-            harvested.add(key)                 # not planned again before its verdict is folded
             if pending is None:
                 continue
-            if (states["dod"]["agents"].get(key[0]) or {}).get("claim_seq") != key[1]:
+            if (dod.get(key[0]) or {}).get("claim_seq") != key[1]:
                 log.info("checks for %s: dropped, the claim they were run for has ended", safe(key[0]))
                 continue                       # never the verdict of a later claim
-            out.append(pending)
-        dod = states["dod"]["agents"]
+            self._decide(key, pending, out)
+        self._forget(dod)
         agents = snap.agents if snap is not None else {}
         self._pin(agents, dod)
-        for agent, seq in dod_checks.due(dod, self.inflight | harvested):
-            obs = agents.get(agent)
-            if obs is None:
+        for agent, seq in dod_checks.due(dod, self.inflight | self.decided.keys()):
+            key, a, obs = (agent, seq), dod[agent], agents.get(agent)
+            started = a.get("check_started") == seq
+            if started and key not in self.mine:   # started by a watcher that stopped before deciding
+                log.warning("checks for %s were running when the watcher stopped: unevaluable, not run again",
+                            safe(agent))
+                self._decide(key, stopped_watcher(agent, seq), out)
                 continue
-            self.inflight.add((agent, seq))
-            where, pinned_at = work_dir(obs), self.pins.get(agent)
+            if obs is None or (self.defer is not None and self.defer(obs)):
+                continue
+            where, pinned_at, pinned = work_dir(obs), a.get("launched_cwd") or self.pins.get(agent), a.get("contract_sha256")
             if pinned_at is not None and where != pinned_at:   # the checks would run somewhere else
-                self.done.put(((agent, seq), moved(agent, seq, pinned_at, where)))
-                continue
-            self.jobs.put((agent, seq, obs.checks, where, obs.contract_sha256,
-                           dod[agent].get("contract_sha256")))
+                self._decide(key, moved(agent, seq, pinned_at, where), out)
+            elif refused(obs.checks, obs.contract_sha256, pinned):   # nothing runs: decided here
+                self._decide(key, verdict_for(agent, seq, obs.checks, where, obs.contract_sha256, pinned,
+                                              self.limits), out)
+            elif not started:                  # recorded first; run once the record is folded
+                self.mine.add(key)
+                out.append(Pending(DodCheckStarted(agent=agent, claim_seq=seq, isolation=self.iso.kind),
+                                   id=f"checks-started:{agent}:{seq}"))
+            else:
+                self.inflight.add(key)
+                self.jobs.put((agent, seq, obs.checks, where, obs.contract_sha256, pinned))
         return out
+
+    def _decide(self, key: tuple[str, int], pending: Pending, out: list[Any]) -> None:
+        self.decided[key] = pending            # never run again, even while it cannot be written
+        out.append(pending)
+
+    def _forget(self, dod: dict[str, Any]) -> None:
+        """Drop what the dod state has taken over: a verdict folded, a claim ended."""
+        for keys in (self.decided, self.mine):
+            gone = [k for k in keys if _settled(dod.get(k[0]), k[1])]
+            for k in gone:
+                if isinstance(keys, dict):
+                    del keys[k]
+                else:
+                    keys.discard(k)
 
     def _pin(self, agents: dict[str, Any], dod: dict[str, Any]) -> None:
         """Where each agent's checks run, as first seen by this checker (``pins``): goal.json's

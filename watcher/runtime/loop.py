@@ -488,8 +488,12 @@ def describe(ev: Any) -> str:
 
 
 def _keep(ev: Any) -> bool:
+    """Kept in memory when an append fails: the notifier's records and the checker's verdicts
+    (ids ``checks:``: decided once, never found again by a detector)."""
     from events.log import Pending
 
+    if isinstance(ev, Pending) and isinstance(ev.id, str) and ev.id.startswith("checks:"):
+        return True
     e = ev.event if isinstance(ev, Pending) else ev
     tag = type(e).__struct_config__.tag
     return any(tag.startswith(k) for k in _KEEP_TYPES)

@@ -2,7 +2,7 @@
 source built on it.
 
 Invariants
-- No shell; stdin is /dev/null; the child runs in its own session (``start_new_session``), so its
+- No shell; stdin is /dev/null (or the caller's bytes, from a file); the child runs in its own session (``start_new_session``), so its
   whole process group can be killed: on timeout, on the output cap, and after it exits (helpers
   it left behind holding our pipe are killed too, so a ``sh -c 'sleep 120 & echo []'`` leaves
   nothing running and does not hold the poll until the timeout). ``CommandSource.close`` kills
@@ -94,18 +94,40 @@ def _known(err: bytes) -> str:
     return next((k for k in KNOWN_STDERR if k in low), "")
 
 
+def _stdin(data: bytes | None):
+    """The child's standard input: /dev/null, or an unlinked temporary file holding ``data`` (a
+    file, not a pipe: a child that never reads it cannot make us block writing it)."""
+    if data is None:
+        return subprocess.DEVNULL
+    import tempfile
+
+    f = tempfile.TemporaryFile(prefix="fleetwatch-stdin-")
+    f.write(data)
+    f.seek(0)
+    return f
+
+
 def run_bounded(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT, *, cwd: str | None = None,
-                running: Running | None = None) -> RunResult:
-    """Run ``argv`` (see the module invariants) in ``cwd`` (None: ours). Success:
-    ``RunResult(stdout)``; a non-zero exit keeps its stdout too (the DoD checker compares it)."""
+                running: Running | None = None, stdin: bytes | None = None) -> RunResult:
+    """Run ``argv`` (see the module invariants) in ``cwd`` (None: ours), ``stdin`` its input (None:
+    /dev/null). Success: ``RunResult(stdout)``; a non-zero exit keeps its stdout too (the DoD
+    checker compares it)."""
     try:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        inp = _stdin(stdin)
+    except OSError as e:
+        return RunResult(None, f"cannot run {argv[0] if argv else ''}: {e.strerror or type(e).__name__}",
+                         RunError.CANNOT_RUN)
+    try:
+        p = subprocess.Popen(argv, stdin=inp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              start_new_session=True, close_fds=True, cwd=cwd)
     except FileNotFoundError:
         return RunResult(None, f"command not found: {argv[0] if argv else ''}", RunError.NOT_FOUND)
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         name = getattr(e, "strerror", None) or type(e).__name__
         return RunResult(None, f"cannot run {argv[0] if argv else ''}: {name}", RunError.CANNOT_RUN)
+    finally:
+        if stdin is not None:
+            inp.close()   # the child holds its own copy
     if running is not None:
         with running.lock:
             running.pgids.add(p.pid)
