@@ -35,6 +35,7 @@ class AgentClassified(_E, frozen=True, tag="agent.classified"):
     task: str | None = None
     target: str | None = None
     last_activity: str | None = None  # ISO, as observed this tick
+    waiting_for: dict[str, Any] | None = None  # {"kind", "tool"} while the agent waits (metadata only)
 
     @property
     def subject(self) -> str:
@@ -55,6 +56,7 @@ class AgentUpdated(_E, frozen=True, tag="agent.updated"):
     source: str = ""
     changed: list[str] = []
     reason: str | None = None
+    waiting_for: dict[str, Any] | None = None  # {"kind", "tool"} while the agent waits (metadata only)
 
     @property
     def subject(self) -> str:
@@ -378,6 +380,7 @@ class NoticeAcked(_E, frozen=True, tag="notice.acked"):
     conditions: list[str] = []   # the notify projection's condition ids
     via: str = "cli"             # web | cli
     until: str = ""
+    by: str = ""                 # who: the unix user (cli), "phone" (web)
 
     @property
     def subject(self) -> str:

@@ -98,6 +98,7 @@ class Agent(Record):
     target: Any = None
     task: Any = None
     last_activity: Any = None
+    waiting_for: Any = None   # {"kind", "tool"} while the agent waits (projections.waiting)
 
 
 class NotifyAgent(Record):
@@ -111,3 +112,15 @@ class NotifyAgent(Record):
     cond: Any = None
     nudges: Any = 0
     nudged_at: Any = None
+
+
+class CondView(Record):
+    """What a reader (`status`, `summary`) decodes of each notify condition: enough to say how it
+    was handled (``projections.views.handling``); the condition's other fields are skipped."""
+
+    subject: Any = ""
+    cls: Any = ""
+    cleared: Any = None
+    acked: Any = None
+    acked_at: Any = None
+    acked_by: Any = None

@@ -4,9 +4,9 @@
 folded state give ``agent.classified`` transitions (edge-triggered: one event per class change,
 none while a level persists) and ``source.failed`` / ``source.recovered`` edges.
 
-State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source",
-"contract_sha256", "contract_len", "target", "task", "last_activity"}}, "sources": {name: {"failed",
-"error", "since"}}}; each agent's record is a ``agent_records.Agent`` (a Struct read as that dict).
+State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source", "contract_sha256",
+"contract_len", "target", "task", "last_activity", "waiting_for"}}, "sources": {name: {"failed", "error",
+"since"}}}; each agent's record is a ``agent_records.Agent`` (a Struct read as that dict).
 
 Within a class, ``agent.updated`` records what else changed (state, phase, task, target; last
 activity when it moved by ``ACTIVITY_STEP`` or more; the reason when its ``cause`` changed), so
@@ -65,7 +65,7 @@ def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
                 old = agents.get(ev.agent)   # an Agent read by attribute (its mapping's get: ~4x the cost)
                 target = None if old is None else old.target if type(old) is Agent else old.get("target")
             agents[ev.agent] = Agent(ev.to, rec.time, ev.state, ev.phase, ev.reason, ev.source, ev.contract_sha256,
-                                     ev.contract_len, target, ev.task, ev.last_activity)
+                                     ev.contract_len, target, ev.task, ev.last_activity, ev.waiting_for)
             # prune_due's period is a multiple of PRUNE_EVERY: other seqs skip its call (~1 in 512 makes it)
             if rec.seq % PRUNE_EVERY == 0 and prune_due(rec.seq, agents):
                 prune_closed(agents, rec.time, "since")
@@ -76,7 +76,7 @@ def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
                 agents[ev.agent] = Agent(old["class"], old.get("since"), ev.state, ev.phase,
                                          old.get("reason") if ev.reason is None else ev.reason, old.get("source"),
                                          old.get("contract_sha256"), old.get("contract_len"), ev.target, ev.task,
-                                         ev.last_activity)
+                                         ev.last_activity, ev.waiting_for)
         elif type_ == "source.failed":
             sources[ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
         elif type_ == "source.recovered":
@@ -130,10 +130,9 @@ def cause(reason: str) -> str:
 
 
 def changes(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> list[str]:
-    """Fields of the record ``old`` that the observation ``obs`` (classified with ``reason``)
-    changes, within one class. A target the tick did not see (None) keeps the recorded one; last
-    activity counts only when it moved by ``ACTIVITY_STEP`` or more (or was unknown); the reason
-    only when its ``cause`` differs."""
+    """Fields of ``old`` the observation ``obs`` (classified with ``reason``) changes within one class.
+    A target the tick did not see (None) keeps the recorded one; last activity counts only when it
+    moved by ``ACTIVITY_STEP`` or more (or was unknown); the reason only when its ``cause`` differs."""
     out = []
     if _str(obs.state) != old.get("state"):
         out.append("state")
@@ -141,6 +140,8 @@ def changes(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> li
         out.append("phase")
     if obs.task != old.get("task"):
         out.append("task")
+    if obs.waiting_for != old.get("waiting_for"):
+        out.append("waiting_for")
     if obs.target is not None and obs.target != old.get("target"):
         out.append("target")
     if obs.last_activity is not None:
@@ -179,7 +180,7 @@ def updated(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> Ag
     la = _la(obs) if "last_activity" in ch else old.get("last_activity")
     return AgentUpdated(agent=obs.agent, state=_str(obs.state), phase=_str(normalise_phase(obs.phase)),
                         task=obs.task, target=obs.target if obs.target is not None else old.get("target"),
-                        last_activity=la, source=obs.source, changed=ch, reason=reason)
+                        last_activity=la, source=obs.source, changed=ch, reason=reason, waiting_for=obs.waiting_for)
 
 
 def normalise_phase(phase: Any) -> Any:
@@ -457,7 +458,7 @@ def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str
                 state=obs.state if isinstance(obs.state, str) else None,
                 phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
                 reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
-                contract_len=obs.contract_len, task=obs.task,
+                contract_len=obs.contract_len, task=obs.task, waiting_for=obs.waiting_for,
                 target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)))
         elif not gone and (upd := updated(old, obs, reason)) is not None:
             again.add(aid)

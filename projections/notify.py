@@ -9,8 +9,8 @@ State (JSON, string keys, bounded):
   instance: a RECLAMA that clears and comes back is a new condition). Fields: subject, cls, sev,
   name, text, seq, last_seq, since, changed, rev, oneshot, cleared, cleared_by, sends, sent_at,
   sent_rev (-1 = never sent), silenced; set by the phone loop when it happens: notice (the last
-  notice that pushed it), acked (until; NEVER = until it clears), acked_at, escalated, held
-  (end of the quiet hours that held it), resolved (its "all clear" was sent).
+  notice that pushed it), acked (until; NEVER = until it clears), acked_at, acked_by, escalated, held
+  (end of the quiet hours that held it), resolved (its "all clear" was sent); task, wait (``about``).
 - ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it; a
   ``agent_records.NotifyAgent``, read as that dict).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
@@ -47,7 +47,7 @@ from projections.agent_records import NotifyAgent
 from projections.notify_flap import HIST_KEEP
 from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
-    AGENT_SEV, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, redact, retry_delay, short, swarm_text)
+    AGENT_SEV, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"
 MAX_CONDS = 2000
@@ -178,6 +178,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
         st_, ph = ev.state, ev.phase
         detail = ev.reason or (f"{st_}/{ph}" if st_ and ph else st_ or ph or "")
         cond = _new(st, subj, to, sev, seq, t, a, detail)
+        about(st["conds"][cond], ev.task, ev.waiting_for)
     agents[a] = NotifyAgent(to, t, seq, ev.state, cond)   # nudges 0, nudged_at None (agent_records)
 
 
@@ -331,7 +332,7 @@ def _notice_acked(st: dict, ev: Any, seq: int, t: float) -> None:
     for k in ev.conditions:
         c = st["conds"].get(_split_key(k)[0])
         if c is not None:
-            c["acked"], c["acked_at"] = until, t
+            c["acked"], c["acked_at"], c["acked_by"] = until, t, f"{ev.via}:{ev.by}" if ev.by else ev.via
 
 
 def _notice_escalated(st: dict, ev: Any, seq: int, t: float) -> None:

@@ -5,7 +5,8 @@
   ``"route:<i>"``; otherwise the top-level URLs with the severity's apprise tag (``""`` = all).
 - :func:`message` builds ONE push from a batch: the title counts items per group (the group
   names are the class labels of ``projections.classes``, as in `fleetwatch summary`), the body is
-  one line per item in urgency order. Every agent-controlled string (ids, reasons) goes through
+  one line per item in urgency order, with what an agent waits for and its task title. Every
+  agent-controlled string (ids, reasons, task titles, tool names) goes through
   ``projections.text.safe``, so a value is one line of inert text and no line can be forged.
 - :func:`notice_id` is deterministic (same conditions, same send counts -> same id), so a
   restart re-plans the same notice; escalations and all-clear messages get their own ids.
@@ -20,12 +21,18 @@ import msgspec
 from projections.classes import LABEL
 from projections.notify_policy import SEV_RANK, Policy
 from projections.text import age, safe
+from projections.waiting import words
+
+TASK_CUT = 60   # a task title in a push line
 
 MAX_LINES = 40
 # body order and title labels: RECLAMA > DICE_TERMINADO > ESTANCADO > MAL_LANZADO > the rest
+# a claim of done is pushed only when nothing else judges it (projections.notify_plan.route):
+# for the person to review
+REVIEW = "ready for review"
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     (LABEL["RECLAMA"], ("RECLAMA", "APPROVAL_REQUIRED", "ESCALATED", "BLOCKED", "UNEVALUABLE")),
-    (LABEL["DICE_TERMINADO"], ("DICE_TERMINADO",)),
+    (REVIEW, ("DICE_TERMINADO",)),
     (LABEL["ESTANCADO"], ("ESTANCADO",)), (LABEL["MAL_LANZADO"], ("MAL_LANZADO",))]
 LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract changed",
           "SELF_APPROVED": "self-approved", "CLAIM_UNVERIFIED": "unverified claim",
@@ -115,8 +122,12 @@ def notice_id(items: list[Item], kind: str = "notice") -> str:
 
 
 def item_line(c: dict, now: float) -> str:
-    text = f" · {safe(c['text'], 200)}" if c["text"] else ""
-    return f"{c['cls']} {safe(c['name'], 80)} · {age(now - c['since'])}{text}"
+    """``CLASS name · age · what (what it waits for, when known) · task: title``, every
+    agent-controlled part escaped and cut."""
+    what = REVIEW if c["cls"] == "DICE_TERMINADO" else words(c.get("wait")) or c["text"]
+    text = f" · {safe(what, 200)}" if what else ""
+    task = f" · task: {safe(c['task'], TASK_CUT)}" if c.get("task") else ""
+    return f"{c['cls']} {safe(c['name'], 80)} · {age(now - c['since'])}{text}{task}"
 
 
 def message(items: list[Item], now: float, policy: Policy, *, kind: str = "notice", key: str | None = None,

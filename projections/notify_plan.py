@@ -41,6 +41,9 @@ class RouteReason(str, Enum):
     ROUTED = "routed"
     BELOW_MIN_SEVERITY = "below-min-severity"
     DOD_MET = "dod-already-met"           # a "claims done" whose DoD a verifier already met
+    JUDGED = "judged-by-checker"          # a claim of done a checker or verifier judges: its verdict is pushed
+    REVIEW = "ready-for-review"           # a claim of done nothing else judges: pushed whatever min_severity
+    CLAIM_PUSHED = "claim-already-pushed"  # an unverified claim whose "ready for review" was pushed
 
 
 class InhibitReason(str, Enum):
@@ -140,12 +143,27 @@ class Plan(msgspec.Struct, kw_only=True):
 
 
 # ---- stages --------------------------------------------------------------------------------
-def route(c: dict, policy: Policy, dod: dict | None = None) -> RouteReason:
+def route(c: dict, policy: Policy, dod: dict | None = None, state: dict | None = None) -> RouteReason:
+    """A claim of done reaches the person once: judged by a checker or verifier, only their
+    verdict is pushed (never the claim); otherwise the claim itself, as "ready for review",
+    whatever ``min_severity``, and its later "unverified claim" is not pushed again."""
+    cls = c["cls"]
+    if cls == "DICE_TERMINADO":
+        if dod and dod.get(c["name"]) == "met":
+            return _DOD_MET
+        return RouteReason.JUDGED if policy.claims_judged else _ROUTED
+    if cls == "CLAIM_UNVERIFIED" and not policy.claims_judged and state is not None and _claim_pushed(state, c):
+        return RouteReason.CLAIM_PUSHED
     if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):
         return _BELOW_MIN
-    if dod and c["cls"] == "DICE_TERMINADO" and dod.get(c["name"]) == "met":
-        return _DOD_MET
     return _ROUTED
+
+
+def _claim_pushed(state: dict, c: dict) -> bool:
+    """The agent's open condition is its claim of done, already pushed."""
+    ag = state["agents"].get(c["name"])
+    cur = state["conds"].get(ag["cond"] or "") if ag is not None else None
+    return cur is not None and cur["cls"] == "DICE_TERMINADO" and cur["sent_rev"] >= 0
 
 
 def inhibit(c: dict) -> InhibitReason:
@@ -301,7 +319,7 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
                                     else Decision(cid, "inhibit", inhibit(c)))
             decisions.append(k[3])
             continue
-        r = route(c, policy, dod)
+        r = route(c, policy, dod, state)
         if r is not _ROUTED:
             decisions.append(Decision(cid, "route", r))
             continue

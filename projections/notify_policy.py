@@ -44,6 +44,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     quiet_urgent: bool = True             # urgent items still pushed during quiet hours
     send_resolved: bool = False           # one grouped "all clear" for pushed conditions that cleared
     routes: tuple[dict[str, str], ...] = ()   # [[notify.routes]] matches, in order (first wins)
+    # a checker ([dod] run_checks) or a verifier ([dod] verifier) judges claims of done: only its
+    # verdict is pushed; without either, a claim is pushed once as "ready for review"
+    claims_judged: bool = False
 
 
 def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
@@ -66,6 +69,22 @@ def short(text: str | None, n: int = TEXT_MAX) -> str:
         return text
     t = redact(" ".join(str(text or "").split()))
     return t if len(t) <= n else t[: n - 1] + "…"
+
+
+TASK_MAX = 80   # a condition's task title, cut (shown escaped)
+
+
+def about(c: dict, task: object, wait: object) -> None:
+    """An agent condition's task title (cut, raw) and what it waits for (``projections.waiting``),
+    kept only when set: a condition without them has no such keys."""
+    if task:
+        c["task"] = short(str(task), TASK_MAX)
+    else:
+        c.pop("task", None)
+    if wait:
+        c["wait"] = wait
+    else:
+        c.pop("wait", None)
 
 
 def retry_delay(attempt: int, policy: Policy) -> float | None:

@@ -4,7 +4,7 @@
 (it passes its own ``_new``/``_clear``, so this module imports nothing of notify's). Severities:
 - urgent: ``wp.violated`` (one-shot); a WP in APPROVAL_REQUIRED, ESCALATED or BLOCKED (needs a
   human; one condition per WP until it leaves that state); ``dod.verdict`` ``unevaluable`` from a
-  verifier ("needs a human: <evidence>").
+  verifier ("needs a human: <evidence>"). A ``failed`` verdict is a warning, ``met`` info.
 - warning, once per episode (the producing projection emits one event per episode; each is a
   one-shot condition): ``wp.flagged`` (retries / same error), ``circuit.changed`` to OPEN,
   ``swarm.capped``, ``fleet.fanout``.
@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from projections.identity import same_identity
+from projections.notify_policy import about
 
 NEEDS_HUMAN = {"APPROVAL_REQUIRED": "work package needs approval",
                "ESCALATED": "work package escalated: needs a human",
@@ -70,13 +71,25 @@ def handlers(new: Callable[..., str], clear: Callable[..., None]) -> dict[str, C
             new(st, f"dod:{ev.agent}", "VERDICT", "info", seq, t, ev.agent,
                 f"{ev.verdict} by {ev.verifier}, {FILE_PROVENANCE}", oneshot=True)
             return
-        st["dod"][ev.agent] = ev.verdict
+        if ev.verdict != "unevaluable" or st["dod"].get(ev.agent) not in ("met", "failed"):
+            st["dod"][ev.agent] = ev.verdict   # a non-answer never replaces a verdict
         if ev.verdict == "unevaluable":
             new(st, f"dod:{ev.agent}", "UNEVALUABLE", "urgent", seq, t, ev.agent,
                 f"needs a human: {ev.evidence or 'no evidence given'}", oneshot=True)
-        else:
-            new(st, f"dod:{ev.agent}", "VERDICT", "info", seq, t, ev.agent,
+        else:   # failed is pushed (warning); met is for the summary and the report (info)
+            new(st, f"dod:{ev.agent}", "VERDICT", "warning" if ev.verdict == "failed" else "info", seq, t, ev.agent,
                 f"verdict {ev.verdict} by {ev.verifier}", oneshot=True)
 
-    return {"wp.changed": wp, "wp.violated": wp_violated, "wp.flagged": wp_flagged, "circuit.changed": circuit,
+    def agent_updated(st: dict, ev: Any, seq: int, t: float) -> None:
+        """A new task title or wait within the class updates the agent's open condition (what
+        the next push and the phone page say); it pushes nothing by itself."""
+        if "task" not in ev.changed and "waiting_for" not in ev.changed:
+            return
+        ag = st["agents"].get(ev.agent)
+        c = st["conds"].get(ag["cond"] or "") if ag is not None else None
+        if c is not None and c["cleared"] is None:
+            about(c, ev.task, ev.waiting_for)
+
+    return {"agent.updated": agent_updated, "wp.changed": wp, "wp.violated": wp_violated, "wp.flagged": wp_flagged,
+            "circuit.changed": circuit,
             "swarm.capped": swarm_capped, "fleet.fanout": fanout, "dod.verdict": dod_verdict}

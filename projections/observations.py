@@ -32,6 +32,7 @@ class AgentObs(msgspec.Struct, kw_only=True):
     pane_dead_status: int | None = None
     tool_open: bool = False           # goal.json tools_open (hook): a tool call began and has not ended
     tmux_missing: bool = False        # a tmux source looked and found no window for this agent
+    waiting_for: dict[str, Any] | None = None  # {"kind", "tool"}: projections.waiting.clean (metadata only)
 
 
 class RunObs(msgspec.Struct, kw_only=True):

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from events.timefmt import parse_iso
 from projections.text import age as fmt_age
 from projections.text import safe
+from projections.views import HANDLED_MARK, handled_words
+from projections.waiting import words
 
 
 def cell(v: Any, limit: int = 60) -> str:
@@ -20,15 +23,27 @@ def cell(v: Any, limit: int = 60) -> str:
     return safe("-" if v in (None, "") else v, limit)
 
 
-def fleet_rows(doc: dict[str, Any]) -> list[list[str]]:
-    """agent, class, for, state/phase, task, active (last activity age), target, DoD."""
+def fleet_rows(doc: dict[str, Any], now: float | None = None) -> list[list[str]]:
+    """agent, class, for, state/phase (and what it waits for), task, active (last activity age),
+    target, DoD, handled (its mark and how: ``views.handled_words``)."""
+    t = now if now is not None else _now(doc)
     return [[cell(a["agent"], 40), cell(a["class"], 20), fmt_age(a["age_s"]),
-             f"{cell(a.get('state'), 12)}/{cell(a.get('phase'), 14)}", cell(a.get("task"), 40),
-             fmt_age(a.get("activity_age_s")), cell(a.get("target"), 30), cell(dod_cell(a), 24)]
+             f"{cell(a.get('state'), 12)}/{cell(a.get('phase'), 14)}"
+             + (f" · {cell(words(a.get('waiting_for')), 50)}" if a.get("waiting_for") else ""),
+             cell(a.get("task"), 40), fmt_age(a.get("activity_age_s")), cell(a.get("target"), 30),
+             cell(dod_cell(a), 24),
+             cell(f"{HANDLED_MARK.get(h['how'], '?')} {handled_words(h, t)}", 48) if (h := a.get("handled")) else "-"]
             for a in doc["agents"]]
 
 
-FLEET_HEAD = ["agent", "class", "for", "state/phase", "task", "active", "target", "DoD"]
+def _now(doc: dict[str, Any]) -> float:
+    try:
+        return parse_iso(doc.get("generated_at") or "")
+    except (ValueError, TypeError):
+        return 0.0
+
+
+FLEET_HEAD = ["agent", "class", "for", "state/phase", "task", "active", "target", "DoD", "handled"]
 
 
 def tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:

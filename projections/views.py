@@ -10,6 +10,10 @@ Invariants
 - Agents sort by class rank (``classes.rank``), then id. The summary groups are upper case and in
   one fixed order: the four attention classes, APPROVALS, VIOLATIONS, SOURCES, RUNS, SWARMS.
 - DICE_TERMINADO lists only agents whose DoD is not already met (a met DoD needs nobody).
+- Within a class the unhandled come before the handled (acked, snoozed, silenced: ``handling``);
+  every row and line says how it was handled and, for RECLAMA, what the agent waits for
+  (``projections.waiting``) and its task title. ``fleet_sections`` is what the phone's fleet page
+  and the board show: the same rows and the same "needs you" rule as the summary.
 """
 from __future__ import annotations
 
@@ -17,7 +21,10 @@ from typing import Any
 
 from events.timefmt import iso, parse_iso
 from projections import classes
+from projections.notify_policy import NEVER, matching_silence
 from projections.text import age as fmt_age
+from projections.waiting import clean as waiting_clean
+from projections.waiting import words as waiting_words
 
 ATTENTION = tuple(c for c in classes.ORDER if c not in ("TRABAJANDO", "CERRADO"))
 GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS")
@@ -40,7 +47,65 @@ def _r(x: float | None) -> float | None:
 def _mods() -> dict[str, Any]:
     from projections.base import registry
 
-    return registry(("dod", "runs", "missions", "swarms"))  # the ones read here (fleet, notify: by shape)
+    return registry(("dod", "runs", "missions", "swarms", "plans"))  # the ones read here (fleet, notify: by shape)
+
+
+# ---- handled: how a person dealt with an agent's open condition ----------------------------
+# The mark of each way (the board's column, the phone's badge); "how" values of ``handled``.
+HANDLED_MARK = {"ack": "✓", "snooze": "z", "silence": "s"}
+
+
+def handling(notify: Any, now: float) -> dict[str, dict[str, Any]]:
+    """agent id -> ``handled`` of its open condition, for the agents a person handled: acked
+    (until it clears: ``until`` None), snoozed (``until``), or matched by an active silence
+    (``until``, ``silence``: its id). ``by``: who acked ("web:phone", "cli:<user>") or the
+    silence ("silence <id>"). An ack in force wins over a silence. Read by shape from the notify
+    state (``conds``, ``silences``; a reader's narrow view of it does as well)."""
+    if not isinstance(notify, dict):
+        return {}
+    conds = notify.get("conds") or {}
+    silences = {k: v for k, v in (notify.get("silences") or {}).items() if (v.get("until") or 0) > now}
+    out: dict[str, dict[str, Any]] = {}
+    for cid, c in conds.items():
+        subj = c["subject"]
+        if c["cleared"] is not None or not subj.startswith("agent:"):
+            continue   # the agent's one uncleared condition (notify's invariant)
+        acked = c.get("acked")
+        if acked is not None and acked > now:
+            out[subj[6:]] = {"how": "ack" if acked >= NEVER else "snooze", "until": None if acked >= NEVER
+                             else iso(acked), "by": c.get("acked_by") or "", "at": _iso(c.get("acked_at"))}
+        elif silences:
+            sid = matching_silence(c, silences, now)
+            if sid is not None:
+                out[subj[6:]] = {"how": "silence", "until": iso(silences[sid]["until"]), "by": f"silence {sid}",
+                                 "silence": sid, "at": _iso(silences[sid].get("at"))}
+    return out
+
+
+def _iso(t: Any) -> str | None:
+    return iso(t) if isinstance(t, (int, float)) and t < NEVER else None
+
+
+def handled_words(h: dict[str, Any] | None, now: float) -> str:
+    """"acked by web:phone", "snoozed 52m (cli:ana)", "silenced 23h (silence ab12)" ("" for None)."""
+    if not h:
+        return ""
+    left = since_s(h.get("until"), now)
+    left_s = fmt_age(-left) if left is not None else ""
+    by = h.get("by") or ""
+    if h["how"] == "ack":
+        return f"acked by {by}" if by else "acked"
+    if h["how"] == "snooze":
+        return f"snoozed {left_s}" + (f" ({by})" if by else "")
+    return f"silenced {left_s} ({by})"
+
+
+def waiting_for(a: Any) -> dict[str, Any] | None:
+    """What a RECLAMA agent waits for (``projections.waiting``): the hook's metadata as
+    recorded, else what its phase says; None for every other class."""
+    if a["class"] != "RECLAMA":
+        return None
+    return a.get("waiting_for") or waiting_clean(None, a.get("phase"))
 
 
 # The DoD fields of an agent row (its "dod"), in this order; agent_rows writes them out as a literal
@@ -48,8 +113,10 @@ DOD_KEYS = ("verdict", "verifier", "verdict_at", "claim_age_s", "contract_change
 
 
 def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per known agent, most urgent first. (Per agent and start-up bound: `status` builds
-    one per agent before its first byte; the ages of the times agents share are computed once.)"""
+    """One row per known agent, most urgent first (by class, then the unhandled before the
+    handled, then id); ``handled`` and ``waiting_for`` as `status --json` gives them. (Per agent
+    and start-up bound: `status` builds one per agent before its first byte; the ages of the times
+    agents share are computed once.)"""
     fleet = states.get("fleet") or {"agents": {}}
     ages: dict[str, float | None] = {}
 
@@ -62,10 +129,12 @@ def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -
 
     rows = []
     none: dict[str, Any] = {}
+    handled = handling(states.get("notify"), now)
     for aid, a in fleet["agents"].items():
         d = dod_agents.get(aid, none)
         get = a.get
         rows.append({
+            "handled": handled.get(aid), "waiting_for": waiting_for(a),
             "agent": aid, "class": a["class"], "since": a["since"], "age_s": age_s(a["since"]),
             "state": get("state"), "phase": get("phase"), "task": get("task"), "target": get("target"),
             "last_activity": get("last_activity"), "activity_age_s": age_s(get("last_activity")),
@@ -76,8 +145,25 @@ def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -
                     "claim_age_s": d.get("claim_age_s"), "contract_changed": d.get("contract_changed"),
                     "contract_changes": d.get("contract_changes"), "checks": d.get("checks")} if d else None})
     rank, last = classes.RANK, len(classes.TABLE)
-    rows.sort(key=lambda x: (rank.get(x["class"], last), x["agent"]))
+    rows.sort(key=lambda x: (rank.get(x["class"], last), x["handled"] is not None, x["agent"]))
     return rows
+
+
+def needs_you(row: dict[str, Any]) -> bool:
+    """An attention class, but for a claim of done whose DoD is met (as the summary leaves out)."""
+    return row["class"] in ATTENTION and not (row["class"] == "DICE_TERMINADO" and row["dod_status"] == "met")
+
+
+def fleet_sections(rows: list[dict[str, Any]]) -> list[tuple[str, bool, list[dict[str, Any]]]]:
+    """(class, needs you, rows) of ``agent_rows``: first the classes that need you (their rows
+    unhandled first), then the rest by class; a met claim of done goes to the rest under
+    ``DICE_TERMINADO``; CERRADO agents are left out."""
+    need: dict[str, list[dict[str, Any]]] = {}
+    rest: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:   # already in class rank order, the unhandled first
+        if r["class"] != "CERRADO":
+            (need if needs_you(r) else rest).setdefault(r["class"], []).append(r)
+    return [(c, True, v) for c, v in need.items()] + [(c, False, v) for c, v in rest.items()]
 
 
 def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent: int = 0,
@@ -100,6 +186,8 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
         "swarms": mods["swarms"].status(states["swarms"], now, max_concurrent, max_children)
         if "swarms" in mods else {"groups": {}},
         "notify": notify_health(states.get("notify"), now),
+        "plans": mods["plans"].status(states["plans"], now) if "plans" in mods and "plans" in states
+        else {"plans": {}, "launched": {}, "acted": {}},
     }
 
 
@@ -127,14 +215,26 @@ def _runs(mods: dict[str, Any], states: dict[str, Any], now: float) -> Any:
     return st.get("runs", st) if isinstance(st, dict) else st
 
 
-def _agent_line(cls: str, aid: str, a: dict[str, Any], age: str, dod: str) -> str:
+TASK_CUT = 60   # a task title in a summary line (the line is escaped when printed)
+
+
+def _agent_line(cls: str, aid: str, a: Any, age: str, dod: str, h: dict[str, Any] | None = None,
+                now: float = 0.0) -> str:
+    """One summary line: what the agent needs (what it waits for, when known), its task title,
+    and how it was handled ("· acked by web:phone")."""
     if cls == "RECLAMA":
-        return f"{aid}: {a.get('state') or '-'}/{a.get('phase') or '-'} for {age}"
-    if cls == "DICE_TERMINADO":
-        return f"{aid}: claims done {age} ago, DoD {dod}"
-    if cls == "ESTANCADO":
-        return f"{aid}: stalled for {age} ({a.get('phase') or '-'})"
-    return f"{aid}: {a.get('reason') or 'mal lanzado'}"
+        what = waiting_words(waiting_for(a)) or f"{a.get('state') or '-'}/{a.get('phase') or '-'}"
+        line = f"{aid}: {what} for {age}"
+    elif cls == "DICE_TERMINADO":
+        line = f"{aid}: claims done {age} ago, DoD {dod}"
+    elif cls == "ESTANCADO":
+        line = f"{aid}: stalled for {age} ({a.get('phase') or '-'})"
+    else:
+        line = f"{aid}: {a.get('reason') or 'mal lanzado'}"
+    task = a.get("task")
+    if task:   # cut raw: the printer escapes the whole line
+        line += f" · task: {task if len(task) <= TASK_CUT else task[:TASK_CUT - 1] + '…'}"
+    return line + (f" · {handled_words(h, now)}" if h else "")
 
 
 def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 0,
@@ -145,15 +245,17 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
     fleet = states.get("fleet") or {"agents": {}, "sources": {}}
     dod_agents = mods["dod"].status(states["dod"], now)["agents"] if "dod" in mods else {}
     groups: dict[str, list[str]] = {g: [] for g in GROUPS}
-    by_class: dict[str, list[tuple[str, str]]] = {}
-    for aid, a in fleet["agents"].items():
-        by_class.setdefault(a["class"], []).append((a["since"] or "", aid))
+    by_class: dict[str, list[tuple[bool, str, str]]] = {}
+    handled = handling(states.get("notify"), now)
+    for aid, a in fleet["agents"].items():   # within a class: the unhandled first, then oldest first
+        by_class.setdefault(a["class"], []).append((aid in handled, a["since"] or "", aid))
     for cls in ATTENTION:
-        for since, aid in sorted(by_class.get(cls, [])):
+        for _, since, aid in sorted(by_class.get(cls, [])):
             dod = dod_agents.get(aid, {}).get("status", "pending")
             if cls == "DICE_TERMINADO" and dod == "met":
                 continue
-            groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod))
+            groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod,
+                                           handled.get(aid), now))
     extra: list[tuple[str, str]] = []
     for name in ("dod", "missions"):
         if name in mods:

@@ -82,9 +82,9 @@ def test_status_at_the_head_decodes_notify_narrowly_and_answers_the_same(tmp_pat
         p.catch_up(EventLog(db, create=False, readonly=True))
 
 
-def test_status_tables_and_summary_need_no_notify_snapshot(tmp_path):
-    """`status` on a pipe or a terminal and `summary` load TABLE_READS: the same text as from
-    every projection's whole state (the tables show no notify line)."""
+def test_status_tables_and_summary_read_notify_narrowly(tmp_path):
+    """`status` on a pipe or a terminal and `summary` load TABLE_READS with notify's narrow view
+    (how each open condition was handled): the same text as from every projection's whole state."""
     from watcher.cli import render
     from watcher.cli.status import summary_groups
 
@@ -92,8 +92,9 @@ def test_status_tables_and_summary_need_no_notify_snapshot(tmp_path):
     history(db)
     cfg, now = Config(), T0 + 3600
     states, head = whole(db)
-    _, lean, lhead, _ = load_states(None, db, TABLE_READS)
-    assert "notify" not in lean and lhead == head
+    _, lean, lhead, _ = load_states(None, db, TABLE_READS, {"notify": notify_health_view()})
+    assert set(lean["notify"]) == {"last", "retry", "silences", "conds"} and lhead == head
+    assert "silenced" in render.status_plain(build_status(cfg, lean, head, now))   # a2's silence, as handled
     assert (render.status_plain(build_status(cfg, lean, head, now))
             == render.status_plain(build_status(cfg, states, head, now)))
     assert summary_groups(cfg, lean, now) == summary_groups(cfg, states, now)
@@ -167,7 +168,7 @@ def test_fast_path_imports_only_what_its_answer_needs(tmp_path, args):
         assert not any(m.startswith("projections.") and m not in (
             "projections.render", "projections.text", "projections.classes") for m in got), sorted(got)
     if args in (["status"], ["summary"]):   # the folds their tables do not show are not even imported
-        assert not got & {"projections.report", "projections.fanout", "projections.notify"}, sorted(got)
+        assert not got & {"projections.report", "projections.fanout"}, sorted(got)   # (notify: how handled)
     if args[0] in ("status", "summary"):    # nor the event line renderer (`tail`'s)
         assert "projections.render" not in got
 

@@ -75,7 +75,7 @@ def test_body_order_is_urgency_then_oldest_then_name():
     m = message(items, T0 + 10, Policy(min_severity="info"))
     assert [ln.split()[:2] for ln in m.lines] == [["RECLAMA", "c"], ["RECLAMA", "a"], ["RECLAMA", "b"],
                                                   ["DICE_TERMINADO", "d"], ["ESTANCADO", "z"], ["MAL_LANZADO", "m"]]
-    assert m.title == "3 need you · 1 claim done · 1 stalled · 1 mislaunched"
+    assert m.title == "3 need you · 1 ready for review · 1 stalled · 1 mislaunched"
 
 
 def test_body_line_names_class_agent_and_age():

@@ -158,7 +158,7 @@ def test_title_and_body_order():
     w.add(RuleViolated(run="T1", rule="deploy-gate", step="launch_intent"), T0)
     p = plan(w.state, T0 + 10, Policy(min_severity="info"))
     m = p.send[0]
-    assert m.title == "2 need you · 1 claim done · 1 stalled · 1 mislaunched · 1 rule violated"
+    assert m.title == "2 need you · 1 ready for review · 1 stalled · 1 mislaunched · 1 rule violated"
     assert [ln.split()[0] for ln in m.lines] == ["RECLAMA", "RECLAMA", "DICE_TERMINADO", "ESTANCADO",
                                                  "MAL_LANZADO", "RULE_VIOLATED"]
 

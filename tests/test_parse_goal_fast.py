@@ -12,6 +12,7 @@ import msgspec
 from projections.dod_checks import parse_contract
 from projections.fleet import normalise_phase
 from projections.observations import AgentObs
+from projections.waiting import clean as waiting_clean
 from watcher.sources.parse import ParseError, decode_json, parse_goal, parse_time
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
@@ -52,15 +53,18 @@ def reference(raw: bytes, folder_id: str, mtime: float) -> AgentObs:
         dod_status=_s(obj.get("dod_status")), dod_verifier=_s(obj.get("dod_verifier")),
         last_activity=la, ended=obj.get("ended") is True, target=_s(obj.get("target")),
         tool_open=isinstance(obj.get("tools_open"), list) and bool(obj.get("tools_open")),
-        task=(_s(obj.get("task")) or None) and obj["task"][:200])
+        task=(_s(obj.get("task")) or None) and obj["task"][:200],
+        waiting_for=waiting_clean(obj.get("waiting_for"), normalise_phase(_s(obj.get("phase")))))
 
 
 KEYS = ["agent", "name", "state", "phase", "task", "dod_contract", "dod_status", "dod_verifier", "cwd",
-        "last_activity", "ended", "target", "tools_open", "dod", "extra"]
+        "last_activity", "ended", "target", "tools_open", "waiting_for", "dod", "extra"]
 VALUES = [None, True, False, 0, -1, 1.5, 1e400, "", " ", "busy", "waiting", "idle", "working", "testing",
           "a1", " a2 ", "x" * 300, "2026-11-29T19:20:00Z", "2026-11-29T19:20:00+02:00", "nope",
           1_764_443_000, [], ["Bash"], [{"id": "t", "kind": "cmd", "cmd": ["true"]}],
-          [{"id": "t", "kind": "cmd", "cmd": []}], {}, {"a": [1, {"b": None}]}, "\u001b[2Jevil\n"]
+          [{"id": "t", "kind": "cmd", "cmd": []}], {}, {"a": [1, {"b": None}]}, "\u001b[2Jevil\n",
+          {"kind": "permission", "tool": "Bash"}, {"kind": "question", "tool": "x"}, {"kind": "nope"},
+          {"kind": "permission", "tool": ["x"]}]
 
 
 def documents(n: int, seed: int = 23) -> list[bytes]:

@@ -314,5 +314,5 @@ def test_status_shows_the_last_tick_not_the_last_class_change(env):
     assert 4 <= a["activity_age_s"] < 60 and a["age_s"] >= 59
     plain = invoke("status", "--db", str(db)).stdout
     head = next(ln for ln in plain.splitlines() if "agent" in ln and "class" in ln)
-    assert head.split() == ["agent", "class", "for", "state/phase", "task", "active", "target", "DoD"]
+    assert head.split() == ["agent", "class", "for", "state/phase", "task", "active", "target", "DoD", "handled"]
     assert "busy/preguntando" in plain and "t2" in plain and "fleet:3" in plain

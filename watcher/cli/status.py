@@ -34,22 +34,26 @@ class Refusal(str, enum.Enum):
 
 # ---- reading ---------------------------------------------------------------------------------
 # What each reader shows (projections.views): only these snapshots are read and decoded. The
-# tables (`status` on a pipe or a terminal) and `summary` show no notify line; `status --json`
-# reads the notify state only for its health fields (views.notify_health), so it decodes a narrow
-# view of it (notify's snapshot is the biggest: 1.4 MB of 2.6 at 1M events, bench_rebuild.py).
-TABLE_READS = ("fleet", "dod", "runs", "missions", "swarms")
-STATUS_READS = (*TABLE_READS, "notify")
-NOTIFY_HEALTH_KEYS = ("last", "retry", "silences")
+# notify state is read for its health fields (views.notify_health) and for how each open
+# condition was handled (views.handling), so a narrow view of it is decoded (notify's snapshot is
+# the biggest: 1.4 MB of 2.6 at 1M events, bench_rebuild.py): its conditions as CondView records.
+TABLE_READS = ("fleet", "dod", "runs", "missions", "swarms", "notify")
+STATUS_READS = TABLE_READS
+NOTIFY_HEALTH_KEYS = ("last", "retry", "silences", "conds")
 
 
 def notify_health_view() -> Callable[[bytes], dict[str, Any]]:
-    """Decodes notify's snapshot to only what ``views.notify_health`` reads (a dict of those keys).
-    Every other key is kept as raw bytes (``msgspec.Raw``: scanned, never built into objects), but
-    all of STATE_TYPE's keys are required, so a snapshot of another layout still fails to decode
-    (and is replayed), as with the whole state."""
+    """Decodes notify's snapshot to only what ``views.notify_health`` and ``views.handling`` read
+    (a dict of those keys; each condition a ``CondView``). Every other key is kept as raw bytes
+    (``msgspec.Raw``: scanned, never built into objects), but all of STATE_TYPE's keys are
+    required, so a snapshot of another layout still fails to decode (and is replayed), as with
+    the whole state."""
     from projections import notify
+    from projections.agent_records import CondView
 
-    fields = [(k, v if k in NOTIFY_HEALTH_KEYS else msgspec.Raw) for k, v in notify.STATE_TYPE.__annotations__.items()]
+    kept = {"conds": dict[str, CondView]}
+    fields = [(k, kept.get(k, v) if k in NOTIFY_HEALTH_KEYS else msgspec.Raw)
+              for k, v in notify.STATE_TYPE.__annotations__.items()]
     dec = msgspec.json.Decoder(msgspec.defstruct("NotifyHealthView", fields))
 
     def decode(data: bytes) -> dict[str, Any]:
@@ -160,8 +164,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
 
     now = time.time()
     locks = LocksRead()  # the kernel's slow first read of /proc/locks, meanwhile the rest runs
-    cfg, states, head, note = (load_states(config, db, STATUS_READS, {"notify": notify_health_view()}) if json
-                               else load_states(config, db, TABLE_READS))
+    cfg, states, head, note = load_states(config, db, STATUS_READS, {"notify": notify_health_view()})
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     doc = build_status(cfg, states, head, now)
@@ -181,7 +184,7 @@ def summary(config: str | None = None, db: str | None = None, json: bool = False
 
     now = time.time()
     locks = LocksRead()
-    cfg, states, head, note = load_states(config, db, TABLE_READS)
+    cfg, states, head, note = load_states(config, db, TABLE_READS, {"notify": notify_health_view()})
     if note:
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     groups = summary_groups(cfg, states, now)

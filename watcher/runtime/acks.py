@@ -12,6 +12,7 @@ still in force, ending when this one would): `ack` records nothing for those.
 from __future__ import annotations
 
 import glob
+import os
 import re
 import uuid
 from typing import Any
@@ -103,8 +104,23 @@ def unchanged(state: dict, cids: list[str], now: float, for_s: float | None = No
             and want - AGAIN_S <= a <= want + 1.0]
 
 
-def ack(notice: str, cids: list[str], via: str, now: float, for_s: float | None = None) -> NoticeAcked:
-    return NoticeAcked(notice=notice, conditions=list(cids), via=via, until=iso(now + for_s) if for_s else "")
+def ack(notice: str, cids: list[str], via: str, now: float, for_s: float | None = None,
+        by: str | None = None) -> NoticeAcked:
+    """The ``notice.acked`` event; ``by`` (who) defaults to the unix user from a shell and
+    ``phone`` from the page (the page knows no person: the link's holder)."""
+    if by is None:
+        by = _user() if via == "cli" else "phone"
+    return NoticeAcked(notice=notice, conditions=list(cids), via=via, until=iso(now + for_s) if for_s else "",
+                       by=by[:64])
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):   # no passwd entry, no LOGNAME: the uid
+        return str(os.getuid())
 
 
 def silences_for(state: dict, cids: list[str], now: float, notice: str, for_s: float = SILENCE_S) -> list[SilenceAdded]:

@@ -63,7 +63,8 @@ def policy_from_config(cfg: Config) -> Policy:
         nudge_gap=cfg.dur("nudge.gap"), nudge_needs_target=any("{target}" in a for a in g.argv),
         escalate_after=cfg.dur("notify.escalate_after"), escalate_urls=bool(n.escalate_urls),
         quiet_urgent=n.quiet_urgent, send_resolved=n.send_resolved,
-        routes=tuple(dict(r.match) for r in n.routes))
+        routes=tuple(dict(r.match) for r in n.routes),
+        claims_judged=bool(cfg.dod.run_checks or getattr(cfg.dod, "verifier", None)))
 
 
 def quiet_zone(cfg: Config):

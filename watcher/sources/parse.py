@@ -11,6 +11,7 @@ import msgspec
 from projections.fleet import normalise_phase
 from projections.dod_checks import parse_contract
 from projections.observations import AgentObs, RunObs, SourceResult
+from projections.waiting import clean as waiting_clean
 
 _dec = msgspec.json.Decoder()
 MAX_DEPTH_HINT = "deeply nested"
@@ -96,6 +97,7 @@ class _Goal(msgspec.Struct):
     ended: Any = None
     target: Any = None
     tools_open: Any = None
+    waiting_for: Any = None
 
 
 _goal_dec = msgspec.json.Decoder(_Goal)
@@ -130,10 +132,11 @@ def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | No
     elif contract.error:
         error = contract.error
     phase, task, tools = g.phase, g.task, g.tools_open
+    phase = normalise_phase(phase if isinstance(phase, str) else None)
     return AgentObs(
         agent=aid, source=source, path=path, error=error,
         state=state if isinstance(state, str) else None,
-        phase=normalise_phase(phase if isinstance(phase, str) else None),
+        phase=phase, waiting_for=waiting_clean(g.waiting_for, phase),
         contract_sha256=contract.digest, contract_len=contract.length,
         checks=list(contract.checks) if contract.checks else None,
         cwd=g.cwd if isinstance(g.cwd, str) else None,
