@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test drills bench mutation venv clean readme
+.PHONY: demo test drills bench mutation venv clean readme claude-code
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,16 @@ bench: $(STAMP)
 MUTANTS ?= 0
 mutation: $(STAMP)
 	nice -n 10 $(BIN)/python tests/mutation/mutate.py --max $(MUTANTS) --jobs 2
+
+# the real Claude Code clients the real-client tests drive (tests/support/realclaude.py): each folder of
+# tools/claude-code/ pins one version in its committed package-lock.json; npm ci installs it into that
+# folder's node_modules (never globally), again only when its lockfile changed
+CLAUDE_CODE_DIRS := $(wildcard tools/claude-code/*/package-lock.json)
+claude-code: $(CLAUDE_CODE_DIRS:package-lock.json=node_modules/.installed)
+tools/claude-code/%/node_modules/.installed: tools/claude-code/%/package-lock.json tools/claude-code/%/package.json
+	cd tools/claude-code/$* && npm ci --no-audit --no-fund --loglevel=error
+	tools/claude-code/$*/node_modules/.bin/claude --version
+	touch $@
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
