@@ -276,6 +276,11 @@ def parse(text: str, path: str = "<config>", *, check_paths: bool = True) -> Con
         raise ConfigError(f"config is not valid TOML: {e}", key="", path=path, op="config") from e
     except RecursionError:
         raise ConfigError("config is nested too deeply", key="", path=path, op="config") from None
+    return from_raw(raw, path, check_paths=check_paths)
+
+
+def from_raw(raw: dict, path: str, *, check_paths: bool = True) -> Config:
+    """The decoded TOML ``raw`` as a validated Config (``parse``'s second half)."""
     try:
         cfg = msgspec.convert(raw, Config, strict=True)
     except RecursionError:
@@ -336,7 +341,11 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
             if check_paths:
                 root = _glob_root(expand(s.glob))
                 if not os.path.isdir(root):
-                    raise bad(f"{k}.glob", f"folder {root} does not exist")
+                    import shlex
+
+                    err = bad(f"{k}.glob", f"folder {root} does not exist")
+                    err.hint = f"create it: mkdir -p {shlex.quote(root)} (or point {k}.glob at the agents' folder)"
+                    raise err
         elif s.kind == "command":
             if not s.argv:
                 raise bad(f"{k}.argv", "a command source needs argv = [\"prog\", \"arg\", ...]")
@@ -422,6 +431,47 @@ def load(explicit: str | None = None, *, required: bool = False, check_paths: bo
         raise ConfigError(f"cannot read config: {why}", key="", path=path, op="config",
                           hint="the config is a UTF-8 TOML file (`fleetwatch init` writes one)") from e
     return parse(text, path, check_paths=check_paths)
+
+
+def load_lenient(explicit: str | None = None, warn=None) -> Config:
+    """``load`` for the commands that only read (tail, status, summary, board, ...): a bad key in
+    one section leaves that section out (its defaults stand) and ``warn(text)`` says so, instead
+    of refusing, as `fleetwatch run` still does. A bad ``[store]`` (the log's path), TOML that does
+    not parse and an unreadable file are refused all the same."""
+    import sys
+    import tomllib
+
+    try:
+        return load(explicit, check_paths=False)
+    except ConfigError as e:
+        first = e
+    path = config_path(explicit)
+    try:
+        raw = tomllib.loads(read_regular(path, MAX_CONFIG_BYTES).decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        raise first from None
+    err, dropped = first, []
+    for _ in range(len(raw)):
+        m = re.match(r"[A-Za-z0-9_-]+", err.key or "")
+        sec = m.group(0) if m else ""
+        if not sec or sec == "store" or sec not in raw:
+            raise first
+        raw.pop(sec)
+        dropped.append((sec, err))
+        try:
+            cfg = from_raw(raw, path, check_paths=False)
+            break
+        except ConfigError as e:
+            err = e
+    else:
+        raise first
+    say = warn or (lambda text: print(text, file=sys.stderr))
+    from projections.text import safe
+
+    for sec, e in dropped:
+        say(f"fleetwatch: warning: {safe(e, 300)}: [{safe(sec, 40)}] left out here "
+            f"(`fleetwatch run` refuses this config until it is fixed)")
+    return cfg
 
 
 def _validate_phone(cfg: Config, bad) -> None:

@@ -97,19 +97,89 @@ def check_sources(ck: Checklist, cfg, now: float) -> None:
             ck.bad(f"{label}: {type(e).__name__}: {e}", "check this source's settings")
             continue
         if not res.ok:
-            ck.bad(f"{label}: {res.error or 'failed'}", "check the path, command or query of this source")
+            hint = "check the path, command or query of this source"
+            if res.error_class == "root-missing" and spec.glob:
+                import shlex
+
+                from watcher.config import _glob_root, expand
+
+                hint = f"create it: mkdir -p {shlex.quote(_glob_root(expand(spec.glob)))} (or fix the glob)"
+            ck.bad(f"{label}: {res.error or 'failed'}", hint)
             continue
         n = len(res.agents) + len(res.runs) + len(res.rows)
         what = "agents" if res.agents or spec.kind == "goals" or spec.entity == "agent" else \
             "runs" if spec.kind == "steps" else "rows"
         if spec.kind == "tmux":  # tmux enriches agents: it finds windows, not agents
             n, what = tmux_windows(src), "windows"
+            if n == 0 and not tmux_server_up(spec.socket):
+                sock = f" -L {spec.socket}" if spec.socket else ""
+                ck.warn(f"{label}: no tmux server runs on {'socket ' + spec.socket if spec.socket else 'the default socket'}"
+                        " (no windows to watch yet)",
+                        f"start it: tmux{sock} new-session -d -s fleet (then new-window per agent)")
+                continue
         bad = sum(1 for a in res.agents if a.error) + sum(1 for r in res.runs if r.error)
         extra = f" ({bad} unreadable: MAL_LANZADO)" if bad else ""
         if n == 0:
             ck.warn(f"{label}: readable, 0 {what} found", "is the glob/command right? (fine if none run yet)")
         else:
             ck.ok(f"{label}: {n} {what}{extra}")
+
+
+def tmux_server_up(socket: str | None) -> bool:
+    """Whether a tmux server answers on ``socket`` (``tmux -L SOCKET list-sessions``); True when
+    that cannot be told (no tmux: the source's own check says so)."""
+    try:
+        r = subprocess.run(["tmux", *(["-L", socket] if socket else []), "list-sessions"], capture_output=True,
+                           text=True, timeout=5, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return not (r.returncode != 0 and ("no server running" in r.stderr or "error connecting" in r.stderr))
+
+
+def check_extras(ck: Checklist, cfg) -> None:
+    """A configured surface whose extra is not installed is a ✗ (it would not start: one log
+    line); the board's, used from a terminal, a warning."""
+    import importlib.util
+
+    def have(mod: str) -> bool:
+        try:
+            return importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            return False
+
+    for sec, mod, extra, what in (("web", "werkzeug", "web", "the phone page and action endpoint"),
+                                  ("forward", "nats", "hub", "forwarding to the hub"),
+                                  ("hub", "nats", "hub", "`fleetwatch hub`")):
+        if getattr(cfg, sec, None) is not None and not have(mod):
+            ck.bad(f"[{sec}] is configured but the {extra!r} extra is missing ({mod}): {what} will not start",
+                   f"pip install 'fleetwatch[{extra}]' into this install's environment")
+    if not have("textual"):
+        ck.warn("board: Textual is not installed: `fleetwatch board` will not start",
+                "pip install 'fleetwatch[board]' (optional: status, summary and tail need nothing more)")
+
+
+def check_nats(ck: Checklist, cfg) -> None:
+    """``[forward]`` and ``[hub]``: NATS reachable (within a few seconds) and the stream there."""
+    from watcher.hub.health import probe
+
+    for sec in ("forward", "hub"):
+        c = getattr(cfg, sec, None)
+        if c is None:
+            continue
+        urls = [c.nats] if isinstance(c.nats, str) else list(c.nats)
+        where = ", ".join(urls)
+        how, detail = probe(c.nats, c.creds, c.stream)
+        if how == "no-extra":
+            continue  # check_extras said so
+        if how == "ok":
+            ck.ok(f"{sec}: NATS {where} reachable; {detail}")
+        elif how == "no-stream":
+            ck.warn(f"{sec}: NATS {where} reachable; {detail}",
+                    "created by the first `fleetwatch run` with [forward] or `fleetwatch hub`")
+        else:
+            ck.bad(f"{sec}: cannot reach NATS at {where} ({detail})",
+                   f"is nats-server running with JetStream (nats-server -js)? check [{sec}] nats"
+                   + (" and creds" if c.creds else ""))
 
 
 def tmux_windows(src) -> int:
@@ -300,6 +370,8 @@ def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
         check_sources(ck, cfg, time.time())
         check_log(ck, cfg, db)
         check_notify(ck, cfg)
+        check_extras(ck, cfg)
+        check_nats(ck, cfg)
         check_secret_files(ck, cfg)
     else:
         from watcher.config import Config, config_path

@@ -1,0 +1,154 @@
+"""The hub's own health, where the reading commands see it, and the NATS probe `doctor` runs.
+
+The hub writes ``<log>.hub.json`` (``HealthFile``): whether it is connected to NATS and since
+when, and per host the last time it heard the host (an event or a heartbeat), the host's time of
+its last event and the lag (arrival minus that time). It is a status file, not the log: it holds
+live values (ages, lag) that the log records only as transitions (``host.silent`` /
+``host.resumed``). Written atomically (temp file + rename), at most once a second and at every
+connection change. ``read(log_path)`` gives the document (None when the log is no hub's);
+``projections.views.hub_view`` turns it into what `status`, the board and the phone show.
+
+Invariants: a write never raises into the hub (a full disk costs the status file, not a
+consume round); what is read is checked by shape (``views.hub_view`` trusts nothing in it).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from events.timefmt import iso
+
+log = logging.getLogger("fleetwatch.hub")
+SUFFIX = ".hub.json"
+EVERY = 1.0          # seconds between two writes while nothing changes
+MAX_BYTES = 1 << 20  # a status file bigger than this is not read
+
+
+def path_for(log_path: str) -> str:
+    return log_path + SUFFIX
+
+
+class HealthFile:
+    """The hub's side: ``nats(up)`` at each connection change, ``heard(host, now, event_time)``
+    per message or heartbeat, ``maybe_write(now, silent)`` every round."""
+
+    def __init__(self, log_path: str, urls: list[str]):
+        self.path = path_for(log_path)
+        self.urls = urls
+        self.connected = False
+        self.since: float | None = None       # when the current state (up or down) began
+        self.last_up: float | None = None     # when NATS was last known connected (data is as of then)
+        self.hosts: dict[str, dict[str, Any]] = {}
+        self._written = 0.0
+        self._dirty = True
+
+    def nats(self, up: bool, now: float) -> None:
+        if up != self.connected or self.since is None:
+            self.connected, self.since, self._dirty = up, now, True
+        if up:
+            self.last_up = now
+
+    def heard(self, host: str, now: float, event_time: float | None = None) -> None:
+        h = self.hosts.setdefault(host, {"seen": now, "event_time": None, "lag_s": None})
+        h["seen"] = now
+        if event_time is not None:
+            h["event_time"] = event_time
+            h["lag_s"] = round(max(0.0, now - event_time), 3)
+
+    def maybe_write(self, now: float, silent: set[str] | frozenset[str] = frozenset(), force: bool = False) -> None:
+        if self.connected:
+            self.last_up = now
+        if not (force or self._dirty or now - self._written >= EVERY):
+            return
+        doc = {
+            "pid": os.getpid(), "written_at": iso(now), "nats": {
+                "connected": self.connected, "since": iso(self.since) if self.since is not None else None,
+                "last_up": iso(self.last_up) if self.last_up is not None else None, "servers": len(self.urls)},
+            "hosts": {h: {"last_seen": iso(v["seen"]),
+                          "last_event": iso(v["event_time"]) if v["event_time"] is not None else None,
+                          "lag_s": v["lag_s"], "silent": h in silent}
+                      for h, v in sorted(self.hosts.items())},
+        }
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, self.path)
+        except OSError as e:
+            log.debug("hub health file not written: %s", e.strerror or e)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return
+        self._written, self._dirty = now, False
+
+    def known(self, hosts: list[str], now: float) -> None:
+        """Hosts the hub's log knows from before this start: listed, never heard yet."""
+        for h in hosts:
+            self.hosts.setdefault(h, {"seen": None, "event_time": None, "lag_s": None})
+            if self.hosts[h]["seen"] is None:
+                self.hosts[h]["seen"] = now
+
+
+def read(log_path: str) -> dict[str, Any] | None:
+    """The hub's health document beside ``log_path`` (None: not a hub's log, or unreadable),
+    with ``running``: whether a writer (the hub) holds that log now."""
+    from events.lock import writer_running
+    from watcher.config_limits import read_regular
+
+    try:
+        doc = json.loads(read_regular(path_for(log_path), MAX_BYTES))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    doc["running"] = writer_running(log_path)[0]
+    return doc
+
+
+# ---- doctor ---------------------------------------------------------------------------------
+def probe(urls: str | list[str], creds: str | None, stream: str, timeout: float = 5.0) -> tuple[str, str]:
+    """Connect to NATS and look the stream up: ("ok", detail), ("no-stream", detail) or
+    ("unreachable", why). Never raises; bounded by ``timeout``."""
+    import asyncio
+
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        return "no-extra", "nats-py is not installed"
+    from watcher.hub.forwarder import connect
+
+    async def go() -> tuple[str, str]:
+        try:
+            nc = await connect(urls, creds, "fleetwatch-doctor", timeout=timeout)
+        except (asyncio.TimeoutError, TimeoutError):
+            return "unreachable", f"no answer within {timeout:.0f}s"
+        except Exception as e:
+            return "unreachable", type(e).__name__
+        try:
+            from nats.js.errors import NotFoundError
+
+            js = nc.jetstream()
+            try:
+                info = await asyncio.wait_for(js.stream_info(stream), timeout)
+            except NotFoundError:
+                return "no-stream", f"stream {stream} does not exist yet"
+            except Exception as e:
+                return "unreachable", f"JetStream did not answer ({type(e).__name__}: is it enabled, -js?)"
+            return "ok", f"stream {stream}: {info.state.messages} messages"
+        finally:
+            try:
+                await asyncio.wait_for(nc.close(), 1.0)
+            except Exception:
+                pass
+
+    start = time.monotonic()
+    try:
+        return asyncio.run(asyncio.wait_for(go(), timeout + 2.0))
+    except Exception as e:
+        return "unreachable", f"{type(e).__name__} after {time.monotonic() - start:.0f}s"
