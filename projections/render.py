@@ -35,10 +35,11 @@ FAMILY_STYLE = {"agent": "cyan", "dod": "magenta", "run": "blue", "step": "blue"
 ALERT_SUFFIXES = ("failed", "violated", "abandoned", "overdue", "escalated", "silent")
 # Left out of short lines: digests, bookkeeping, and what the head already says.
 HIDDEN_SHORT = frozenset(("contract_sha256", "contract_len", "source", "changed", "stall_seq", "version",
-                          "pid", "covers", "conditions", "last_activity", "target", "evidence_sha256"))
+                          "pid", "covers", "conditions", "keys", "last_activity", "target", "evidence_sha256"))
 ID_KEYS = ("agent", "run", "mission", "source", "notice", "silence", "group")  # the subject's id field
 VALUE_MAX = 60          # short lines cut each value here (after escaping)
 VALUE_MAX_VERBOSE = 400
+ABOUT_MAX = 5           # subjects a notice line names (then "+N")
 ARROW = "->"
 
 
@@ -110,12 +111,27 @@ def event_segments(type_: str, subject: str, data: Mapping[str, Any], *, verbose
             v = d.pop(k)
             style = "bold red" if k == "rule" else ""
             out.append((f" {k}={_val(v, limit)}", style))
+    if type_.startswith("notice."):  # which agents (subjects) a notice is about: an ack line names them
+        named = notice_subjects(data)
+        if named:
+            shown = [n[len("agent:"):] if n.startswith("agent:") else n for n in named]
+            out.append((f" about={_val(shown[:ABOUT_MAX], limit)}"
+                        + (f" +{len(shown) - ABOUT_MAX}" if len(shown) > ABOUT_MAX else ""), "bold"))
     rest = [(k, v) for k, v in d.items() if verbose or k not in HIDDEN_SHORT]
     if not verbose and type_.startswith("notice.") and isinstance(data.get("covers"), list):
         rest.append(("items", len(data["covers"])))
     for k, v in rest:
         out.append((f" {safe(k, 40)}={_val(v, limit)}", ""))
     return out
+
+
+def notice_subjects(data: Mapping[str, Any]) -> list[str]:
+    """The subjects a notice event's condition ids (``keys`` / ``conditions``: ``subject|CLASS#n``,
+    maybe ``@rev``) name, in order, once each."""
+    ids = data.get("keys") or data.get("conditions") or []
+    if not isinstance(ids, list):
+        return []
+    return list(dict.fromkeys(k.partition("|")[0] for k in ids if isinstance(k, str) and "|" in k))
 
 
 def head_segments(seq: int, time: str, subject: str, version: int) -> list[Seg]:

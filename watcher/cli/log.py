@@ -125,6 +125,57 @@ def _only(recs: Iterable[Any], exact: str | None, limit: int | None = None) -> I
                 return
 
 
+def about(exact: str) -> set[str] | None:
+    """The subjects `tail --subject` gathers for an agent (``agent:a7``: also ``dod:a7``, and the
+    notice and silence events naming either); None for any other subject (exact match only)."""
+    if not exact.startswith("agent:"):
+        return None
+    return {exact, "dod:" + exact[len("agent:"):]}
+
+
+def _covers(rec: Any, subjects: set[str]) -> bool:
+    """Whether ``rec`` is about one of ``subjects``: its own subject, a notice whose conditions
+    (``subject|CLASS#n`` ids, ``@rev`` keys) name one, or a silence whose pattern matches one."""
+    subj = rec.subject
+    if subj in subjects:
+        return True
+    ev = rec.event
+    if subj.startswith("notice:"):
+        ids = getattr(ev, "keys", None) or getattr(ev, "conditions", None) or ()
+        return any(isinstance(k, str) and k.partition("|")[0] in subjects for k in ids)
+    if subj.startswith("silence:") and rec.type == "silence.added":
+        pat = getattr(ev, "subject_match", None)
+        return isinstance(pat, str) and any(fnmatch.fnmatchcase(x, pat) for x in subjects)
+    return False
+
+
+def _only_about(recs: Iterable[Any], subjects: set[str], limit: int | None = None) -> Iterable[Any]:
+    n = 0
+    for rec in recs:
+        if _covers(rec, subjects):
+            yield rec
+            n += 1
+            if limit is not None and n >= limit:
+                return
+
+
+def _last_about(log: Any, n: int, types: list[str] | None, subjects: set[str]) -> list[Any]:
+    """The last ``n`` events about ``subjects``, oldest first: the subjects' own through the index,
+    notices and silences read backwards in growing windows until ``n`` of them name one."""
+    found = {r.seq: r for s in sorted(subjects) for r in log.last(n, types=types, subject=s, exact=True,
+                                                                   damaged="yield")}
+    for prefix in ("notice:", "silence:"):
+        k = max(64, 4 * n)
+        while True:
+            recs = log.last(k, types=types, subject=prefix)
+            hits = [r for r in recs if _covers(r, subjects)]
+            if len(hits) >= n or len(recs) < k:
+                break
+            k *= 4
+        found.update((r.seq, r) for r in hits[-n:] if n)
+    return [found[q] for q in sorted(found)[-n:]] if n else []
+
+
 def _quiet_pipe() -> None:
     """After EPIPE (e.g. `| head`): point stdout at /dev/null so the final flush is silent."""
     try:
@@ -280,6 +331,19 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
             try:
                 if exact and "\\" in exact:  # an id typed as tail and status print it (escaped)
                     subject = exact = _as_shown(log, exact)
+                subjects = about(exact) if exact else None
+                if subjects is not None:  # an agent: its agent, DoD, notice and silence events
+                    if since is not None:
+                        head = since
+                        recs = _only_about(log.read(since, types=types, damaged="yield"), subjects, lines)
+                    else:
+                        head = log.head()[0]
+                        recs = _last_about(log, 20 if lines is None else lines, types, subjects)
+                    last = _emit(out, recs)
+                    if follow:
+                        _follow(out, _only_about(log.follow(max(head, last), types=types, stop=stop,
+                                                            yield_damaged=True), subjects), log.given)
+                    return
                 if since is not None:
                     head = since
                     recs = log.read(since, types=types, subject=subject, limit=None if exact else lines,
@@ -406,7 +470,7 @@ def register(app: Any) -> None:
         lines: Annotated[Optional[int], typer.Option("-n", "--lines", min=0, help="How many events: the last N (default 20); with --since, the first N after SEQ (default all).")] = None,
         since: Annotated[Optional[int], typer.Option("--since", min=0, max=SEQ_MAX, help="Only events with seq > SEQ.")] = None,
         type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only this event type (repeatable; comma lists and globs like 'notice.*').")] = None,
-        subject: Annotated[Optional[str], typer.Option("--subject", "-s", help="Only this subject, exactly: a bare agent id (a7) or agent:a7, run:T1; a trailing * (agent:a1*) or : (run:) matches a prefix.")] = None,
+        subject: Annotated[Optional[str], typer.Option("--subject", "-s", help="Only this subject, exactly: a bare agent id (a7) or agent:a7 (with its dod: events and the notices and silences naming it), run:T1; a trailing * (agent:a1*) or : (run:) matches a prefix.")] = None,
         verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Every field of every event (default: the short line a person reads).")] = False,
         as_json: JsonOpt = False,
         config: ConfigOpt = None,
