@@ -36,6 +36,7 @@ NAME = "fleet"
 TYPES = frozenset(("agent.classified", "agent.updated", "source.failed", "source.recovered"))  # fold reads only these
 
 STATES = ("busy", "idle", "waiting")
+CLAUDE_GONE = "claude exited: no claude process left in its tmux pane"
 PHASES = {"working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",
           "blocked": "bloqueado"}
 
@@ -210,6 +211,8 @@ def classify(obs: AgentObs | None, now: float, stall_after: float, busy_silence:
     if obs.pane_dead:
         st = "" if obs.pane_dead_status is None else f" (exit {obs.pane_dead_status})"
         return Cls.CERRADO, f"tmux pane dead{st}"
+    if obs.claude_gone:
+        return Cls.CERRADO, CLAUDE_GONE
     if obs.error:
         return Cls.MAL_LANZADO, obs.error
     if obs.state not in STATES:

@@ -32,6 +32,12 @@ class AgentObs(msgspec.Struct, kw_only=True):
     pane_dead_status: int | None = None
     tool_open: bool = False           # goal.json tools_open (hook): a tool call began and has not ended
     tmux_missing: bool = False        # a tmux source looked and found no window for this agent
+    # the exact pane the hook recorded (goal.json `tmux`: $TMUX_PANE, $TMUX's socket) and Claude Code's pid
+    pane: str | None = None           # "%N": the tmux pane id (unique for the server's life)
+    tmux_socket: str | None = None    # the tmux server's socket path
+    claude_pid: int | None = None
+    tmux_exact: bool = False          # set by a tmux source: matched by recorded pane or goal.json target, not by name
+    claude_gone: bool = False         # set by a tmux source: the recorded pane lives, no claude process runs in it
     waiting_for: dict[str, Any] | None = None  # {"kind", "tool"}: projections.waiting.clean (metadata only)
 
 

@@ -12,10 +12,11 @@ from projections.observations import AgentObs
 
 
 def tmux_gone(obs: AgentObs, old: dict[str, Any] | None) -> bool:
-    """The agent's tmux window or session is gone: a tmux source found no window for it although
-    the log records a window it was seen in (targets recorded by the tmux source are exact,
-    ``=session:index``)."""
-    return obs.tmux_missing and old is not None and str(old.get("target") or "").startswith("=")
+    """The agent's tmux window or session is gone: a tmux source found no window for the agent's
+    own pane (``tmux_exact``: the pane its hook recorded, or its goal.json target) although the log
+    records a window it was seen in (targets recorded by the tmux source are exact,
+    ``=session:index``). A window matched by name alone closes nothing when it goes."""
+    return obs.tmux_missing and obs.tmux_exact and old is not None and str(old.get("target") or "").startswith("=")
 
 
 def recorded_tmux(obs: AgentObs, old: dict[str, Any] | None) -> AgentObs | None:

@@ -399,10 +399,13 @@ def test_an_unknown_state_is_named_in_the_reason_cut_to_40_characters():
     assert cls is Cls.MAL_LANZADO and reason == "unknown state " + repr("x" * 40)
 
 
-@pytest.mark.parametrize("target,closed", [("=fleet:1", True), ("fleet:1", False), (None, False)])
-def test_a_tmux_window_gone_closes_an_agent_seen_in_an_exact_window(target, closed):
+@pytest.mark.parametrize("target,exact,closed", [("=fleet:1", True, True), ("fleet:1", True, False),
+                                                 (None, True, False), ("=fleet:1", False, False)])
+def test_a_tmux_window_gone_closes_an_agent_seen_in_an_exact_window(target, exact, closed):
+    """``exact``: the tmux source matched the agent by the pane its hook recorded or its goal.json
+    target; a window matched by its name alone closes nothing when it goes (issue 47)."""
     prev = {"agents": {"a1": rec("TRABAJANDO", target=target, last_activity=iso(NOW))}, "sources": {}}
-    evs, _ = step(prev, Snapshot(agents={"a1": obs(tmux_missing=True)}), NOW + 1, stall_after=STALL)
+    evs, _ = step(prev, Snapshot(agents={"a1": obs(tmux_missing=True, tmux_exact=exact)}), NOW + 1, stall_after=STALL)
     assert _classified(evs) == ([("a1", "TRABAJANDO", "CERRADO")] if closed else [])
 
 

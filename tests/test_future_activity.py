@@ -116,8 +116,8 @@ def test_a_tmux_window_activity_in_the_future_counts_as_the_poll_time(monkeypatc
     import watcher.sources.proc as proc
     from watcher.config import Source
 
-    lines = ("fleet\t$1\t0\t@1\t99999999999\t0\t\t0\ta1\t{end}\n"      # year 5138
-             "fleet\t$1\t1\t@2\t1799999000\t0\t\t0\ta2\t{end}\n")       # before now: as it is
+    lines = ("fleet\t$1\t0\t@1\t99999999999\t0\t\t0\t%1\t\t\ta1\t{end}\n"      # year 5138
+             "fleet\t$1\t1\t@2\t1799999000\t0\t\t0\t%2\t\t\ta2\t{end}\n")       # before now: as it is
     # each record ends with the poll's nonce, the last tab-separated part of argv's format
     monkeypatch.setattr(proc, "run_argv", lambda argv, *a, **k: (
         lines.format(end=argv[-1].rpartition("\t")[2]).encode(), None))

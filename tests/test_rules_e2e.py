@@ -223,6 +223,7 @@ argv = ["cat", "{swarm}"]
 name = "tmux"
 kind = "tmux"
 socket = "{sock}"
+agent_windows = ["x*"]
 [notify]
 urls = ["{rx.url()}"]
 group_wait = "1s"

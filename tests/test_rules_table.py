@@ -452,6 +452,7 @@ def test_unevaluable_escalates_urgent_needs_a_human(world):
 # ---- orphan windows (watcher/sources/orphans.py; the real tmux run is in tests/test_rules_e2e.py) ----
 class _Spec:
     socket, session = "fleet-sock", None
+    agent_windows, exclude_windows = ["x*"], ["board"]  # x9 is an agent by rule (windows are not by default)
 
 
 class _Tmux:
@@ -492,6 +493,16 @@ def test_orphans_nothing_concluded_while_another_source_failed_or_unscoped():
         assert _merge(src, {}, failed={"fleet": "root missing"}) == {}
     src.spec = type("S", (), {"socket": None, "session": None})()   # the default server: every shell window
     assert _merge(src, {}) == {} and _merge(src, {}) == {}
+
+
+def test_only_windows_something_names_an_agent_are_orphans():
+    """A plain shell, an editor or the board on the fleet's server is no agent (issue 43): only a
+    window an ``agent_windows`` glob names, or one a Claude Code process runs in (the source's
+    poll answers ``win_claude``), is reported; ``exclude_windows`` wins over both."""
+    src = _Tmux([_Win("sh", 1), _Win("vim", 2), _Win("board", 3), _Win("x9", 4), _Win("cc", 5)])
+    src.win_claude = {"@3": True, "@5": True}    # claude runs in the board's window (excluded) and in cc's
+    _merge(src, {})
+    assert _merge(src, {}) == {"x9": "no goal.json", "cc": "no goal.json"}
 
 
 def test_orphan_named_like_an_agent_is_not_a_second_agent():

@@ -175,7 +175,7 @@ def test_tmux_enriches_activity_and_reports_dead_panes(tmp_path):
         cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/*/goal.json"\n'
                     f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\n')
         write(tmp_path, "a1", json.dumps({**GOOD, "agent": "a1", "last_activity": 1000}))
-        write(tmp_path, "a2", json.dumps({**GOOD, "agent": "a2"}))
+        write(tmp_path, "a2", json.dumps({**GOOD, "agent": "a2", "target": "fleet:1"}))  # its own: exact
         srcs = build_sources(cfg)
         snap = merge(srcs, [s.poll(NOW) for s in srcs])
         assert snap.agents["a1"].last_activity > 1000          # window activity is later

@@ -23,12 +23,12 @@ from tests.test_tmux_window_names import tmux
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
 
-def goal(root, agent, last_activity):
+def goal(root, agent, last_activity, **extra):
     d = root / agent
     d.mkdir(parents=True)
     p = d / "goal.json"
     p.write_text(json.dumps({"agent": agent, "state": "busy", "dod_contract": "tests",
-                             "last_activity": last_activity}))
+                             "last_activity": last_activity, **extra}))
     os.utime(p, (last_activity, last_activity))
 
 
@@ -54,7 +54,7 @@ def test_a_failed_tmux_poll_neither_reopens_a_dead_pane_nor_stalls_a_busy_agent(
         now = time.time()
         fleet = tmp_path / "fleet"
         goal(fleet, "a1", now - 3600)   # busy, silent in goal.json for an hour: alive through its pane
-        goal(fleet, "a2", now - 5)
+        goal(fleet, "a2", now - 5, target="fleet:1")   # its own window (a name alone closes nothing)
         cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[classify]\nbusy_silence = "10m"\n'
                     f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
                     f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\ntimeout = "1s"\n')

@@ -129,11 +129,21 @@ def test_target_nudge_reaches_a_stalled_pane_once_per_stall_never_a_reclama_one(
     elog.close()
 
 
+def hooked(sock: str, target: str) -> dict:
+    """The ``tmux`` record the hook writes into goal.json from inside the pane ($TMUX, $TMUX_PANE),
+    with the pane's own process standing for the agent's (alive while the pane is)."""
+    out = tmux(sock, "display-message", "-p", "-t", target, "#{socket_path}\t#{pane_id}\t#{pane_pid}").strip()
+    path, pane_id, pid = out.split("\t")
+    return {"socket": path, "pane": pane_id, "pid": int(pid)}
+
+
 def test_renamed_window_keeps_its_agent_and_a_gone_window_closes_it(tmp_path, sock):
+    """The agents' hooks recorded their panes: a renamed window keeps its agent, a window (or a
+    session) gone closes it (a window matched by name alone would close nothing, issue 47)."""
     fleet = tmp_path / "fleet"
     now = time.time()
-    goal(fleet, "a1", state="busy", last_activity=now)
-    goal(fleet, "a2", state="waiting", last_activity=now)
+    goal(fleet, "a1", state="busy", last_activity=now, tmux=hooked(sock, "=fleet:0"))
+    goal(fleet, "a2", state="waiting", last_activity=now, tmux=hooked(sock, "=fleet:1"))
     goal(fleet, "a9", state="busy", last_activity=now)   # never in tmux
     cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
@@ -142,7 +152,7 @@ def test_renamed_window_keeps_its_agent_and_a_gone_window_closes_it(tmp_path, so
     w = Watcher(cfg, elog)
     w.tick(now)
     agents = w.proj["fleet"]["agents"]
-    assert (agents["a1"]["target"], agents["a2"]["target"]) == ("=fleet:0", "=fleet:1")
+    assert (agents["a1"]["target"], agents["a2"]["target"]) == ("=fleet:0.0", "=fleet:1.0")  # the exact panes
     tmux(sock, "rename-window", "-t", "=fleet:1", "renamed-by-user")
     w.tick(now + 2)
     assert classes(elog, "a2")[-1][0] == "RECLAMA"  # still linked, not gone

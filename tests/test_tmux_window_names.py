@@ -118,6 +118,8 @@ def test_a_dead_split_pane_with_the_focus_does_not_close_the_agent_in_its_window
         goal(fleet, agent)
     (fleet / "a1" / "goal.json").write_text(json.dumps({"agent": "a1", "state": "busy", "dod_contract": "t",
                                                         "target": "fleet:0.1"}))   # names the dead pane
+    (fleet / "a3" / "goal.json").write_text(json.dumps({"agent": "a3", "state": "busy", "dod_contract": "t",
+                                                        "target": "fleet:2"}))     # its own window: exact
     cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n'
                 f'[[sources]]\nname = "tm"\nkind = "tmux"\nsocket = "{sock}"\n')
     srcs = build_sources(cfg)

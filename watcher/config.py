@@ -97,6 +97,8 @@ class Source(_S):
     timeout: Dur = "10s"             # command, sqlite; any kind: a poll longer than this fails the source
     socket: str | None = None        # tmux: -L SOCKET
     session: str | None = None       # tmux: only windows of this session (exact name)
+    agent_windows: list[str] | None = None    # tmux: window-name globs that are agents (no goal.json: MAL_LANZADO)
+    exclude_windows: list[str] | None = None  # tmux: window-name globs never an agent (a shell, an editor, the board)
     entity: Literal["agent", "wp", "circuit", "swarm"] | None = None  # command (agent|swarm), sqlite
     path: str | None = None          # sqlite database
     query: str | None = None         # sqlite

@@ -315,6 +315,8 @@ name = "tmux"
 kind = "tmux"                  # pane activity and dead panes
 # socket = "fleet"             # tmux -L SOCKET
 # session = "fleet"            # only this session's windows (exact name)
+# agent_windows = ["exec-*"]   # window names that are agents without a goal.json (else: a claude process in it)
+# exclude_windows = ["board"]  # window names never an agent (the board's, a scratch shell)
 
 [[sources]]
 name = "runs"

@@ -1,13 +1,15 @@
 """Windows of the fleet's tmux with no goal.json: executors launched without a contract.
 
 ``add(tmux_source, snap)`` runs in ``merge`` after every agent was matched to its window. Only a
-tmux source scoped to the fleet (a private ``socket`` or a ``session``) is read this way (on the
-default server every shell window would count). For each window in scope that is alive (pane
-not dead):
+tmux source scoped to the fleet (a private ``socket`` or a ``session``) is read this way. A window
+is an agent only when something says so; a plain shell, an editor or the board is not. For each
+window in scope that is alive (pane not dead) and not named by an ``exclude_windows`` glob:
 - linked before to an agent whose goal.json is no longer seen: that agent, MAL_LANZADO
   "goal.json missing" (not CERRADO: its window still lives);
-- matched by no agent (and not named like one): an agent named after the window, MAL_LANZADO
-  "no goal.json".
+- matched by no agent (and not named like one), and either named by an ``agent_windows`` glob or
+  running a Claude Code process in one of its panes (``panes.claude_in``, asked of the source's
+  next poll): an agent named after the window, MAL_LANZADO "no goal.json". Any other window is
+  not an agent.
 A window must be an orphan on two consecutive merges before it is reported (one of grace, as the
 fleet's own two-miss rule: a goal.json replaced by rename, or a launcher that opens the window a
 moment before it writes the file, is never reported). At most ``MAX_ORPHANS`` per source. While
@@ -15,8 +17,9 @@ any other source failed this tick (its agents unseen), nothing is concluded.
 """
 from __future__ import annotations
 
+import fnmatch
 import weakref
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from projections.observations import AgentObs, Snapshot
 
@@ -32,6 +35,7 @@ class Window(NamedTuple):
     target: str          # the exact target ("=session:index")
     activity: float | None
     dead: bool
+    wid: str = ""        # tmux's window id ("@N"), where the source has one
 
 
 def scoped(src: Any) -> bool:
@@ -49,15 +53,19 @@ def windows(src: Any) -> list[Window]:
     wins = getattr(src, "wins", None)
     if wins is not None:
         return [Window(w.name, w.exact() if callable(getattr(w, "exact", None)) else f"={w.session}:{w.index}",
-                       w.activity, bool(w.dead)) for w in wins]
+                       w.activity, bool(w.dead), getattr(w, "wid", "")) for w in wins]
     by = getattr(src, "windows", None) or {}
     return [Window(k, "=" + v["target"], v.get("activity"), bool(v.get("dead"))) for k, v in by.items()
             if isinstance(v, dict) and k != v.get("target")]
 
 
-def candidates(wins: list[Window], agents: dict[str, AgentObs], linked: dict[str, str]) -> dict[str, tuple[Window, str]]:
+def candidates(wins: list[Window], agents: dict[str, AgentObs], linked: dict[str, str],
+               is_agent: Callable[[Window], bool] = lambda w: True,
+               excluded: Callable[[str], bool] = lambda name: False) -> dict[str, tuple[Window, str]]:
     """agent id -> (window, reason) of this tick's orphan windows (pure). ``linked``: agent ->
-    window key of the previous tick."""
+    window key of the previous tick; ``is_agent``: whether an unmatched window is an agent (an
+    ``agent_windows`` name, a Claude Code process); ``excluded``: window names never an agent."""
+    wins = [w for w in wins if not excluded(w.name)]
     by = {key(w.target): w for w in wins}
     used = {key(o.target) for o in agents.values() if o.target}
     out: dict[str, tuple[Window, str]] = {}
@@ -68,7 +76,7 @@ def candidates(wins: list[Window], agents: dict[str, AgentObs], linked: dict[str
             used.add(k)
     for w in wins:
         k = key(w.target)
-        if k in used or w.dead or w.name in agents or not w.name.strip():
+        if k in used or w.dead or w.name in agents or not w.name.strip() or not is_agent(w):
             continue
         out.setdefault(w.name, (w, NO_GOAL))
         used.add(k)
@@ -80,7 +88,21 @@ def add(src: Any, snap: Snapshot) -> None:
     if not scoped(src) or any(name != src.name for name in snap.failed):
         return  # a failed (or pending) source hides its agents: nothing is an orphan this tick
     linked = _linked.get(src, {})
-    cands = candidates(windows(src), snap.agents, linked)
+    spec = src.spec
+    globs = tuple(getattr(spec, "agent_windows", None) or ())
+    unmatched: set[str] = set()
+
+    def is_agent(w: Window) -> bool:
+        if any(fnmatch.fnmatchcase(w.name, g) for g in globs):
+            return True
+        unmatched.add(w.wid)  # asked of the next poll: is a Claude Code process in it?
+        return bool(getattr(src, "win_claude", {}).get(w.wid))
+
+    excl = tuple(getattr(spec, "exclude_windows", None) or ())
+    cands = candidates(windows(src), snap.agents, linked, is_agent,
+                       lambda name: any(fnmatch.fnmatchcase(name, g) for g in excl))
+    if hasattr(src, "want_wins"):
+        src.want_wins |= {w for w in unmatched if w}
     now_linked = {a: key(o.target) for a, o in snap.agents.items() if o.target and o.source != src.name}
     for aid, (w, why) in cands.items():
         if why == GOAL_MISSING:

@@ -3,6 +3,7 @@ becomes an observation with ``error`` set (MAL_LANZADO) carrying a short reason.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -97,6 +98,8 @@ class _Goal(msgspec.Struct):
     ended: Any = None
     target: Any = None
     tools_open: Any = None
+    tmux: Any = None          # the hook's {"socket", "pane", "pid"}: the exact pane (watcher/sources/panes.py)
+    claude_pid: Any = None
     waiting_for: Any = None
 
 
@@ -132,6 +135,8 @@ def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | No
     elif contract.error:
         error = contract.error
     phase, task, tools = g.phase, g.task, g.tools_open
+    pane, socket, pid = _tmux(g.tmux, g.claude_pid) if g.tmux is not None or g.claude_pid is not None \
+        else (None, None, None)
     phase = normalise_phase(phase if isinstance(phase, str) else None)
     return AgentObs(
         agent=aid, source=source, path=path, error=error,
@@ -143,8 +148,29 @@ def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | No
         dod_status=_s(g.dod_status), dod_verifier=_s(g.dod_verifier),
         last_activity=la, ended=g.ended is True, target=_s(g.target),
         tool_open=isinstance(tools, list) and bool(tools),
+        pane=pane, tmux_socket=socket, claude_pid=pid,
         task=task[:200] if isinstance(task, str) and task else None,
     )
+
+
+_PANE = re.compile(r"^%[0-9]{1,9}$")
+
+
+def _tmux(t: Any, top_pid: Any) -> tuple[str | None, str | None, int | None]:
+    """(pane id, socket path, claude pid) the hook recorded: ``tmux`` {"socket": $TMUX's path,
+    "pane": $TMUX_PANE, "pid"}, or a top-level ``claude_pid``. Anything malformed is None: a pane
+    is ``%`` and digits, a socket an absolute path, a pid a positive int."""
+    pane = socket = pid = None
+    if isinstance(t, dict):
+        p, s, pid = t.get("pane"), t.get("socket"), t.get("pid")
+        pane = p if isinstance(p, str) and _PANE.match(p) else None
+        if isinstance(s, str) and s.startswith("/") and len(s) <= 4096 and "\0" not in s:
+            socket = s.rsplit(",", 2)[0] if s.count(",") >= 2 else s  # $TMUX whole: "path,pid,session"
+    if pid is None:
+        pid = top_pid
+    if not (type(pid) is int and 0 < pid < 1 << 31):
+        pid = None
+    return pane, socket, pid
 
 
 def parse_goal(raw: bytes, *, source: str, path: str, folder_id: str, mtime: float) -> AgentObs:
