@@ -63,23 +63,32 @@ def handling(notify: Any, now: float) -> dict[str, dict[str, Any]]:
     state (``conds``, ``silences``; a reader's narrow view of it does as well)."""
     if not isinstance(notify, dict):
         return {}
-    conds = notify.get("conds") or {}
-    silences = {k: v for k, v in (notify.get("silences") or {}).items() if (v.get("until") or 0) > now}
+    silences = active_silences(notify, now)
     out: dict[str, dict[str, Any]] = {}
-    for cid, c in conds.items():
+    for c in (notify.get("conds") or {}).values():
         subj = c["subject"]
-        if c["cleared"] is not None or not subj.startswith("agent:"):
-            continue   # the agent's one uncleared condition (notify's invariant)
-        acked = c.get("acked")
-        if acked is not None and acked > now:
-            out[subj[6:]] = {"how": "ack" if acked >= NEVER else "snooze", "until": None if acked >= NEVER
-                             else iso(acked), "by": c.get("acked_by") or "", "at": _iso(c.get("acked_at"))}
-        elif silences:
-            sid = matching_silence(c, silences, now)
-            if sid is not None:
-                out[subj[6:]] = {"how": "silence", "until": iso(silences[sid]["until"]), "by": f"silence {sid}",
-                                 "silence": sid, "at": _iso(silences[sid].get("at"))}
+        if c["cleared"] is None and subj.startswith("agent:"):   # the agent's one uncleared condition
+            h = handled(c, silences, now)
+            if h is not None:
+                out[subj[6:]] = h
     return out
+
+
+def active_silences(notify: Any, now: float) -> dict[str, Any]:
+    return {k: v for k, v in (notify.get("silences") or {}).items() if (v.get("until") or 0) > now}
+
+
+def handled(c: Any, silences: dict[str, Any], now: float) -> dict[str, Any] | None:
+    """How one open condition (any subject) was handled, or None (``silences``: the active ones)."""
+    acked = c.get("acked")
+    if acked is not None and acked > now:
+        return {"how": "ack" if acked >= NEVER else "snooze", "until": None if acked >= NEVER else iso(acked),
+                "by": c.get("acked_by") or "", "at": _iso(c.get("acked_at"))}
+    sid = matching_silence(c, silences, now) if silences else None
+    if sid is None:
+        return None
+    return {"how": "silence", "until": iso(silences[sid]["until"]), "by": f"silence {sid}", "silence": sid,
+            "at": _iso(silences[sid].get("at"))}
 
 
 def _iso(t: Any) -> str | None:
@@ -147,6 +156,13 @@ def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -
     rank, last = classes.RANK, len(classes.TABLE)
     rows.sort(key=lambda x: (rank.get(x["class"], last), x["handled"] is not None, x["agent"]))
     return rows
+
+
+def agents_view(states: dict[str, Any], now: float) -> list[dict[str, Any]]:
+    """``agent_rows`` with the DoD read from the dod state (what the phone's fleet page shows)."""
+    mods = _mods()
+    dod_agents = mods["dod"].status(states["dod"], now)["agents"] if "dod" in mods and "dod" in states else {}
+    return agent_rows(states, now, dod_agents)
 
 
 def needs_you(row: dict[str, Any]) -> bool:

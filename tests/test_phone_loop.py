@@ -23,7 +23,9 @@ from watcher.config import parse
 from watcher.runtime.notifier import PlanClock
 
 T0 = 1_800_000_000.0
-LINK = re.compile(r"(https?://[^\s]+/n/(n[0-9a-f]{15})\?t=([0-9a-z]+\.[A-Za-z0-9_-]{32}))")
+# the page link of a push: its notice, its token and (optional) the signed conditions it is about
+LINK = re.compile(r"(https?://[^\s]+/n/(n[0-9a-f]{15})\?t=([0-9a-z]+\.[A-Za-z0-9_-]{32})"
+                  r"(?:&c=[0-9a-z.]+-[A-Za-z0-9_-]{16})?)")
 
 
 class Mono:
@@ -313,7 +315,7 @@ def test_chromium_tap_acknowledge_stops_repeat_and_escalation(tmp_path, rx):
                 page = browser.new_page(viewport={"width": 390, "height": 844})     # a phone
                 page.goto(url)
                 assert page.locator("li").count() == 2
-                page.get_by_role("button", name="Acknowledge").click()
+                page.get_by_role("button", name="Acknowledge all", exact=True).click()
                 page.wait_for_url(re.compile(r"done=ack"))
                 assert "Acknowledged" in page.content()
                 page.get_by_role("link", name="The whole fleet").click()

@@ -103,7 +103,8 @@ def test_page_lists_items_and_post_buttons(site):
     assert "a1" in html and "a2" in html and "RECLAMA" in html
     for label in ("Acknowledge", "Snooze 1h", "Silence agent 1d"):
         assert label in html
-    assert html.count("<form method=post") == 3 and "<script" not in html.lower()
+    # per item (2 open): Acknowledge, Snooze 1h; then all at once: Acknowledge, Snooze 1h, Silence
+    assert html.count("<form method=post") == 2 * 2 + 3 and "<script" not in html.lower()
     assert headers["Referrer-Policy"] == "no-referrer" and "script-src" not in headers["Content-Security-Policy"]
     assert f"/n/{site.notice}/fleet?t=" in html
 
@@ -131,8 +132,9 @@ def test_token_expires_after_24h(site):
     assert site.req(f"/n/{site.notice}?t={site.token}")[0] == 200
     site.clock.t = T0 + 20 + 86400
     before = len(site.events())
-    assert site.req(f"/n/{site.notice}?t={site.token}")[0] == 403
-    assert site.req(f"/n/{site.notice}/ack", {"t": site.token})[0] == 403
+    code, html, _ = site.req(f"/n/{site.notice}?t={site.token}")
+    assert code == 410 and "expired" in html and "newest push" in html   # the way on (issue 45)
+    assert site.req(f"/n/{site.notice}/ack", {"t": site.token})[0] == 410
     assert len(site.events()) == before
 
 
@@ -153,7 +155,7 @@ def test_acknowledge_appends_notice_acked_via_web(site):
     assert ev.via == "web" and ev.notice == site.notice and ev.until == ""
     assert sorted(c.partition("|")[0] for c in ev.conditions) == ["agent:a1", "agent:a2"]
     code, html, _ = site.req(headers["Location"])
-    assert code == 200 and "Acknowledged" in html and "acknowledged" in html
+    assert code == 200 and "Acknowledged" in html and "acked by web:phone" in html
 
 
 def test_snooze_acks_for_one_hour(site):

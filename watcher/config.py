@@ -197,7 +197,7 @@ class Dod(_S):
     check_timeout: Dur = "5m"                  # per check; the whole process group is killed at the limit
     check_max_bytes: int = 1048576             # stdout kept per check (beyond: killed, unevaluable)
     check_max_file_bytes: int = 1000000000     # any one file a check writes (RLIMIT_FSIZE; beyond: unevaluable)
-    check_isolation: str = "auto"              # auto | bwrap | unshare | none: each check in its own PID namespace
+    check_isolation: str = "auto"              # auto | bwrap | unshare | unshare-pid | none: each check in its own PID namespace
     check_output_lines: int = 0                # last stdout lines kept as evidence (0: digest and exit status only)
 
 
@@ -322,8 +322,8 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
             raise bad(key, f"must be between 0 and 1000000, got {v}")
     if cfg.dur("watch.interval") <= 0:
         raise bad("watch.interval", "must be greater than 0")
-    if cfg.dod.check_isolation not in ("auto", "bwrap", "unshare", "none"):
-        raise bad("dod.check_isolation", "must be auto, bwrap, unshare or none")
+    if cfg.dod.check_isolation not in ("auto", "bwrap", "unshare", "unshare-pid", "none"):
+        raise bad("dod.check_isolation", "must be auto, bwrap, unshare, unshare-pid or none")
     if not 0 <= cfg.dod.check_output_lines <= 20:
         raise bad("dod.check_output_lines", "must be between 0 and 20")
     if not (0 <= cfg.notify.flap_low <= cfg.notify.flap_high <= 100):

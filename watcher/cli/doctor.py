@@ -373,6 +373,9 @@ def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
         check_extras(ck, cfg)
         check_nats(ck, cfg)
         check_secret_files(ck, cfg)
+        from watcher.cli.doctor_hostile import check_hostile
+
+        check_hostile(ck, cfg, db)
     else:
         from watcher.config import Config, config_path
 

@@ -54,6 +54,51 @@ def _record_last(w) -> None:
         log.exception("could not record the last deliveries")
 
 
+UNASKED = "signal-unasked"
+
+
+def _unasked(asked: threading.Event, once: bool) -> bool:
+    """Stopped by a signal under a service manager (``$INVOCATION_ID``) that did not announce it
+    with SIGUSR1 (its ExecStop=): something else killed the watcher, said with exit 1."""
+    import os
+
+    return not once and not asked.is_set() and bool(os.environ.get("INVOCATION_ID"))
+
+
+def _spilled(w, path: str) -> None:
+    """At start: append what the last watcher could not (a full disk: watcher/runtime/spill.py),
+    then reserve the spill file for this one."""
+    from events.errors import AppendFailed
+    from watcher.runtime import spill
+
+    kept = spill.take(path)
+    if kept:
+        try:
+            w.commit(kept, time.time())
+        except AppendFailed:
+            log.error("%d events kept by the last watcher are not appended yet (the disk is still full)", len(kept))
+            return
+        log.warning("appended %d events the last watcher could not record (a full disk)", len(kept))
+        spill.clear(path)
+    spill.reserve(path)
+
+
+def _spill(w, path: str, reason: str) -> None:
+    """At a stop that could not be recorded: ``watcher.stopped`` and the decisions still pending
+    wait in the reserved spill file for the next start."""
+    import os
+
+    from watcher.runtime import spill
+    from watcher.runtime.loop import version
+    from events.types import WatcherStopped
+
+    batch = [*w.pending, WatcherStopped(version=version(), pid=os.getpid(), reason=reason)]
+    n = spill.keep(path, batch)
+    if n:
+        log.warning("kept %d events (watcher.stopped and the decisions not written) in %s for the next start",
+                    n, spill.path_of(path))
+
+
 def _log_gone(cfg, err) -> None:
     """The log vanished or was replaced under the watcher: nothing more is appended. Say so in the
     service log and, best effort, in one direct push (the log cannot record a notice any more)."""
@@ -119,7 +164,14 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
 
     # the actions run in a thread of their own, never in the signal handler: Event.set() there could
     # wait for a lock the interrupted main thread holds, and the watcher froze (runtime/signals.py)
-    relay = SignalRelay({signal.SIGTERM: on_stop, signal.SIGINT: on_stop, signal.SIGHUP: on_hup})
+    asked = threading.Event()   # SIGUSR1: the stop the service unit asks for (its ExecStop=)
+
+    def on_asked() -> None:
+        asked.set()
+        on_stop()
+
+    relay = SignalRelay({signal.SIGTERM: on_stop, signal.SIGINT: on_stop, signal.SIGHUP: on_hup,
+                         signal.SIGUSR1: on_asked})
     try:
         elog = _open(db, cfg, parents)
     except BaseException:
@@ -154,6 +206,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     try:
         if stop.is_set():  # stopped during start-up, before anything was recorded: a clean exit
             return 0
+        _spilled(w, elog.path)   # what the last watcher kept on a full disk, before this start
         w.started(time.time())
         started = True
         if not once:  # after the first tick no source holds the tick longer than this
@@ -205,9 +258,12 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     if web is not None:  # [web] may have changed (listen, key, on/off)
                         web.close()
                     web = _web(cfg, db)
-                    if w.checker is not None:
-                        w.checker.close()
+                    old = w.checker
+                    if old is not None:
+                        old.close()
                     w.checker = _checker(cfg)
+                    if old is not None and w.checker is not None:
+                        w.checker.take_over(old)   # the checks it killed run again, its verdicts stay decided
                     log.info("config reloaded: %d sources", len(w.sources))
                 sd.ready_after_reload()
             mono = time.monotonic()
@@ -223,6 +279,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             w.tick(time.time(), full=full, changed=paths)
             sd.tick_completed(time.monotonic())
             sd.status(status_line(w.class_counts(), time.monotonic() - mono))
+        if _unasked(asked, once):
+            reason = UNASKED
     except LogReplaced as e:
         _log_gone(cfg, e)
         raise
@@ -236,8 +294,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             w.checker.close(1.0)  # a claim checked but not recorded is checked again at the next start
         if web is not None:
             web.close()
-        if started:
-            w.stopped(time.time(), reason)
+        if started and not w.stopped(time.time(), reason):
+            _spill(w, elog.path, reason)
         if fwd is not None:
             fwd.stop(2.0 if once else 5.0)  # forwards what is left (watcher.stopped too)
         waker.close()
@@ -246,6 +304,10 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             ckpt.close()
         elog.close()  # and the writer lock
     log.info("stopped")
+    if reason == UNASKED:   # the unit's ExecStopPost= pushes "stopped" and Restart=always starts it again
+        log.error("stopped by a signal the service manager did not announce (ExecStop= sends SIGUSR1 first): "
+                  "exit 1")
+        return 1
     return 0
 
 

@@ -13,6 +13,11 @@
   the URL itself.
 - :class:`Causes`: apprise's own words on why one send failed (HTTP status, connection refused,
   DNS), redacted, for the commands that report one send (`notify-test`, `notify-stopped`).
+- ntfy action buttons: a push with ``actions`` (:func:`ntfy_actions`: ntfy's header format, e.g.
+  ``http, Acknowledge, URL, method=POST, clear=true; view, Open, URL``) goes to every ``ntfy://``
+  / ``ntfys://`` URL of its destination with apprise's own ``actions`` URL parameter, which its
+  ntfy plugin sends as the ``X-Actions`` header; other services get the push as it is (its body
+  ends with the link). URLs of an apprise config file get no buttons.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ import os
 import re
 import sys
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import msgspec
 
@@ -50,6 +55,29 @@ def priority_url(url: str) -> str:
     if p is None or re.search(r"[?&]priority=", url):
         return url
     return f"{url}{'&' if '?' in url else '?'}{p[0]}={p[1]}"
+
+
+NTFY = ("ntfy", "ntfys")
+
+
+def ntfy_actions(buttons: list[tuple[str, str, str]]) -> str:
+    """ntfy's action header (its simple format) for ``(kind, label, url)`` buttons, ``kind``
+    ``http`` (a POST, the notification cleared after) or ``view`` (opens the URL). A URL holding
+    a comma, a semicolon or a quote (which that format would split) is left out; at most 3 (ntfy's
+    limit)."""
+    out = []
+    for kind, label, url in buttons:
+        if not url or any(ch in url for ch in ",;\"'") or any(ch in label for ch in ",;=\"'"):
+            continue
+        out.append(f"http, {label}, {url}, method=POST, clear=true" if kind == "http" else f"view, {label}, {url}")
+    return "; ".join(out[:3])
+
+
+def with_actions(url: str, actions: str) -> str:
+    """An ntfy URL carrying ``actions`` (apprise's ``actions`` parameter); other URLs unchanged."""
+    if not actions or url.partition("://")[0].lower() not in NTFY or re.search(r"[?&]actions=", url):
+        return url
+    return f"{url}{'&' if '?' in url else '?'}actions={quote(actions, safe='')}"
 
 
 def secrets_of(urls: list[str]) -> tuple[str, ...]:
@@ -288,18 +316,21 @@ class Deliverer:
             return list(n.escalate_urls or n.urls)
         return list(n.urls)
 
-    def _ap(self, route: str, priority: bool):
-        """The apprise object of a destination (built on first use)."""
+    def _ap(self, route: str, priority: bool, actions: str = ""):
+        """The apprise object of a destination (built on first use); with ``actions`` and an ntfy
+        URL among the destination's, one for this push (its buttons are the push's own)."""
         key = (route, priority)
-        ap = self._aps.get(key)
+        urls = self._urls(route)
+        per_push = bool(actions) and any(u.partition("://")[0].lower() in NTFY for u in urls)
+        ap = None if per_push else self._aps.get(key)
         if ap is not None:
             return ap
         import apprise
 
         ap = apprise.Apprise()
         bad = 0
-        for u in self._urls(route):
-            if not ap.add(priority_url(u) if priority else u):
+        for u in urls:
+            if not ap.add(with_actions(priority_url(u) if priority else u, actions if per_push else "")):
                 bad += 1
         self._bad[key] = bad
         conf = expand(self.cfg.notify.config) if self.cfg.notify.config else ""
@@ -311,7 +342,8 @@ class Deliverer:
             for attr in ("socket_connect_timeout", "socket_read_timeout"):
                 if hasattr(server, attr):
                     setattr(server, attr, self.timeout)
-        self._aps[key] = ap
+        if not per_push:
+            self._aps[key] = ap
         return ap
 
     @property
@@ -319,12 +351,13 @@ class Deliverer:
         return bool(self.cfg.notify.urls or self.cfg.notify.config)
 
     def send(self, title: str, body: str, notify_type: str = "info", tag: str = "", *, route: str = "",
-             priority: bool = False) -> Outcome:
+             priority: bool = False, actions: str = "") -> Outcome:
+        """``actions``: ntfy buttons (:func:`ntfy_actions`) for this push's ntfy URLs."""
         from apprise import NotifyFormat
         from apprise.result import AppriseResultStatus as S
 
         try:
-            ap = self._ap(route, priority)
+            ap = self._ap(route, priority, actions)
             kw: dict[str, Any] = {"tag": tag} if tag and not route else {}
             res = ap.notify(body=body, title=title, notify_type=notify_type, body_format=NotifyFormat.TEXT,
                             timeout=self.timeout * 2 + 1, **kw)

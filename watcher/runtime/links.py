@@ -1,8 +1,12 @@
-"""Signed links to the phone page: ``<public_url>/n/<notice>?t=<token>``.
+"""Signed links to the phone page: ``<public_url>/n/<notice>?t=<token>[&c=<items>]``.
 
 A token is ``<expiry, base 36>.<HMAC-SHA256(key, "n1|<notice>|<expiry>"), base64url, 32 chars>``:
 it names exactly one notice, expires (``[web] token_ttl``, 24 h by default) and holds nothing
-but the expiry and the MAC (never an apprise secret, never the key). The key is 32 random bytes
+but the expiry and the MAC (never an apprise secret, never the key). A push's link also carries
+the conditions it is about: ``c=<seqs in base 36, dot-joined>-<HMAC(key, "c1|<notice>|<seqs>"),
+16 chars>`` (at most ``MAX_ITEMS`` seqs): the page shows them and acts on them from the first
+tap, before ``notice.sent`` is in the log; a ``c`` whose MAC does not hold is ignored (the
+notice's own records still count), never trusted. The key is 32 random bytes
 that fleetwatch creates on first use (mode 0600, folder 0700) at ``[web] key_file``, default
 ``$XDG_STATE_HOME/fleetwatch/web.key``, outside the event log: deleting it revokes every link.
 Verification is constant-time (``hmac.compare_digest``). Used by the notifier (signing, when
@@ -22,6 +26,8 @@ from watcher.config import Config, expand, parse_duration, xdg
 
 NOTICE_RE = re.compile(r"^n[0-9a-f]{15}$")
 TOKEN_RE = re.compile(r"^([0-9a-z]{1,10})\.([A-Za-z0-9_-]{32})$")
+MAX_ITEMS = 100   # conditions a link names (a URL stays under ~1 KB)
+ITEMS_RE = re.compile(r"^([0-9a-z]{1,13}(?:\.[0-9a-z]{1,13}){0,%d})-([A-Za-z0-9_-]{16})$" % (MAX_ITEMS - 1))
 KEY_BYTES = 32
 
 
@@ -101,15 +107,57 @@ def sign(key: bytes, notice: str, now: float, ttl: float) -> str:
 
 def check(key: bytes, notice: str, token: str | None, now: float) -> bool:
     """True only for an unexpired token made with ``key`` for exactly this notice."""
+    return _verdict(key, notice, token, now) == "ok"
+
+
+def expired(key: bytes, notice: str, token: str | None, now: float) -> bool:
+    """A token made with ``key`` for this notice that has expired (the page offers a way on)."""
+    return _verdict(key, notice, token, now) == "expired"
+
+
+def _verdict(key: bytes, notice: str, token: str | None, now: float) -> str:
     if not token or not NOTICE_RE.match(notice or ""):
-        return False
+        return "bad"
     m = TOKEN_RE.match(token)
     if m is None:
-        return False
+        return "bad"
     exp = int(m.group(1), 36)
-    if now >= exp:
-        return False
-    return hmac.compare_digest(m.group(2), _mac(key, notice, exp))
+    if not hmac.compare_digest(m.group(2), _mac(key, notice, exp)):
+        return "bad"
+    return "expired" if now >= exp else "ok"
+
+
+def b36(n: int) -> str:
+    return _b36(n)
+
+
+def items_of(key: bytes, notice: str, seqs: list[int]) -> str:
+    """The ``c`` of a notice's links: its condition seqs, signed ("" for none, or beyond
+    ``MAX_ITEMS``: the page then knows the conditions from ``notice.sent`` alone)."""
+    seqs = sorted({s for s in seqs if isinstance(s, int) and s > 0})
+    if not 0 < len(seqs) <= MAX_ITEMS:
+        return ""
+    items = ".".join(_b36(s) for s in seqs)
+    return f"{items}-{_cmac(key, notice, items)}"
+
+
+def parse_items(key: bytes, notice: str, c: str | None) -> list[int]:
+    """The seqs a ``c`` names when its MAC holds for ``key`` and ``notice``; [] otherwise."""
+    m = ITEMS_RE.match(c or "")
+    if m is None or not hmac.compare_digest(m.group(2), _cmac(key, notice, m.group(1))):
+        return []
+    return [int(x, 36) for x in m.group(1).split(".")]
+
+
+def _cmac(key: bytes, notice: str, items: str) -> str:
+    d = hmac.new(key, f"c1|{notice}|{items}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(d).decode()[:16]
+
+
+def cond_seq(cid: str) -> int | None:
+    """The seq of a condition id (``subject|CLASS#seq``), or None."""
+    tail = cid.rpartition("#")[2]
+    return int(tail) if tail.isdigit() else None
 
 
 def public_base(cfg: Config) -> str:
@@ -119,12 +167,15 @@ def public_base(cfg: Config) -> str:
     return (web.public_url or f"http://{web.listen}").rstrip("/")
 
 
-def link(cfg: Config, key: bytes, notice: str, now: float) -> str:
-    """The page link for one notice (empty without ``[web]``)."""
+def link(cfg: Config, key: bytes, notice: str, now: float, items: str = "", action: str = "") -> str:
+    """The page link for one notice (empty without ``[web]``); ``items``: :func:`items_of` of its
+    conditions; ``action`` (ack, snooze): the URL of that button's POST instead of the page."""
     if cfg.web is None:
         return ""
     ttl = parse_duration(cfg.web.token_ttl, "web.token_ttl")
-    return f"{public_base(cfg)}/n/{notice}?t={sign(key, notice, now, ttl)}"
+    where = f"/{action}" if action else ""
+    c = f"&c={items}" if items else ""
+    return f"{public_base(cfg)}/n/{notice}{where}?t={sign(key, notice, now, ttl)}{c}"
 
 
 def _file_id(path: str) -> tuple[int, ...] | None:

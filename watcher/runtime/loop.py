@@ -269,6 +269,10 @@ class Watcher:
         self.unwritten += 1
         if self.unwritten == 1:
             self._failed_since = self._failed_said = now
+            from watcher.runtime import spill
+
+            if spill.full(e):   # said once per outage: a push, the log cannot record a notice
+                spill.push_full(self.cfg, self.log.path, e)
             hint = (e.hint or "check the disk").split(", then run the command again")[0]  # (a command's wording)
             log.error("%d transitions not written: %s; %s. Each tick tries again; the first that commits records "
                       "every class as it is then (a change that came and went meanwhile is not)", n, e, hint)
@@ -437,14 +441,18 @@ class Watcher:
     def started(self, now: float) -> None:
         self.commit([WatcherStarted(version=version(), pid=os.getpid())], now)
 
-    def stopped(self, now: float, reason: str = "signal") -> None:
+    def stopped(self, now: float, reason: str = "signal") -> bool:
+        """Record ``watcher.stopped``; False when it could not be (a full disk: the caller keeps
+        it and the decisions still pending for the next start, ``watcher.runtime.spill``)."""
         try:
             self.commit([WatcherStopped(version=version(), pid=os.getpid(), reason=reason)], now,
                         force_snapshot=True)
+            return True
         except AppendFailed:
             log.error("could not record watcher.stopped")
         except LogReplaced:
             log.error("the event log is gone: watcher.stopped not recorded")
+        return False
 
     def reload(self, cfg: Config, db: str | None = None) -> None:
         """Take a new config (SIGHUP): the sources are rebuilt and every detector memo dropped

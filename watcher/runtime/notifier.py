@@ -18,8 +18,11 @@ Invariants
   urgent push beyond ``group_wait``); it rejoins the wall clock once nothing in the state is
   newer than it.
 - With ``[web]``, every push body ends with one signed link to its phone page
-  (``watcher.runtime.links``); with ``heartbeat_url``, a GET every ``heartbeat_every`` while
-  ticks run (its own thread: a slow push never delays it, a dead watcher sends none).
+  (``watcher.runtime.links``; it names the push's conditions, so the page shows them before
+  ``notice.sent`` is recorded), and an ntfy destination gets action buttons (Acknowledge,
+  Snooze 1h, Open) on the page's own signed endpoints; with ``heartbeat_url``, a GET every
+  ``heartbeat_every`` while ticks run (its own thread: a slow push never delays it, a dead
+  watcher sends none).
 - After the last retry a notice is abandoned and written to the service log (WARNING) as the
   last-resort local channel. A configured URL apprise cannot use is logged (WARNING, naming the
   key and why) and recorded once as ``source.failed`` of source ``notify-urls``.
@@ -112,6 +115,7 @@ class _Job(msgspec.Struct):
     nudge: NudgeAction | None = None
     outcome: Outcome | None = None
     body: str = ""
+    actions: str = ""               # ntfy buttons (deliver.ntfy_actions), with [web]
 
 
 class Notifier:
@@ -180,7 +184,7 @@ class Notifier:
             out += p.record
             for m in p.send:
                 self._inflight[m.notice] = m
-                self._submit(_Job("notice", msg=m, body=self._body(m, t)))
+                self._submit(_Job("notice", msg=m, body=self._body(m, t), actions=self._actions(m, t)))
         acts, _ = nudges(st, t, self.policy, _targets(states), set(self._nudging))
         for a in acts:
             self._nudging[(a.agent, a.stall_seq, a.attempt)] = a
@@ -221,7 +225,21 @@ class Notifier:
             return body
         from watcher.runtime.links import link
 
-        return body + "\n" + link(self.cfg, key, m.notice, now)
+        return body + "\n" + link(self.cfg, key, m.notice, now, _items(key, m))
+
+    def _actions(self, m: Message, now: float) -> str:
+        """The ntfy buttons of a push (with ``[web]``): Acknowledge and Snooze 1h POST to the
+        page's signed endpoints for exactly its conditions, Open shows the page."""
+        key = self._key_now() if m.kind != "resolved" else None
+        if key is None:
+            return ""
+        from watcher.runtime.deliver import ntfy_actions
+        from watcher.runtime.links import link
+
+        items = _items(key, m)
+        return ntfy_actions([("http", "Acknowledge", link(self.cfg, key, m.notice, now, items, "ack")),
+                             ("http", "Snooze 1h", link(self.cfg, key, m.notice, now, items, "snooze")),
+                             ("view", "Open", link(self.cfg, key, m.notice, now, items))])
 
     def _key_now(self) -> bytes | None:
         """The web key as its file is now (deleted: a new one, so the old links stay revoked and
@@ -378,7 +396,7 @@ class Notifier:
                     m = job.msg
                     assert m is not None
                     job.outcome = deliverer.send(m.title, job.body or m.body, m.notify_type, m.tag, route=m.route,
-                                                 priority=m.priority)
+                                                 priority=m.priority, actions=job.actions)
                 else:
                     job.outcome = self._nudge(job.nudge)
             except Exception as e:
@@ -413,6 +431,13 @@ class Notifier:
             with self._lock:
                 self._marks[a.agent] = (start, time.time())
         return Outcome(r.returncode == 0, "" if r.returncode == 0 else f"exit {r.returncode}")
+
+
+def _items(key: bytes, m: Message) -> str:
+    """The ``c`` of a push's links: the seqs of its conditions, signed (``links.items_of``)."""
+    from watcher.runtime.links import cond_seq, items_of
+
+    return items_of(key, m.notice, [s for s in map(cond_seq, m.conditions) if s is not None])
 
 
 class _Targets:

@@ -3,11 +3,17 @@
 Routes (``notice`` = ``n`` + 15 hex; ``t`` = the signed token of ``watcher.runtime.links``):
 - ``GET /n/<notice>?t=`` — the notice's items with Acknowledge / Snooze 1h / Silence agent 1d;
 - ``GET /n/<notice>/fleet?t=`` — what needs you, then the rest by class;
-- ``POST /n/<notice>/ack|snooze|silence`` (form field ``t``) — appends ``notice.acked`` (via
-  web; snooze: until now + 1 h) or one ``silence.added`` per subject (1 day), then 303 back to
-  the page; a tap that changes nothing (``_not_yet``, ``_silenced``: already acked until it
-  clears, or snoozed / silenced within ``AGAIN_S`` of the same) records nothing. Other methods:
-  405. ``GET /healthz``: ``ok``.
+- ``POST /n/<notice>/ack|snooze|silence`` (form field or query ``t``; ``item``: one condition's
+  seq in base 36, else all of the notice's) — appends ``notice.acked`` (via web; snooze: until
+  now + 1 h) or one ``silence.added`` per subject (1 day), then 303 back to the page, whose
+  banner says what was recorded, or why nothing was (``done``: a ``DONE`` or ``REFUSED`` key of
+  ``pages``); a tap that changes nothing (``_not_yet``, ``_silenced``: already acked until it
+  clears, or snoozed / silenced within ``AGAIN_S`` of the same) records nothing and says so.
+  Other methods: 405. ``GET /healthz``: ``ok``.
+- A notice's conditions are those its link names (``c``, signed with the token: known from the
+  first tap) and those its ``notice.sent`` records name; an action is recorded whatever the
+  notice's bookkeeping state (the ack stops its escalation even before ``notice.sent``).
+- An expired link answers 410 with the way on (a fresh push's link, `fleetwatch ack` on the host).
 Invariants: the token is checked (against the key file as it is now: deleting it revokes every
 link at once, no restart) before anything is read or written, and a request without a
 valid, unexpired token for exactly this notice gets 403 and changes nothing; bodies are capped
@@ -30,10 +36,12 @@ from werkzeug.wrappers import Request, Response
 
 from events.log import EventLog
 from projections.report_view import today_line
+from projections.views import active_silences, handled, handled_words
+from projections.waiting import words
 from watcher.config import Config
 from watcher.runtime.acks import (AGAIN_S, SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for,
                                   unchanged)
-from watcher.runtime.links import CurrentKey, check, key_path, public_base
+from watcher.runtime.links import CurrentKey, b36, check, cond_seq, expired, key_path, parse_items, public_base
 from watcher.web import pages
 
 
@@ -119,65 +127,97 @@ class WebApp:
         return self._html(403, pages.plain(403, "This link is not valid or has expired. "
                                                 "Open the newest push, or run `fleetwatch ack` on the host."))
 
+    def _expired(self, notice: str) -> Response:
+        return self._html(410, pages.expired(notice))
+
     def dispatch(self, req: Request) -> Response:
         adapter = self.url_map.bind_to_environ(req.environ)
         endpoint, args = adapter.match()
         if endpoint == "health":
             return Response("ok\n", mimetype="text/plain")
         notice = args["notice"]
-        token = (req.form.get("t") if req.method == "POST" else None) or req.args.get("t")
+        post = req.method == "POST"
+        token = (req.form.get("t") if post else None) or req.args.get("t")
+        items = (req.form.get("c") if post else None) or req.args.get("c") or ""
         now = self.clock()
         key = self._current_key()
         if key is None or not check(key, notice, token, now):
-            return self._forbidden()
+            return self._expired(notice) if key is not None and expired(key, notice, token, now) \
+                else self._forbidden()
+        if items and not parse_items(key, notice, items):
+            items = ""   # a c whose MAC does not hold is ignored: the notice's own records count
+        link = f"t={quote(token or '')}" + (f"&c={items}" if items else "")
         if endpoint == "act":
             if args["action"] not in ACTIONS:
                 raise NotFound()
-            return self._act(notice, token or "", args["action"], now)
+            item = (req.form.get("item") if post else None) or req.args.get("item") or ""
+            return self._act(notice, link, parse_items(key, notice, items), item, args["action"], now)
         with self._lock:
             elog, states = self._states()
             if endpoint == "fleet":
-                back = f"{self.base}/n/{notice}?t={quote(token or '')}"
+                back = f"{self.base}/n/{notice}?{link}"
                 today = today_line(states["report"], now) if "report" in states else ""
-                return self._html(200, pages.fleet_page(states["fleet"]["agents"], now, back, today))
-            items = self._items(elog, states, notice, now)
+                return self._html(200, pages.fleet_page(states, now, back, today))
+            shown = self._items(states, self._cids(elog, states, notice, parse_items(key, notice, items)), now)
         done = req.args.get("done", "")
-        return self._html(200, pages.notice_page(notice, token or "", items, now, done, self.base))
+        return self._html(200, pages.notice_page(notice, token or "", shown, now, done, self.base, items))
 
-    def _items(self, elog: EventLog, states: dict[str, Any], notice: str, now: float) -> list[dict]:
-        conds = states["notify"]["conds"]
+    def _cids(self, elog: EventLog, states: dict[str, Any], notice: str, seqs: list[int]) -> list[str]:
+        """The notice's condition ids: those its link names (by seq) and its notice.sent's."""
+        cids = set(notice_keys(elog, notice) or [])
+        want = set(seqs)
+        if want:
+            cids.update(cid for cid in states["notify"]["conds"] if cond_seq(cid) in want)
+        return sorted(cids)
+
+    def _items(self, states: dict[str, Any], cids: list[str], now: float) -> list[dict]:
+        st = states["notify"]
+        conds = st["conds"]
+        silences = active_silences(st, now)
         out = []
-        for cid in notice_keys(elog, notice) or []:
+        for cid in cids:
             c = conds.get(cid)
+            seq = cond_seq(cid)
             if c is None:
                 subj, _, rest = cid.rpartition("|")
                 out.append({"cls": rest.partition("#")[0], "name": subj.partition(":")[2], "since": now,
-                            "text": "", "status": "resolved"})
+                            "text": "", "status": "resolved", "item": ""})
                 continue
-            acked = c.get("acked")
-            status = ("cleared" if c["cleared"] is not None else
-                      "acknowledged" if acked is not None and acked > now else "open")
-            out.append({"cls": c["cls"], "name": c["name"], "since": c["since"], "text": c["text"], "status": status})
+            if c["cleared"] is not None:
+                status = "cleared"
+            else:
+                status = handled_words(handled(c, silences, now), now) or "open"
+            out.append({"cls": c["cls"], "name": c["name"], "since": c["since"],
+                        "text": words(c.get("wait")) or c["text"], "task": c.get("task") or "", "status": status,
+                        "item": _b36(seq) if seq is not None and c["cleared"] is None else ""})
         return out
 
-    def _act(self, notice: str, token: str, action: str, now: float) -> Response:
+    def _act(self, notice: str, link: str, seqs: list[int], item: str, action: str, now: float) -> Response:
+        """Record the tap, or say why nothing was recorded (never a banner without an event)."""
         with self._lock:
             elog, states = self._states()
             st = states["notify"]
-            keys = notice_keys(elog, notice) or []
+            keys = self._cids(elog, states, notice, seqs)
+            if item:
+                keys = [k for k in keys if _b36(cond_seq(k) or 0) == item]
             cids = open_conditions(st, keys)
-            if action == "silence":
-                evs: list[Any] = [s for s in silences_for(st, keys, now, notice, SILENCE_S)
-                                  if not _silenced(st, s.subject_match, now + SILENCE_S - AGAIN_S)]
+            if not cids:
+                evs: list[Any] = []
+                done = "nothing-open" if keys else "unknown"
+            elif action == "silence":
+                evs = [s for s in silences_for(st, cids, now, notice, SILENCE_S)
+                       if not _silenced(st, s.subject_match, now + SILENCE_S - AGAIN_S)]
+                done = action if evs else "already"
             else:
                 todo = _not_yet(st, cids, now, SNOOZE_S if action == "snooze" else None)
                 evs = [ack(notice, todo, "web", now, SNOOZE_S if action == "snooze" else None)] if todo else []
+                done = action if evs else "already"
             if evs:
                 elog.append(evs, now)
                 self._proj.catch_up(elog)
         log.info("web: %s on notice %s (%d event(s))", action, notice, len(evs))
         r = Response(status=303)
-        r.headers["Location"] = f"{self.base}/n/{notice}?t={quote(token)}&done={action}"
+        r.headers["Location"] = f"{self.base}/n/{notice}?{link}&done={done}"
         r.headers.update(pages.HEADERS)
         return r
 
@@ -188,6 +228,10 @@ def _not_yet(st: dict, cids: list[str], now: float, for_s: float | None) -> list
     snooze (a double tap, a resubmitted form, a retried POST) records nothing."""
     same = set(unchanged(st, cids, now, for_s))
     return [c for c in cids if c not in same]
+
+
+def _b36(n: int) -> str:
+    return b36(n) if n > 0 else ""
 
 
 def _silenced(st: dict, subject_match: str, until: float) -> bool:
