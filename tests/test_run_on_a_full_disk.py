@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hostile import fill
+
 FW = str(Path(sys.executable).parent / "fleetwatch")
 
 
@@ -43,18 +45,6 @@ def fleet(tmp_path, n: int, state: str = "busy") -> Path:
     cfg.write_text(f'[watch]\ninterval = "200ms"\n[[sources]]\nname = "fleet"\nkind = "goals"\n'
                    f'glob = "{tmp_path}/fleet/*/goal.json"\n')
     return cfg
-
-
-def fill(folder: str, leave: int = 0) -> str:
-    """Take every free block of ``folder``'s file system but ``leave`` bytes (one fallocate)."""
-    filler = os.path.join(folder, "filler")
-    st = os.statvfs(folder)
-    fd = os.open(filler, os.O_CREAT | os.O_WRONLY, 0o600)
-    try:
-        os.posix_fallocate(fd, 0, max(1, st.f_bavail * st.f_frsize - leave))
-    finally:
-        os.close(fd)
-    return filler
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

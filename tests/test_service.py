@@ -109,7 +109,8 @@ def test_analyze_catches_a_bad_key(tmp_path):
 def test_unit_essentials():
     text = svc.render_units("/opt/fw/bin/fleetwatch")["fleetwatch.service"]
     for line in ("Type=notify", "NotifyAccess=main", "ExecStart=/opt/fw/bin/fleetwatch run",
-                 "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure", "WatchdogSec=30",
+                 "ExecReload=/bin/kill -HUP $MAINPID", "Restart=always", "WatchdogSec=30",
+                 "ExecStop=/bin/kill -USR1 $MAINPID", "ExecStopPost=/opt/fw/bin/fleetwatch notify-stopped --unasked",
                  "WantedBy=default.target", "NoNewPrivileges=yes"):
         assert re.search(rf"^{re.escape(line)}$", text, re.M), line
     verify = svc.render_units("/opt/fw/bin/fleetwatch")

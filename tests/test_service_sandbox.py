@@ -26,7 +26,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_EXPOSURE = 6.5
+# 6.2 with every namespace refused; the DoD checks' own PID namespace (user, pid and mnt namespaces
+# and mount(2) for their /proc, systemd/HARDENING.md) costs 0.6: a check that can signal the
+# watcher stops it at every start (issue 47)
+MAX_EXPOSURE = 6.8
 MANY = 2100  # agents of a second source: its first poll is read in two processes (forkread.FORK_MIN)
 FLEETWATCH = Path(sys.executable).parent / "fleetwatch"
 _SCORE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+)")
@@ -220,7 +223,8 @@ group_wait = "1s"
         assert r.returncode == 0, r.stderr + (out.read_text() if out.exists() else "")
         show = m.run("systemctl", "--user", "show", unit, "-p", "ActiveState", "-p", "PrivateUsers",
                      "-p", "MemoryDenyWriteExecute", "-p", "RestrictNamespaces", env=env).stdout
-        assert "ActiveState=active" in show and "MemoryDenyWriteExecute=no" in show and "RestrictNamespaces=yes" in show, show
+        assert "ActiveState=active" in show and "MemoryDenyWriteExecute=no" in show, show
+        assert re.search(r"^RestrictNamespaces=(?=.*\buser\b)(?=.*\bpid\b)(?=.*\bmnt\b)", show, re.M), show
         def classified():
             out = m.run(str(FLEETWATCH), "tail", "-n", str(MANY + 200), "--json", "--db", str(work / "events.db"),
                         env=env, check=False).stdout

@@ -74,6 +74,7 @@ def register(app: typer.Typer) -> None:
     @errors
     def notify_stopped(
         result: Annotated[Optional[str], typer.Option("--result", help="The unit's result (default: $MONITOR_SERVICE_RESULT from systemd).")] = None,
+        unasked: Annotated[bool, typer.Option("--unasked", help="Run as ExecStopPost=: push only when the exit was not asked for ($SERVICE_RESULT, $EXIT_CODE, $EXIT_STATUS); the unit restarts the watcher.")] = False,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
@@ -91,16 +92,21 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"not pushed: another watcher (pid {pid}) holds the log {safe(path, 200)}: "
                        "the fleet is watched")
             return
-        res = safe(result or os.environ.get("MONITOR_SERVICE_RESULT") or "failed", 40)
-        code = safe(os.environ.get("MONITOR_EXIT_CODE", ""), 20)
-        status = safe(os.environ.get("MONITOR_EXIT_STATUS", ""), 20)
+        pre = "" if unasked else "MONITOR_"
+        res = safe(result or os.environ.get(f"{pre}SERVICE_RESULT") or "failed", 40)
+        code = safe(os.environ.get(f"{pre}EXIT_CODE", ""), 20)
+        status = safe(os.environ.get(f"{pre}EXIT_STATUS", ""), 20)
+        if unasked and (res == "success" or status in ("2", "3")):   # asked for, or OnFailure= says it
+            typer.echo(f"not pushed: the exit was asked for or is final ({res} {code} {status}".rstrip() + ")")
+            return
         unit = safe(os.environ.get("MONITOR_UNIT", "fleetwatch.service"), 80)
         if not (cfg.notify.urls or cfg.notify.config):
             typer.echo("not delivered: no [notify] urls or config in the config file", err=True)
             raise typer.Exit(1)
         detail = " ".join(x for x in (code, status) if x)
         body = (f"{unit}: {res}" + (f" ({detail})" if detail else "") + "\n"
-                "nothing is watching the fleet until it runs again\n"
+                + ("the unit starts it again in a few seconds (Restart=always)\n" if unasked else
+                   "nothing is watching the fleet until it runs again\n") +
                 f"journalctl --user -u {unit}")
         d = Deliverer(cfg)
         with Causes(d.secrets) as causes:

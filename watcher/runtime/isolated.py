@@ -9,7 +9,10 @@ Invariants
   ``bwrap --dev-bind / / --unshare-pid --die-with-parent --proc /proc`` (bubblewrap: its own
   init is pid 1, the command pid 2, normal signal semantics), else ``unshare --pid --fork
   --kill-child --mount-proc`` (util-linux; with ``--user --map-current-user`` when not root) and a
-  ``sh`` as the namespace's pid 1 that runs the command as pid 2 and hands back its status.
+  ``sh`` as the namespace's pid 1 that runs the command as pid 2 and hands back its status;
+  last ``unshare-pid``, the same without ``--mount-proc`` where mounting is refused (a unit's
+  system call filter): signals still reach nothing outside (a pid read in the host's ``/proc``
+  names no process of the namespace), but the host's processes stay visible there.
   The file system, network and user are the caller's: only processes are isolated.
 - Neither available (a kernel or a unit that forbids namespaces): the command runs as before,
   in its own session only, and :func:`isolation` says why (``doctor`` warns).
@@ -30,7 +33,7 @@ from typing import NamedTuple
 
 from watcher.sources.command import MAX_OUTPUT, RunError, RunResult, Running, run_bounded
 
-KINDS = ("auto", "bwrap", "unshare", "none")
+KINDS = ("auto", "bwrap", "unshare", "unshare-pid", "none")
 PROBE_TIMEOUT = 10.0
 SIGXFSZ = 25
 _PID2 = '"$@" 0<&0 & wait $!'      # sh as pid 1: the command as pid 2, its status handed back
@@ -52,13 +55,13 @@ def _prefix(kind: str) -> tuple[str, ...] | None:
         exe = shutil.which("bwrap")
         return (exe, "--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent", "--proc", "/proc",
                 "--") if exe else None
-    if kind == "unshare":
+    if kind in ("unshare", "unshare-pid"):
         exe = shutil.which("unshare")
         if not exe:
             return None
         user = () if os.geteuid() == 0 else ("--user", "--map-current-user")
-        return (exe, *user, "--pid", "--fork", "--kill-child", "--mount-proc", "--", "sh", "-c", _PID2,
-                "fleetwatch-check")
+        proc = ("--mount-proc",) if kind == "unshare" else ()
+        return (exe, *user, "--pid", "--fork", "--kill-child", *proc, "--", "sh", "-c", _PID2, "fleetwatch-check")
     return None
 
 
@@ -81,7 +84,7 @@ def isolation(want: str = "auto") -> Isolation:
         if got is not None:
             return got
         tried = []
-        for kind in (("bwrap", "unshare") if want == "auto" else (want,)):
+        for kind in (("bwrap", "unshare", "unshare-pid") if want == "auto" else (want,)):
             if kind == "none":
                 got = Isolation("none", (), "isolation turned off ([dod] check_isolation = \"none\")")
                 break

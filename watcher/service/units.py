@@ -295,6 +295,9 @@ gap = "5m"                       # at least this between two nudges of one stall
 run_checks = false               # run a structured dod_contract's cmd checks when an agent claims done
 check_timeout = "5m"             # per check; its whole process group is killed at the limit
 check_max_bytes = 1048576        # stdout kept per check (beyond: killed, unevaluable)
+check_max_file_bytes = 1000000000  # any one file a check writes (RLIMIT_FSIZE; beyond: unevaluable)
+check_isolation = "auto"         # each check in its own PID namespace: bwrap, else unshare (none: a warning)
+check_output_lines = 0           # last stdout lines kept as evidence (0: a digest and the exit status only)
 '''
 
 SOURCE_EXAMPLES = '''\

@@ -1,0 +1,107 @@
+"""A DoD check that kills its parent (issue 47): `["sh","-c","kill -15 $PPID"]`, or an agent's
+Makefile behind `["make","test"]`, made `fleetwatch run` exit 0 with `watcher.stopped`; with
+`kill -9` it died, and every restart ran the pending check again and died again. Real
+`fleetwatch run` processes, real checks in their real namespaces."""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.support.hostile import check, goal, rows, start, stop, verdicts, world
+from tests.support.waiting import wait_for
+from watcher.runtime.isolated import Budget, isolation, run_isolated
+
+
+def _kinds() -> list[str]:
+    return [k for k in ("bwrap", "unshare", "unshare-pid") if isolation(k).kind == k]
+
+
+def _runs(counter: Path) -> int:
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "unshare", "unshare-pid"])
+@pytest.mark.parametrize("attack", ["kill -15 $PPID", "kill -9 $PPID", "kill -9 -1",
+                                    "pkill -9 -f 'fleetwatch|watcher.entry'"])
+def test_a_check_that_kills_its_parent_reaches_nothing(tmp_path, kind, attack):
+    if kind not in _kinds():
+        pytest.skip(f"{kind} does not isolate here: {isolation(kind).why}")
+    counter = tmp_path / "runs"
+    fleet, cfg = world(tmp_path, str(tmp_path / "e.db"), f'check_isolation = "{kind}"\n')
+    goal(fleet, "a1", [check(["sh", "-c", f"echo run >> {counter}; {attack}; exit 0"])])
+    p = start(cfg)
+    try:
+        v = wait_for(lambda: verdicts(str(tmp_path / "e.db")), timeout=60)
+        assert p.poll() is None, "the check stopped the watcher"
+        assert v[0]["verdict"] in ("met", "failed", "unevaluable") and _runs(counter) == 1
+        started = rows(str(tmp_path / "e.db"), ("dod.check_started",))
+        assert [r["data"]["isolation"] for r in started] == [kind]
+    finally:
+        assert stop(p) == 0
+
+
+def test_without_isolation_a_check_that_kills_the_watcher_is_unevaluable_at_the_restart(tmp_path):
+    """No namespace (``check_isolation = "none"``, what a host without bwrap and unshare gets): the
+    check does kill the watcher, and the next start records it as the cause without running it
+    again (before: 4 starts, 4 deaths)."""
+    counter = tmp_path / "runs"
+    db = str(tmp_path / "e.db")
+    fleet, cfg = world(tmp_path, db, 'check_isolation = "none"\n')
+    goal(fleet, "a1", [check(["sh", "-c", f"echo run >> {counter}; kill -9 $PPID; sleep 5"])])
+    p = start(cfg)
+    assert p.wait(60) == -signal.SIGKILL
+    assert _runs(counter) == 1 and verdicts(db) == []
+    for i in range(2):   # every later start: the verdict once, the check never again
+        p = start(cfg)
+        try:
+            wait_for(lambda: len(rows(db, ("watcher.started",))) == 2 + i and verdicts(db), timeout=60)
+            assert p.poll() is None
+        finally:
+            assert stop(p) == 0
+    assert _runs(counter) == 1
+    (v,) = verdicts(db)
+    assert v["verdict"] == "unevaluable" and "it stopped the watcher" in v["evidence"]
+
+
+def test_an_unannounced_sigterm_under_a_service_manager_exits_1_and_the_announced_stop_0(tmp_path):
+    """The unit restarts the watcher after every exit it did not ask for (Restart=always) and its
+    ExecStopPost= pushes then; the stop it asks for comes as SIGUSR1 (ExecStop=) then SIGTERM."""
+    db = str(tmp_path / "e.db")
+    _, cfg = world(tmp_path, db)
+    env = {"INVOCATION_ID": "0123456789abcdef0123456789abcdef"}
+    for announce, rc, reason in ((False, 1, "signal-unasked"), (True, 0, "signal")):
+        p = start(cfg, env)
+        wait_for(lambda: rows(db, ("watcher.started",)) and
+                 len(rows(db, ("watcher.started",))) > len(rows(db, ("watcher.stopped",))), timeout=60)
+        if announce:
+            p.send_signal(signal.SIGUSR1)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == rc
+        assert rows(db, ("watcher.stopped",))[-1]["data"]["reason"] == reason
+
+
+def test_run_isolated_gives_stdin_and_keeps_the_budget(tmp_path):
+    """What the verifier process reuses: stdin in, stdout capped, every file capped."""
+    r = run_isolated(["sh", "-c", "cat; echo; echo $$"], str(tmp_path), 30, b'{"agent": "a1"}')
+    assert r.error_class is None and r.out.startswith(b'{"agent": "a1"}')
+    if isolation().kind != "none":
+        assert int(r.out.split()[-1]) <= 3                       # its own PID namespace
+    r = run_isolated(["sh", "-c", "head -c 100000 /dev/zero > big"], str(tmp_path), 30, None,
+                     Budget(1 << 20, 4096))
+    assert r.error_class is not None and "budget" in r.error and os.path.getsize(tmp_path / "big") == 4096
+    r = run_isolated(["yes"], str(tmp_path), 30, None, Budget(10_000))
+    assert r.error_class is not None and "too large" in r.error
+
+
+def test_doctor_says_how_checks_are_isolated(tmp_path):
+    from tests.fwcli import fw
+
+    db = str(tmp_path / "e.db")
+    _, cfg = world(tmp_path, db)
+    out = fw("doctor", "--config", str(cfg)).stdout
+    kind = isolation().kind
+    assert (f"checks: each runs in its own PID namespace ({kind})" in out) if kind != "none" else \
+        ("checks: run without isolation" in out), out
