@@ -1,10 +1,13 @@
-"""The one table of agent classes: rank, severity, label and colour (pure).
+"""The one table of agent classes: each class's rank, severity, label, colours, place in the
+termination machine and what makes it (pure).
 
-Every reader — the fleet fold, notify, status, summary, sd_notify, the board, the demo — takes the
-order and the meaning of the termination machine's classes from here; no other module writes the
-list out. Rank 0 needs the human most (the contract's urgency order: RECLAMA, DICE_TERMINADO,
-ESTANCADO, MAL_LANZADO, TRABAJANDO, CERRADO). Colours are rich style names: RECLAMA red,
-ESTANCADO yellow, DICE_TERMINADO cyan, MAL_LANZADO magenta; TRABAJANDO green, CERRADO dim.
+Every reader takes the classes from here and no other module writes their names out (a test
+fails on a class-name string literal elsewhere in the package): the fleet's ``classify`` tries
+its rules in ``MATCH`` order, notify opens a condition of ``SEVERITY`` and groups pushes by
+``PUSH_LABEL``, ``ATTENTION`` is what status, summary, the board and the phone page list as needing
+the human, the phone page's CSS takes ``WEB``, and the README's and the goal schema's text of the
+termination machine are built from ``WHEN`` (``make readme``; tests/test_classes_table.py checks
+both are current). Rank 0 needs the human most (the contract's urgency order).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
@@ -26,21 +29,41 @@ class Cls(str, Enum):
     CERRADO = "CERRADO"
 
 
+# each class's value as a plain str, for readers that compare recorded classes (a str compares
+# with a str several times faster than with a ``Cls`` member)
+RECLAMA: str = Cls.RECLAMA.value
+DICE_TERMINADO: str = Cls.DICE_TERMINADO.value
+ESTANCADO: str = Cls.ESTANCADO.value
+MAL_LANZADO: str = Cls.MAL_LANZADO.value
+TRABAJANDO: str = Cls.TRABAJANDO.value
+CERRADO: str = Cls.CERRADO.value
+
+
 class ClassInfo(NamedTuple):
     cls: Cls
-    rank: int          # 0 = needs the human most
-    severity: str      # notify severity of entering this class ("" = no condition)
+    rank: int          # urgency: 0 = needs the human most
+    severity: str      # notify severity of entering this class ("" = no condition, not an attention class)
     label: str         # plural, for grouped push lines and summaries ("need you")
-    colour: str        # rich style
+    colour: str        # rich style (status, summary, the board)
+    web: str           # CSS colour on the phone pages ("" = the page's default)
+    match: int         # the termination machine's order: classify's first matching rule wins
+    push_label: str    # the title group of a push (notify_msg.BUCKETS)
+    when: str          # what makes it (the README's and the goal schema's table)
 
 
 TABLE: tuple[ClassInfo, ...] = (
-    ClassInfo(Cls.RECLAMA, 0, "urgent", "need you", "bold red"),
-    ClassInfo(Cls.DICE_TERMINADO, 1, "info", "claim done", "cyan"),
-    ClassInfo(Cls.ESTANCADO, 2, "warning", "stalled", "yellow"),
-    ClassInfo(Cls.MAL_LANZADO, 3, "warning", "mislaunched", "magenta"),
-    ClassInfo(Cls.TRABAJANDO, 4, "", "working", "green"),
-    ClassInfo(Cls.CERRADO, 5, "", "closed", "dim"),
+    ClassInfo(Cls.RECLAMA, 0, "urgent", "need you", "bold red", "#b00", 2, "need you",
+              "`state` `waiting`, or `phase` `preguntando`/`bloqueado`: **needs you**"),
+    ClassInfo(Cls.DICE_TERMINADO, 1, "info", "claim done", "cyan", "#077", 3, "ready for review",
+              "`state` `idle` and `phase` `hecho`: claims done, a verifier must check"),
+    ClassInfo(Cls.ESTANCADO, 2, "warning", "stalled", "yellow", "#a60", 4, "stalled",
+              "`state` `idle`, phase not `hecho`, no activity for `[classify] stall_after` (15m)"),
+    ClassInfo(Cls.MAL_LANZADO, 3, "warning", "mislaunched", "magenta", "#a0a", 1, "mislaunched",
+              "unreadable, not JSON, not an object or a regular file, unknown `state`, no/empty `dod_contract`"),
+    ClassInfo(Cls.TRABAJANDO, 4, "", "working", "green", "", 5, "working",
+              "anything else (busy, or idle within `stall_after`)"),
+    ClassInfo(Cls.CERRADO, 5, "", "closed", "dim", "", 0, "closed",
+              "seen by no source any more, `ended`, or its tmux pane died"),
 )
 
 INFO: dict[str, ClassInfo] = {i.cls.value: i for i in TABLE}
@@ -49,9 +72,32 @@ RANK: dict[str, int] = {i.cls.value: i.rank for i in TABLE}
 SEVERITY: dict[str, str] = {i.cls.value: i.severity for i in TABLE if i.severity}
 COLOUR: dict[str, str] = {i.cls.value: i.colour for i in TABLE}
 LABEL: dict[str, str] = {i.cls.value: i.label for i in TABLE}
+WEB: dict[str, str] = {i.cls.value: i.web for i in TABLE if i.web}
 NAMES: frozenset[str] = frozenset(ORDER)
+ATTENTION: tuple[str, ...] = tuple(c for c in ORDER if c in SEVERITY)   # the classes that need the human
+MATCH: tuple[Cls, ...] = tuple(i.cls for i in sorted(TABLE, key=lambda i: i.match))
+# the contract's termination-machine table: as classify tries its rules, but CERRADO (no source
+# sees the agent) last
+MACHINE: tuple[ClassInfo, ...] = tuple(sorted(TABLE, key=lambda i: (i.cls is Cls.CERRADO, i.match)))
 
 
 def rank(cls: str) -> int:
     """Urgency rank of ``cls`` (unknown classes sort last)."""
     return RANK.get(cls, len(TABLE))
+
+
+def plain_colour(info: ClassInfo) -> str:
+    """The colour's name without its emphasis ("bold red" -> "red")."""
+    return info.colour.split()[-1]
+
+
+def machine_markdown() -> str:
+    """The README's table of the termination machine (docs/readme/03-goal.md, ``make readme``)."""
+    rows = [f"| {i.cls.value} ({plain_colour(i)}) | {i.when} |" for i in MACHINE]
+    return "\n".join(["| class | when |", "|---|---|", *rows]) + "\n"
+
+
+def machine_sentence() -> str:
+    """The goal schema's one-line account of the machine (watcher/schema/goal.schema.json)."""
+    live = [i for i in MACHINE if i.cls is not Cls.CERRADO]
+    return " > ".join(f"{i.cls.value} ({i.when.replace('`', '').replace('*', '')})" for i in live)

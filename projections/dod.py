@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from events.timefmt import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
+from projections.classes import CERRADO, DICE_TERMINADO
 from projections import fleet
 from projections.fleet import PRUNE_EVERY
 from projections.identity import same_identity
@@ -40,7 +41,7 @@ from projections.text import age as fmt_age
 NAME = "dod"
 
 VERDICTS = ("met", "failed", "unevaluable")
-CLAIM_CLASS = "DICE_TERMINADO"
+CLAIM_CLASS = DICE_TERMINADO
 FILE_PROVENANCE = "claimed by the agent's file"
 
 
@@ -416,7 +417,7 @@ def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for aid in sorted(state["agents"]):
         a = state["agents"][aid]
-        if a["class"] == "CERRADO":
+        if a["class"] == CERRADO:
             continue  # gone agents are history, not news
         st = agent_status(a)
         if a["contract_changes"]:

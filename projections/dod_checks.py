@@ -28,6 +28,8 @@ import math
 import re
 from typing import Any, NamedTuple
 
+from projections.classes import DICE_TERMINADO
+
 VERIFIER = "fleetwatch-checks"
 EXPECT_KEYS = ("exit", "stdout_gt", "stdout_lt", "stdout_eq", "stdout_re")
 MAX_CHECKS = 32
@@ -190,7 +192,7 @@ def due(dod_agents: dict[str, Any], busy: set[tuple[str, int]]) -> list[tuple[st
     out = []
     for agent, a in dod_agents.items():
         seq = a.get("claim_seq") or 0
-        if not seq or a.get("class") != "DICE_TERMINADO" or (agent, seq) in busy:
+        if not seq or a.get("class") != DICE_TERMINADO or (agent, seq) in busy:
             continue
         v = a.get("verdict") or {}
         if v.get("verifier") == VERIFIER and v.get("seq", 0) > seq:

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from events.timefmt import parse_iso
 from events.types import FleetFanout
+from projections.classes import CERRADO
 
 NAME = "fanout"
 TYPES = frozenset(("agent.classified", "fleet.fanout"))
@@ -37,7 +38,7 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     ev = rec.event
     if rec.type == "agent.classified":
         alive = state["alive"]
-        if ev.to == "CERRADO":
+        if ev.to == CERRADO:
             alive.pop(ev.agent, None)
         elif ev.agent not in alive:
             alive[ev.agent] = 1
@@ -62,7 +63,7 @@ def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
         ty = rec.type
         if ty == "agent.classified":
             ev = rec.event
-            if ev.to == "CERRADO":
+            if ev.to == CERRADO:
                 alive.pop(ev.agent, None)
             elif ev.agent not in alive:
                 alive[ev.agent] = 1

@@ -26,19 +26,15 @@ from typing import Any, NamedTuple, TypedDict
 from events.timefmt import iso as _iso
 from events.timefmt import parse_iso as _parse_iso
 from events.types import AgentClassified, AgentUpdated, SourceFailed, SourceRecovered
-from projections.classes import Cls
+from projections.classes import CERRADO, Cls
 from projections.agent_records import Agent
+from projections.machine import (  # noqa: F401  (the termination machine, read through fleet too)
+    AGEING, CLAUDE_GONE, PHASES, RULES, STATES, classify, normalise_phase, silence_limit)
 from projections.observations import AgentObs, Snapshot
-from projections.text import age as fmt_age
 from projections.tmuxfacts import recorded_tmux, tmux_gone
 
 NAME = "fleet"
 TYPES = frozenset(("agent.classified", "agent.updated", "source.failed", "source.recovered"))  # fold reads only these
-
-STATES = ("busy", "idle", "waiting")
-CLAUDE_GONE = "claude exited: no claude process left in its tmux pane"
-PHASES = {"working": "haciendo", "testing": "testeando", "done": "hecho", "asking": "preguntando",
-          "blocked": "bloqueado"}
 
 
 def initial() -> dict[str, Any]:
@@ -108,13 +104,12 @@ def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> 
 
     cutoff = iso(parse_iso(at) - CLOSED_KEEP_S)  # ISO strings of one format compare as times
     # fleet's records are Agents (read by attribute: a third of the scan through the mapping's get), dod's dicts
-    closed = [a for a, v in agents.items() if (v.cls if type(v) is Agent else v.get("class")) == "CERRADO"]
+    closed = [a for a, v in agents.items() if (v.cls if type(v) is Agent else v.get("class")) == CERRADO]
     for aid in [a for a in closed if (agents[a].get(since_key) or "") < cutoff]:
         del agents[aid]
 
 
 ACTIVITY_STEP = 300.0  # s: last activity alone is recorded when it moved this much (not every hook)
-AGEING = ("idle, no activity for ", "busy, silent for ")  # ESTANCADO's reasons: these + an age
 
 
 def cause(reason: str) -> str:
@@ -182,59 +177,6 @@ def updated(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> Ag
     return AgentUpdated(agent=obs.agent, state=_str(obs.state), phase=_str(normalise_phase(obs.phase)),
                         task=obs.task, target=obs.target if obs.target is not None else old.get("target"),
                         last_activity=la, source=obs.source, changed=ch, reason=reason, waiting_for=obs.waiting_for)
-
-
-def normalise_phase(phase: Any) -> Any:
-    return PHASES.get(phase, phase) if isinstance(phase, str) else phase
-
-
-def silence_limit(obs: AgentObs, busy_silence: float | None, busy_silence_tool: float | None) -> float | None:
-    """How long a busy agent may stay silent (no hook event, no pane activity) before it is
-    ESTANCADO: ``busy_silence``, or ``busy_silence_tool`` (if longer) while a tool call is open.
-    None: no backstop."""
-    if busy_silence is None:
-        return None
-    if obs.tool_open and busy_silence_tool is not None:
-        return max(busy_silence, busy_silence_tool)
-    return busy_silence
-
-
-def classify(obs: AgentObs | None, now: float, stall_after: float, busy_silence: float | None = None,
-             busy_silence_tool: float | None = None) -> tuple[Cls, str]:
-    """The termination machine of CONTRACT.md: first matching row wins. With ``busy_silence``
-    (``[classify] busy_silence``), a busy agent silent that long is ESTANCADO too: an aborted turn
-    can fire no hook at all, and a background task may never end."""
-    if obs is None:
-        return Cls.CERRADO, "no longer seen by any source"
-    if obs.ended:
-        return Cls.CERRADO, "session ended"
-    if obs.pane_dead:
-        st = "" if obs.pane_dead_status is None else f" (exit {obs.pane_dead_status})"
-        return Cls.CERRADO, f"tmux pane dead{st}"
-    if obs.claude_gone:
-        return Cls.CERRADO, CLAUDE_GONE
-    if obs.error:
-        return Cls.MAL_LANZADO, obs.error
-    if obs.state not in STATES:
-        return Cls.MAL_LANZADO, f"unknown state {str(obs.state)[:40]!r}"
-    if not obs.contract_sha256:
-        return Cls.MAL_LANZADO, "no dod_contract"
-    phase = normalise_phase(obs.phase)
-    if obs.state == "waiting":
-        return Cls.RECLAMA, "waiting for the human"
-    if phase in ("preguntando", "bloqueado"):
-        return Cls.RECLAMA, f"phase {phase}"
-    if obs.state == "idle" and phase == "hecho":
-        return Cls.DICE_TERMINADO, "idle, phase hecho: claims done"
-    if obs.state == "idle":
-        idle_for = None if obs.last_activity is None else now - obs.last_activity
-        if idle_for is not None and idle_for >= stall_after:
-            return Cls.ESTANCADO, f"{AGEING[0]}{fmt_age(idle_for)}"
-        return Cls.TRABAJANDO, "idle within stall_after"
-    limit = silence_limit(obs, busy_silence, busy_silence_tool)
-    if limit is not None and obs.last_activity is not None and now - obs.last_activity >= limit:
-        return Cls.ESTANCADO, f"{AGEING[1]}{fmt_age(now - obs.last_activity)}"
-    return Cls.TRABAJANDO, obs.state
 
 
 class Memo(NamedTuple):

@@ -44,10 +44,11 @@ from typing import Any, TypedDict, cast
 
 from events.timefmt import parse_iso
 from projections.agent_records import NotifyAgent
+from projections.classes import CERRADO, SEVERITY
 from projections.notify_flap import HIST_KEEP
 from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
-    AGENT_SEV, NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, redact, retry_delay, short, swarm_text)
+    NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"
 MAX_CONDS = 2000
@@ -120,21 +121,12 @@ def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) 
     """One event into the notify state: its type's handler, then the prune of what can no longer
     be pushed once the earliest expiry came due (a no-op for types outside ``TYPES``). ``times``
     reads ``rec.time``: ``TIME``, or the caller's cache of it (watcher.runtime.state.TimeCache)."""
-    h = _HANDLERS.get(rec.type)
-    if h is None:
-        return state
-    t = times(rec.time)
-    h(state, rec.event, rec.seq, t)
-    if t > state["prune_at"]:
-        prune(state, t)
-    return state
+    return fold_batch(state, (rec,), times)
 
 
 def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
-    """:func:`fold` of each of ``recs`` in order: the same state as folding them one by one
-    (pinned by tests/test_fold_batch.py), one Python call less per event (a replay's batches:
-    ~9 % of the notify fold's time on bench_rebuild's mix), and a run of events sharing a time
-    reads it once."""
+    """Each of ``recs`` in order into the state (:func:`fold` is this for one record), a run of
+    events sharing a time read once."""
     handlers = _HANDLERS
     last_time, t = None, 0.0
     for rec in recs:
@@ -159,7 +151,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     cur = None if ag is None else ag.cond if type(ag) is NotifyAgent else ag["cond"]   # the fold's records by attribute
     if cur is not None:  # the subject's only uncleared one (see the invariant)
         _clear(st, cur, t, to)
-    if to == "CERRADO":
+    if to == CERRADO:
         agents.pop(a, None)
         st["dod"].pop(a, None)
         st["flap_sent"].pop(subj, None)
@@ -172,7 +164,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
         h += (to, t, seq)
         if len(h) > _HIST_LEN:
             del h[:3]
-    sev = AGENT_SEV.get(to)
+    sev = SEVERITY.get(to)
     cond = None
     if sev is not None:
         st_, ph = ev.state, ev.phase

@@ -22,6 +22,7 @@ from enum import Enum
 
 import msgspec
 
+from projections.classes import CERRADO, TRABAJANDO
 from projections.notify_msg import Decision, Item, Message, dest, message
 from projections.notify_policy import NEVER, Policy, matching_silence
 from projections.text import age
@@ -169,7 +170,7 @@ def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = 
             continue
         decisions.append(Decision(cid, "resolved", ResolvedReason.SEND))
         by = c["cleared_by"] or "cleared"
-        text = "closed" if by == "CERRADO" else "back to work" if by == "TRABAJANDO" else f"now {by}"
+        text = "closed" if by == CERRADO else "back to work" if by == TRABAJANDO else f"now {by}"
         line = {**c, "text": text, "since": c["cleared"]}
         items.setdefault(dest(c, policy), []).append(Item(cid=cid, c=line, due=due, attempt=r[0] + 1 if r else 1))
     out = []

@@ -18,7 +18,7 @@ import hashlib
 
 import msgspec
 
-from projections.classes import LABEL
+from projections.classes import DICE_TERMINADO, INFO, RECLAMA, TABLE
 from projections.notify_policy import SEV_RANK, Policy
 from projections.text import age, safe
 from projections.waiting import words
@@ -26,14 +26,13 @@ from projections.waiting import words
 TASK_CUT = 60   # a task title in a push line
 
 MAX_LINES = 40
-# body order and title labels: RECLAMA > DICE_TERMINADO > ESTANCADO > MAL_LANZADO > the rest
-# a claim of done is pushed only when nothing else judges it (projections.notify_plan.route):
-# for the person to review
-REVIEW = "ready for review"
+# body order and title labels: the classes with a severity in urgency order (their push labels:
+# a claim of done is pushed only when nothing else judges it, projections.notify_plan.route, for
+# the person to review), then the rest; the conditions that also need the human go with RECLAMA
+REVIEW = INFO[DICE_TERMINADO].push_label
+WITH_CLASS = {RECLAMA: ("APPROVAL_REQUIRED", "ESCALATED", "BLOCKED", "UNEVALUABLE")}
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
-    (LABEL["RECLAMA"], ("RECLAMA", "APPROVAL_REQUIRED", "ESCALATED", "BLOCKED", "UNEVALUABLE")),
-    (REVIEW, ("DICE_TERMINADO",)),
-    (LABEL["ESTANCADO"], ("ESTANCADO",)), (LABEL["MAL_LANZADO"], ("MAL_LANZADO",))]
+    (i.push_label, (i.cls.value, *WITH_CLASS.get(i.cls.value, ()))) for i in TABLE if i.severity]
 LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract changed",
           "SELF_APPROVED": "self-approved", "CLAIM_UNVERIFIED": "unverified claim",
           "SOURCE_FAILED": "source down", "STEP_OVERDUE": "step overdue", "RUN_ABANDONED": "run abandoned",
@@ -124,7 +123,7 @@ def notice_id(items: list[Item], kind: str = "notice") -> str:
 def item_line(c: dict, now: float) -> str:
     """``CLASS name · age · what (what it waits for, when known) · task: title``, every
     agent-controlled part escaped and cut."""
-    what = REVIEW if c["cls"] == "DICE_TERMINADO" else words(c.get("wait")) or c["text"]
+    what = REVIEW if c["cls"] == DICE_TERMINADO else words(c.get("wait")) or c["text"]
     text = f" · {safe(what, 200)}" if what else ""
     task = f" · task: {safe(c['task'], TASK_CUT)}" if c.get("task") else ""
     return f"{c['cls']} {safe(c['name'], 80)} · {age(now - c['since'])}{text}{task}"

@@ -24,6 +24,7 @@ import msgspec
 
 from events.timefmt import iso
 from events.types import NoticeHeld, NoticeSilenced
+from projections.classes import CERRADO, DICE_TERMINADO, ESTANCADO
 from projections.notify_escalate import AckReason, ack_stage, escalations, resolved, snooze_due
 from projections.notify_flap import FlapMemo, flap_state
 from projections.notify_msg import (  # noqa: F401  (re-exported: the planner's public names)
@@ -148,7 +149,7 @@ def route(c: dict, policy: Policy, dod: dict | None = None, state: dict | None =
     verdict is pushed (never the claim); otherwise the claim itself, as "ready for review",
     whatever ``min_severity``, and its later "unverified claim" is not pushed again."""
     cls = c["cls"]
-    if cls == "DICE_TERMINADO":
+    if cls == DICE_TERMINADO:
         if dod and dod.get(c["name"]) == "met":
             return _DOD_MET
         return RouteReason.JUDGED if policy.claims_judged else _ROUTED
@@ -163,7 +164,7 @@ def _claim_pushed(state: dict, c: dict) -> bool:
     """The agent's open condition is its claim of done, already pushed."""
     ag = state["agents"].get(c["name"])
     cur = state["conds"].get(ag["cond"] or "") if ag is not None else None
-    return cur is not None and cur["cls"] == "DICE_TERMINADO" and cur["sent_rev"] >= 0
+    return cur is not None and cur["cls"] == DICE_TERMINADO and cur["sent_rev"] >= 0
 
 
 def inhibit(c: dict) -> InhibitReason:
@@ -171,7 +172,7 @@ def inhibit(c: dict) -> InhibitReason:
         return _UNINHIBITED
     if c["sent_rev"] >= 0:
         return _RESOLVED
-    return _CLOSED if c["cleared_by"] == "CERRADO" else _CLEARED
+    return _CLOSED if c["cleared_by"] == CERRADO else _CLEARED
 
 
 def silence(c: dict, silences: dict, now: float) -> tuple[SilenceReason, str | None]:
@@ -311,7 +312,7 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     for cid, c in conds:
         if decided is not None and c["cleared"] is not None:
             sent = c["sent_rev"] >= 0
-            verdict = dod.get(c["name"]) if c["cls"] == "DICE_TERMINADO" else None   # what route reads of dod
+            verdict = dod.get(c["name"]) if c["cls"] == DICE_TERMINADO else None   # what route reads of dod
             k = decided.get(cid)
             if k is None or k[0] is not c or k[1] is not sent or k[2] != verdict:   # (see PlanMemo)
                 r = route(c, policy, dod)
@@ -403,7 +404,7 @@ def nudge_decision(agent: str, ag: dict, state: dict, now: float, policy: Policy
     """Why (not) to nudge this agent now; the second value is when to look again."""
     if not policy.nudge_enabled:
         return NudgeReason.DISABLED, None
-    if ag["cls"] != "ESTANCADO":
+    if ag["cls"] != ESTANCADO:
         return NudgeReason.NOT_STALLED, None
     if ag.get("state") == "waiting":
         return NudgeReason.WAITING, None
@@ -415,7 +416,7 @@ def nudge_decision(agent: str, ag: dict, state: dict, now: float, policy: Policy
         return NudgeReason.IN_FLIGHT, None
     if policy.nudge_needs_target and not target:
         return NudgeReason.NO_TARGET, None
-    fake = {"subject": f"agent:{agent}", "cls": "ESTANCADO"}
+    fake = {"subject": f"agent:{agent}", "cls": ESTANCADO}
     if matching_silence(fake, state["silences"], now) is not None:
         return NudgeReason.SILENCED, None
     due = ag["since"] + policy.nudge_after if not ag["nudges"] else \

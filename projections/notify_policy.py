@@ -13,7 +13,6 @@ import msgspec
 
 SEVERITIES = ("info", "warning", "urgent")
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-AGENT_SEV = {"RECLAMA": "urgent", "ESTANCADO": "warning", "MAL_LANZADO": "warning", "DICE_TERMINADO": "info"}
 TEXT_MAX = 80
 NEVER = 1e18
 

@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any
 
 from events.timefmt import log_time
+from projections.classes import CERRADO, DICE_TERMINADO, ESTANCADO, RECLAMA
 
 NAME = "report"
 KEEP_DAYS = 60
@@ -149,7 +150,7 @@ def _classified(st: dict, ev: Any, t: float, day: str) -> None:
     a = agents.get(agent)
     if a is not None:
         close_class(st, agent, a, t, to, day)
-    if to == "CERRADO":
+    if to == CERRADO:
         agents.pop(agent, None)
         if st["keep_days"] is not None:   # the watcher's bounded copy forgets closed agents' figures
             st["per_agent"].pop(agent, None)
@@ -158,13 +159,13 @@ def _classified(st: dict, ev: Any, t: float, day: str) -> None:
         a = agents[agent] = {"cls": to, "since": t, "claim": None, "nudges": 0}
     else:   # the next stay (its claim, if still open, carries over)
         a["cls"], a["since"], a["nudges"] = to, t, 0
-    if to == "DICE_TERMINADO":
+    if to == DICE_TERMINADO:
         a["claim"] = t
         add(st, day, "claims")
         _agent_stats(st, agent)["claims"] += 1
-    elif to == "RECLAMA":
+    elif to == RECLAMA:
         add(st, day, "reclama")
-    elif to == "ESTANCADO":
+    elif to == ESTANCADO:
         add(st, day, "stalls")
 
 
@@ -180,15 +181,15 @@ def close_class(st: dict, agent: str, a: dict, t: float, to: str, day: str | Non
         pa = st["per_agent"][agent] = _new_agent_stats()
     times = pa["time"]
     times[cls] = times.get(cls, 0.0) + dur
-    if cls == "RECLAMA":
+    if cls == RECLAMA:
         _spread(st, since, t, "reclama_s", day)
         _sample(st, "reclama", dur)
-    elif cls == "ESTANCADO":
+    elif cls == ESTANCADO:
         _spread(st, since, t, "stall_s", day)
         _sample(st, "stall", dur)
         key = ("nudged:" if a["nudges"] else "not_nudged:") + to
         st["stall_next"][key] = st["stall_next"].get(key, 0) + 1
-    elif cls == "DICE_TERMINADO" and a["claim"] is not None and to != "DICE_TERMINADO":
+    elif cls == DICE_TERMINADO and a["claim"] is not None and to != DICE_TERMINADO:
         add(st, day or day_key(t), "unverified")      # the claim ended without a verdict
         a["claim"] = None
 
@@ -196,7 +197,7 @@ def close_class(st: dict, agent: str, a: dict, t: float, to: str, day: str | Non
 def _nudged(st: dict, ev: Any, t: float, day: str) -> None:
     add(st, day, "nudges")
     a = st["agents"].get(ev.agent)
-    if a is not None and a["cls"] == "ESTANCADO":
+    if a is not None and a["cls"] == ESTANCADO:
         a["nudges"] += 1
 
 
@@ -318,29 +319,12 @@ assert frozenset(_HANDLERS) == TYPES
 def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
     """One event into the report's figures: the span it covers (first and last event time), then
     its type's handler; types outside ``TYPES`` leave the state as it is. ``times`` as in notify."""
-    h = _HANDLERS.get(rec.type)
-    if h is None:
-        return state
-    time = rec.time
-    t = times(time)
-    st = state
-    if st["first"] is None:
-        st["first"] = t
-    st["last_before"] = st["last"]
-    st["last"] = t
-    # event_day(time, t) inlined (a call less per event: its fast test, then its fallback)
-    if len(time) == 24 and time[23] == "Z" and time[4] == "-" and time[7] == "-" and time[0] != "0":
-        h(st, rec.event, t, time[:10])
-    else:
-        h(st, rec.event, t, day_key(t))
-    return st
+    return fold_batch(state, (rec,), times)
 
 
 def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
-    """:func:`fold` of each of ``recs`` in order: the same state as folding them one by one
-    (tests/test_fold_batch.py), with one Python call less per event and each distinct time's
-    ``t`` and day read once for a run of events that share it (an append's events do). A
-    replay's report fold on bench_rebuild's 1M log: ~0.15 s of CPU less (eleventh session)."""
+    """Each of ``recs`` in order into the figures (:func:`fold` is this for one record), each
+    distinct time's ``t`` and day read once for a run of events that share it (an append's do)."""
     handlers, st = _HANDLERS, state
     last_time: str | None = None
     t, day = 0.0, ""

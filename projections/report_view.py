@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 from projections import report
+from projections.classes import RECLAMA
 from projections.text import age
 
 SCHEMA = 1
@@ -43,7 +44,7 @@ def _closed_at(state: dict, until: float) -> dict:
         until = min(until, st["stopped_at"])
     open_reclama = open_claims = 0
     for agent, a in list(st["agents"].items()):
-        if a["cls"] == "RECLAMA":
+        if a["cls"] == RECLAMA:
             open_reclama += 1
         if a["claim"] is not None:
             open_claims += 1

@@ -26,7 +26,7 @@ from projections.text import age as fmt_age
 from projections.waiting import clean as waiting_clean
 from projections.waiting import words as waiting_words
 
-ATTENTION = tuple(c for c in classes.ORDER if c not in ("TRABAJANDO", "CERRADO"))
+ATTENTION = classes.ATTENTION
 GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS")
 
 
@@ -112,7 +112,7 @@ def handled_words(h: dict[str, Any] | None, now: float) -> str:
 def waiting_for(a: Any) -> dict[str, Any] | None:
     """What a RECLAMA agent waits for (``projections.waiting``): the hook's metadata as
     recorded, else what its phase says; None for every other class."""
-    if a["class"] != "RECLAMA":
+    if a["class"] != classes.RECLAMA:
         return None
     return a.get("waiting_for") or waiting_clean(None, a.get("phase"))
 
@@ -167,7 +167,7 @@ def agents_view(states: dict[str, Any], now: float) -> list[dict[str, Any]]:
 
 def needs_you(row: dict[str, Any]) -> bool:
     """An attention class, but for a claim of done whose DoD is met (as the summary leaves out)."""
-    return row["class"] in ATTENTION and not (row["class"] == "DICE_TERMINADO" and row["dod_status"] == "met")
+    return row["class"] in ATTENTION and not (row["class"] == classes.DICE_TERMINADO and row["dod_status"] == "met")
 
 
 def fleet_sections(rows: list[dict[str, Any]]) -> list[tuple[str, bool, list[dict[str, Any]]]]:
@@ -177,7 +177,7 @@ def fleet_sections(rows: list[dict[str, Any]]) -> list[tuple[str, bool, list[dic
     need: dict[str, list[dict[str, Any]]] = {}
     rest: dict[str, list[dict[str, Any]]] = {}
     for r in rows:   # already in class rank order, the unhandled first
-        if r["class"] != "CERRADO":
+        if r["class"] != classes.CERRADO:
             (need if needs_you(r) else rest).setdefault(r["class"], []).append(r)
     return [(c, True, v) for c, v in need.items()] + [(c, False, v) for c, v in rest.items()]
 
@@ -238,12 +238,12 @@ def _agent_line(cls: str, aid: str, a: Any, age: str, dod: str, h: dict[str, Any
                 now: float = 0.0) -> str:
     """One summary line: what the agent needs (what it waits for, when known), its task title,
     and how it was handled ("· acked by web:phone")."""
-    if cls == "RECLAMA":
+    if cls == classes.RECLAMA:
         what = waiting_words(waiting_for(a)) or f"{a.get('state') or '-'}/{a.get('phase') or '-'}"
         line = f"{aid}: {what} for {age}"
-    elif cls == "DICE_TERMINADO":
+    elif cls == classes.DICE_TERMINADO:
         line = f"{aid}: claims done {age} ago, DoD {dod}"
-    elif cls == "ESTANCADO":
+    elif cls == classes.ESTANCADO:
         line = f"{aid}: stalled for {age} ({a.get('phase') or '-'})"
     else:
         line = f"{aid}: {a.get('reason') or 'mal lanzado'}"
@@ -268,7 +268,7 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
     for cls in ATTENTION:
         for _, since, aid in sorted(by_class.get(cls, [])):
             dod = dod_agents.get(aid, {}).get("status", "pending")
-            if cls == "DICE_TERMINADO" and dod == "met":
+            if cls == classes.DICE_TERMINADO and dod == "met":
                 continue
             groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod,
                                            handled.get(aid), now))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from functools import lru_cache
 from typing import Literal
 
@@ -342,12 +343,9 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
                 raise bad(f"{k}.glob", f"a {s.kind} source needs a glob")
             if check_paths:
                 root = _glob_root(expand(s.glob))
-                if not os.path.isdir(root):
-                    import shlex
-
-                    err = bad(f"{k}.glob", f"folder {root} does not exist")
-                    err.hint = f"create it: mkdir -p {shlex.quote(root)} (or point {k}.glob at the agents' folder)"
-                    raise err
+                if not os.path.isdir(root):  # the hint: what to run (quoted as a shell word)
+                    raise ConfigError(f"{k}.glob: folder {root} does not exist", key=f"{k}.glob", path=path, op="config",
+                                      hint=f"create it: mkdir -p {shlex.quote(root)} (or fix the glob)")
         elif s.kind == "command":
             if not s.argv:
                 raise bad(f"{k}.argv", "a command source needs argv = [\"prog\", \"arg\", ...]")
@@ -433,47 +431,6 @@ def load(explicit: str | None = None, *, required: bool = False, check_paths: bo
         raise ConfigError(f"cannot read config: {why}", key="", path=path, op="config",
                           hint="the config is a UTF-8 TOML file (`fleetwatch init` writes one)") from e
     return parse(text, path, check_paths=check_paths)
-
-
-def load_lenient(explicit: str | None = None, warn=None) -> Config:
-    """``load`` for the commands that only read (tail, status, summary, board, ...): a bad key in
-    one section leaves that section out (its defaults stand) and ``warn(text)`` says so, instead
-    of refusing, as `fleetwatch run` still does. A bad ``[store]`` (the log's path), TOML that does
-    not parse and an unreadable file are refused all the same."""
-    import sys
-    import tomllib
-
-    try:
-        return load(explicit, check_paths=False)
-    except ConfigError as e:
-        first = e
-    path = config_path(explicit)
-    try:
-        raw = tomllib.loads(read_regular(path, MAX_CONFIG_BYTES).decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
-        raise first from None
-    err, dropped = first, []
-    for _ in range(len(raw)):
-        m = re.match(r"[A-Za-z0-9_-]+", err.key or "")
-        sec = m.group(0) if m else ""
-        if not sec or sec == "store" or sec not in raw:
-            raise first
-        raw.pop(sec)
-        dropped.append((sec, err))
-        try:
-            cfg = from_raw(raw, path, check_paths=False)
-            break
-        except ConfigError as e:
-            err = e
-    else:
-        raise first
-    say = warn or (lambda text: print(text, file=sys.stderr))
-    from projections.text import safe
-
-    for sec, e in dropped:
-        say(f"fleetwatch: warning: {safe(e, 300)}: [{safe(sec, 40)}] left out here "
-            f"(`fleetwatch run` refuses this config until it is fixed)")
-    return cfg
 
 
 def _validate_phone(cfg: Config, bad) -> None:

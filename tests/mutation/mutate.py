@@ -59,6 +59,9 @@ MODULES: dict[str, list[str]] = {
                           "tests/test_bounds_fleet.py", "tests/test_bounds_property.py", "tests/test_busy_silence.py",
                           "tests/test_rules_mutants_fleet.py", "tests/test_change_hint.py",
                           "tests/test_stale_reason.py"],
+    "projections.machine": ["tests/test_core_rules.py", "tests/test_fleet.py", "tests/test_rules_table.py",
+                            "tests/test_busy_silence.py", "tests/test_rules_mutants_fleet.py",
+                            "tests/test_classes_table.py"],
     "projections.notify_plan": ["tests/test_core_rules_notify.py", "tests/test_notify_plan.py",
                                 "tests/test_phone_loop.py", "tests/test_notify_e2e.py", "tests/test_bounds_notify.py",
                                 "tests/test_rules_mutants_notify_plan.py"],
@@ -134,7 +137,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('"rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,', "num 0->1 (2)"):
             "FLAPPING's send count: only escalation reads sends, for urgent conditions that are not one-shot",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 0->1"):
-            "every condition's sev is one of SEVERITIES (notify.py's _new calls: AGENT_SEV or a literal)",
+            "every condition's sev is one of SEVERITIES (notify.py's _new calls: classes.SEVERITY or a literal)",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 1->2"):
             "the default rank of an unknown min_severity: the config accepts only info|warning|urgent",
         ('return (DedupeReason.UPDATE_WAIT if now < due else DedupeReason.UPDATE_DUE), due, 1', "cmp Lt->LtE #0"):

@@ -66,7 +66,7 @@ def matches(row: dict[str, Any], needle: str) -> bool:
 
 
 def visible(doc: dict[str, Any], needle: str, show_closed: bool) -> list[dict[str, Any]]:
-    return [a for a in doc["agents"] if (show_closed or a["class"] != "CERRADO") and matches(a, needle)]
+    return [a for a in doc["agents"] if (show_closed or a["class"] != classes.CERRADO) and matches(a, needle)]
 
 
 def header(doc: dict[str, Any], feed_note: str) -> Text:

@@ -21,6 +21,7 @@ import msgspec
 from events.records import Damaged
 from projections.text import inert_json, safe, unescape
 from watcher.cli.plain import context, explicit_db, open_at, open_log
+from watcher.runtime.about import about, last_about, only_about
 
 SEQ_MAX = (1 << 63) - 1  # SQLite's integers: a larger --since was an OverflowError traceback
 
@@ -123,57 +124,6 @@ def _only(recs: Iterable[Any], exact: str | None, limit: int | None = None) -> I
             n += 1
             if limit is not None and n >= limit:
                 return
-
-
-def about(exact: str) -> set[str] | None:
-    """The subjects `tail --subject` gathers for an agent (``agent:a7``: also ``dod:a7``, and the
-    notice and silence events naming either); None for any other subject (exact match only)."""
-    if not exact.startswith("agent:"):
-        return None
-    return {exact, "dod:" + exact[len("agent:"):]}
-
-
-def _covers(rec: Any, subjects: set[str]) -> bool:
-    """Whether ``rec`` is about one of ``subjects``: its own subject, a notice whose conditions
-    (``subject|CLASS#n`` ids, ``@rev`` keys) name one, or a silence whose pattern matches one."""
-    subj = rec.subject
-    if subj in subjects:
-        return True
-    ev = rec.event
-    if subj.startswith("notice:"):
-        ids = getattr(ev, "keys", None) or getattr(ev, "conditions", None) or ()
-        return any(isinstance(k, str) and k.partition("|")[0] in subjects for k in ids)
-    if subj.startswith("silence:") and rec.type == "silence.added":
-        pat = getattr(ev, "subject_match", None)
-        return isinstance(pat, str) and any(fnmatch.fnmatchcase(x, pat) for x in subjects)
-    return False
-
-
-def _only_about(recs: Iterable[Any], subjects: set[str], limit: int | None = None) -> Iterable[Any]:
-    n = 0
-    for rec in recs:
-        if _covers(rec, subjects):
-            yield rec
-            n += 1
-            if limit is not None and n >= limit:
-                return
-
-
-def _last_about(log: Any, n: int, types: list[str] | None, subjects: set[str]) -> list[Any]:
-    """The last ``n`` events about ``subjects``, oldest first: the subjects' own through the index,
-    notices and silences read backwards in growing windows until ``n`` of them name one."""
-    found = {r.seq: r for s in sorted(subjects) for r in log.last(n, types=types, subject=s, exact=True,
-                                                                   damaged="yield")}
-    for prefix in ("notice:", "silence:"):
-        k = max(64, 4 * n)
-        while True:
-            recs = log.last(k, types=types, subject=prefix)
-            hits = [r for r in recs if _covers(r, subjects)]
-            if len(hits) >= n or len(recs) < k:
-                break
-            k *= 4
-        found.update((r.seq, r) for r in hits[-n:] if n)
-    return [found[q] for q in sorted(found)[-n:]] if n else []
 
 
 def _quiet_pipe() -> None:
@@ -331,33 +281,24 @@ def tail(follow: bool = False, lines: int | None = None, since: int | None = Non
             try:
                 if exact and "\\" in exact:  # an id typed as tail and status print it (escaped)
                     subject = exact = _as_shown(log, exact)
-                subjects = about(exact) if exact else None
-                if subjects is not None:  # an agent: its agent, DoD, notice and silence events
-                    if since is not None:
-                        head = since
-                        recs = _only_about(log.read(since, types=types, damaged="yield"), subjects, lines)
-                    else:
-                        head = log.head()[0]
-                        recs = _last_about(log, 20 if lines is None else lines, types, subjects)
-                    last = _emit(out, recs)
-                    if follow:
-                        _follow(out, _only_about(log.follow(max(head, last), types=types, stop=stop,
-                                                            yield_damaged=True), subjects), log.given)
-                    return
+                subjects = about(exact) if exact else None  # an agent: its DoD, notice, silence events too
                 if since is not None:
                     head = since
-                    recs = log.read(since, types=types, subject=subject, limit=None if exact else lines,
-                                    damaged="yield")
+                    recs = only_about(log.read(since, types=types, damaged="yield"), subjects, lines) if subjects \
+                        else log.read(since, types=types, subject=subject, limit=None if exact else lines,
+                                      damaged="yield")
                 else:  # the last N through the type/subject indexes: a rare type costs no scan
                     head = log.head()[0]
                     n = 20 if lines is None else lines
-                    recs = log.last(n, types=types, subject=subject, exact=exact is not None, damaged="yield")
-                if exact:
+                    recs = last_about(log, n, types, subjects) if subjects else \
+                        log.last(n, types=types, subject=subject, exact=exact is not None, damaged="yield")
+                if exact and not subjects:
                     recs = _only(recs, exact, lines if since is not None else None)
                 last = _emit(out, recs)
                 if follow:
-                    _follow(out, _only(log.follow(max(head, last), types=types, subject=subject, stop=stop,
-                                                  yield_damaged=True), exact), log.given)
+                    fl = log.follow(max(head, last), types=types, subject=None if subjects else subject, stop=stop,
+                                    yield_damaged=True)
+                    _follow(out, only_about(fl, subjects) if subjects else _only(fl, exact), log.given)
             finally:
                 log.close()
     except KeyboardInterrupt:

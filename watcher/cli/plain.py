@@ -30,7 +30,8 @@ def context(config: str | None, db: str | None, *, need_config: bool = False, ch
     """(cfg, db_path) for a command. Reading commands do not insist that source folders exist,
     and read past a bad key of one section (left out, with a warning on stderr: ``load_lenient``);
     ``need_config`` (`run`, `hub`) refuses it."""
-    from watcher.config import db_path, load, load_lenient
+    from watcher.config import db_path, load
+    from watcher.config_lenient import load_lenient
 
     cfg = load(config, required=True, check_paths=check_paths) if need_config else load_lenient(config)
     return cfg, db_path(cfg, db)

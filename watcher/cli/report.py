@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from events.errors import ConfigError
+from projections import classes
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -145,7 +146,7 @@ def render(fig: dict[str, Any]) -> None:
         ("agent-hours waiting", f"{r['agent_hours']:.1f}"), ("p50", _dur(r["p50_s"])), ("p90", _dur(r["p90_s"])),
         ("max", _dur(r["max_s"])), ("acks", str(ld["acks"])), ("escalations", str(ld["escalations"]))]))
     con.print(f"pushes by hour (UTC 0–23): {spark(ld['pushes_by_hour'])}")
-    helped = sum(n for c, n in st["after_nudge"].items() if c in ("TRABAJANDO", "DICE_TERMINADO"))
+    helped = sum(n for c, n in st["after_nudge"].items() if c in (classes.TRABAJANDO, classes.DICE_TERMINADO))
     nudged = sum(st["after_nudge"].values())
     con.print(f"stalls: {st['episodes']} (p50 {_dur(st['p50_s'])}, max {_dur(st['max_s'])}), "
               f"nudges {st['nudges']}" + (f", back to work after a nudge {helped}/{nudged}" if nudged else ""))
@@ -164,8 +165,8 @@ def render(fig: dict[str, Any]) -> None:
         from watcher.cli.render import RICH_ROWS
 
         head = ("agent", "working", "waiting on you", "stalled", "claims", "met", "failed")
-        rows = [(safe(a, 40), _dur(v["seconds"].get("TRABAJANDO")), _dur(v["seconds"].get("RECLAMA")),
-                 _dur(v["seconds"].get("ESTANCADO")), str(v["claims"]), str(v["met"]), str(v["failed"]))
+        rows = [(safe(a, 40), _dur(v["seconds"].get(classes.TRABAJANDO)), _dur(v["seconds"].get(classes.RECLAMA)),
+                 _dur(v["seconds"].get(classes.ESTANCADO)), str(v["claims"]), str(v["met"]), str(v["failed"]))
                 for a, v in fig["agents"].items()]
         if len(rows) > RICH_ROWS:  # a rich Table measures every cell: 5,000 agents took 4 s; aligned text
             w = [max(map(len, col)) for col in zip(head, *rows)]

@@ -20,6 +20,7 @@ import tempfile
 from typing import Any
 
 from events.errors import FleetwatchError
+from projections import classes
 from projections.text import safe
 
 
@@ -111,7 +112,7 @@ def page(fig: dict[str, Any], note: str = "") -> str:
     tile_html = "".join(f'<div class="tile"><b>{e(str(v))}</b><span>{e(k)}</span></div>' for k, v in tiles)
     rows = "".join(
         f"<tr><td>{e(a, 80)}</td><td>{v['claims']}</td><td>{v['met']}</td><td>{v['failed']}</td>"
-        f"<td>{round(v['seconds'].get('RECLAMA', 0) / 60)}</td></tr>" for a, v in fig["agents"].items())
+        f"<td>{round(v['seconds'].get(classes.RECLAMA, 0) / 60)}</td></tr>" for a, v in fig["agents"].items())
     svgs = charts(fig)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

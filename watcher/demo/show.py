@@ -34,6 +34,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
+from projections import classes
 from projections.classes import COLOUR
 from watcher.demo.world import AGENTS, FAST, NORMAL, Fleet, Pace, Phone, iso
 
@@ -279,7 +280,7 @@ class Tour:
             if self.proc.poll() is not None or time.monotonic() > end:
                 return self._watcher_failed()
         for a in AGENTS:
-            self.expect(f"{a} TRABAJANDO", classified(a, "TRABAJANDO"))
+            self.expect(f"{a} TRABAJANDO", classified(a, classes.TRABAJANDO))
         self.expect("wp m2-wp1 seen", of_type("wp.changed", wp="m2-wp1"))
         self.beat()
 
@@ -291,8 +292,8 @@ class Tour:
         world.steps(analyze={"status": "done", "at": iso(time.time() - 5)},
                     apply={"status": "begin", "at": iso(time.time())})
         world.wp("m2-wp1", "APPROVAL_REQUIRED")
-        self.expect("a02 RECLAMA", classified("a02", "RECLAMA"), since=mark)
-        self.expect("a07 RECLAMA", classified("a07", "RECLAMA"), since=mark)
+        self.expect("a02 RECLAMA", classified("a02", classes.RECLAMA), since=mark)
+        self.expect("a07 RECLAMA", classified("a07", classes.RECLAMA), since=mark)
         self.expect("rule violation on T2", of_type("rule.violated"), since=mark)
         self.expect("m2-wp1 APPROVAL_REQUIRED", of_type("wp.changed", wp="m2-wp1", to="APPROVAL_REQUIRED"), since=mark)
         if notify:
@@ -313,7 +314,7 @@ class Tour:
                  "A separate verifier checks the contract and records its verdict.")
         mark = self.tail.head()
         world.goal("a03", "idle", "hecho")
-        if self.expect("a03 DICE_TERMINADO", classified("a03", "DICE_TERMINADO"), since=mark):
+        if self.expect("a03 DICE_TERMINADO", classified("a03", classes.DICE_TERMINADO), since=mark):
             self.beat(0.5)
             r = self.run_cli("verdict", "a03", "met", "--verifier", "demo-verifier", "--evidence", "pytest green")
             self.say(Text("  " + (r.stdout.strip() or r.stderr.strip()), style="dim"))
@@ -330,9 +331,9 @@ class Tour:
         world.goal("a04", "idle", "haciendo")
         world.goal("a05", "busy", "haciendo", contract=False)
         world.remove("a06")
-        self.expect("a05 MAL_LANZADO", classified("a05", "MAL_LANZADO"), since=mark)
-        self.expect("a06 CERRADO", classified("a06", "CERRADO"), since=mark)
-        self.expect("a04 ESTANCADO", classified("a04", "ESTANCADO"), timeout=p.stall_after + p.timeout, since=mark)
+        self.expect("a05 MAL_LANZADO", classified("a05", classes.MAL_LANZADO), since=mark)
+        self.expect("a06 CERRADO", classified("a06", classes.CERRADO), since=mark)
+        self.expect("a04 ESTANCADO", classified("a04", classes.ESTANCADO), timeout=p.stall_after + p.timeout, since=mark)
         self.beat()
 
         self.act(5, "The human answers", "a02 gets its answer, a07 is unblocked, m2-wp1 is approved and "

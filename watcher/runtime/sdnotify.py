@@ -125,12 +125,12 @@ def status_line(counts: dict[str, int], last_tick_age: float) -> str:
     classes add up to the agent count; CERRADO agents are not live and stand apart after it. Classes
     with a zero count are left out. Order: the class table's urgency rank (unknown classes last,
     alphabetically)."""
-    items = sorted(((c, n) for c, n in counts.items() if n and c != "CERRADO"),
+    items = sorted(((c, n) for c, n in counts.items() if n and c != classes.CERRADO),
                    key=lambda cn: (classes.rank(cn[0]), cn[0]))
     live = sum(n for _, n in items)
     head = f"{live} agent{'s' if live != 1 else ''}"
     if items:
         head += ": " + ", ".join(f"{n} {c}" for c, n in items)
-    if counts.get("CERRADO"):
-        head += f"; {counts['CERRADO']} CERRADO"
+    if counts.get(classes.CERRADO):
+        head += f"; {counts[classes.CERRADO]} {classes.CERRADO}"
     return f"{head}; last tick {_age(last_tick_age)} ago"

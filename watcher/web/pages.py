@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from markupsafe import Markup, escape
 
-from projections.classes import LABEL, ORDER
+from projections.classes import DICE_TERMINADO, LABEL, ORDER, TRABAJANDO, WEB
 from projections.text import age, safe
 from projections.views import HANDLED_MARK, agents_view, fleet_sections, handled_words, since_s
 from projections.waiting import words
@@ -39,15 +39,14 @@ _CSS = """
 body{font:16px/1.4 system-ui,sans-serif;margin:0;padding:12px;max-width:40em;background:#fafafa;color:#111}
 h1{font-size:1.2em;margin:.2em 0 .6em} h2{font-size:1em;margin:1em 0 .3em;color:#555}
 ul{list-style:none;padding:0;margin:0} li{background:#fff;border-radius:8px;padding:10px;margin:6px 0;
-box-shadow:0 1px 2px #0002} .cls{font-weight:600} .RECLAMA{color:#b00} .ESTANCADO{color:#a60}
-.DICE_TERMINADO{color:#077} .MAL_LANZADO{color:#a0a} .muted{color:#777;font-size:.9em}
+box-shadow:0 1px 2px #0002} .cls{font-weight:600} .muted{color:#777;font-size:.9em}
 form{display:block;margin:8px 0} button{width:100%;font-size:1.1em;padding:14px;border-radius:8px;
 border:1px solid #888;background:#fff} button.primary{background:#134;color:#fff;border-color:#134}
 .done{background:#e6f4e6;border-radius:8px;padding:10px;margin:8px 0} a{color:#134}
 .refused{background:#fdf0d5;border-radius:8px;padding:10px;margin:8px 0}
 .item form{display:inline-block;width:48%;margin:6px 1% 0 0} .item button{font-size:.95em;padding:8px}
 .handled{color:#285;font-size:.9em}
-"""
+""" + "".join(f".{c}{{color:{colour}}}" for c, colour in WEB.items()) + "\n"   # the class table's colours
 
 
 def _doc(title: str, body: Markup) -> str:
@@ -110,7 +109,7 @@ def fleet_page(states: dict, now: float, back: str, today: str = "") -> str:
     for cls, needs, rows in fleet_sections(agents_view(states, now)):
         total += len(rows)
         need += len(rows) if needs else 0
-        label = LABEL.get(cls, cls.lower()) if needs or cls != "DICE_TERMINADO" else "done, DoD met"
+        label = LABEL.get(cls, cls.lower()) if needs or cls != DICE_TERMINADO else "done, DoD met"
         items = [_agent(r, now) for r in rows[:MAX_ROWS]]
         items += _more(len(rows) - MAX_ROWS, "`fleetwatch status` on the host lists them all")
         sections.append(Markup("<h2 class='{}'>{} · {}</h2><ul>{}</ul>").format(
@@ -125,7 +124,7 @@ def fleet_page(states: dict, now: float, back: str, today: str = "") -> str:
 def _agent(r: dict, now: float) -> Markup:
     """One agent of the fleet page: id, age, what it waits for (or its reason), task, handled."""
     h = r.get("handled")
-    what = words(r.get("waiting_for")) or (r.get("reason") if r["class"] != "TRABAJANDO" else "") or ""
+    what = words(r.get("waiting_for")) or (r.get("reason") if r["class"] != TRABAJANDO else "") or ""
     return Markup("<li><span class='cls {}'>{}</span> <span class=muted>· {}{} · {}</span>{}</li>").format(
         escape(r["class"]), _text(r["agent"], 80), age(since_s(r.get("since"), now)),
         Markup(" · {}").format(_text(what, 80)) if what else "", _text(r.get("task") or r.get("phase") or "-"),
