@@ -15,7 +15,8 @@ Invariants
   with the provenance "claimed by the agent's file": kept apart (``claimed``), never the DoD's
   verdict, so it never closes a DoD on its own (a ``met`` there counts as a claim).
 - ``unevaluable`` escalates (notify: urgent, "needs a human: <evidence>") and never closes:
-  only another verdict replaces it.
+  only another verdict replaces it; it never replaces a met or failed from a person or a
+  verifier (``judged``: kept apart as ``unevaluable``).
 - ``claim-unverified`` is flagged at most once per claim (a claim = one DICE_TERMINADO period).
 - Status precedence: unevaluable; else the most recent of verdict / self-approval / claim
   (by seq; ties: verdict > self-approval > claim); else pending.
@@ -43,6 +44,7 @@ NAME = "dod"
 VERDICTS = ("met", "failed", "unevaluable")
 CLAIM_CLASS = DICE_TERMINADO
 FILE_PROVENANCE = "claimed by the agent's file"
+CHECKER = "fleetwatch-checks"   # dod_checks.VERIFIER: the checker's verdicts do not count as judged
 
 
 class Status(str, enum.Enum):
@@ -121,8 +123,18 @@ def _verdict(state: dict[str, Any], ev: DodVerdict, rec: Any) -> None:
         a["claimed"] = v
         a["goal_key"] = f"{ev.verdict}|{ev.verifier}"
         a["self_key"] = None  # a later self-approval is a new one
+    elif ev.verdict == "unevaluable" and judged(a):
+        a["unevaluable"] = v   # a non-answer never replaces a human's or a verifier's met/failed
     else:
         a["verdict"] = v
+
+
+def judged(a: dict[str, Any] | None) -> bool:
+    """The agent's verdict is a met or failed from a person or a verifier (not the checker's own
+    ``fleetwatch-checks``): an ``unevaluable`` never replaces it (the fold keeps it apart as
+    ``unevaluable``; the checker records none)."""
+    v = a.get("verdict") if a else None
+    return v is not None and v["verdict"] in ("met", "failed") and v["verifier"] != CHECKER
 
 
 def _check_started(state: dict[str, Any], ev: Any, rec: Any) -> None:

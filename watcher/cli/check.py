@@ -4,7 +4,10 @@ the watcher's checker does (``watcher.runtime.checker``), and record the verdict
 The agent's goal.json is found through the configured ``goals`` sources (one poll each); the
 pinned contract digest comes from the log. ``--dry-run`` shows each check (argv, expectation,
 where it runs) and whether the contract still matches the one pinned at launch; it runs and
-writes nothing. Exit 0 when the verdict is ``met``, 1 otherwise, 2 for an unknown agent.
+writes nothing. Exit 0 when the verdict is ``met``, 1 otherwise, 2 for an unknown agent, and
+``NOTHING_RECORDED`` (4) when there was nothing to record: no check fleetwatch can run (a free-text
+contract, no ``cmd`` check), or an ``unevaluable`` that would stand over a person's or a verifier's
+met/failed (``projections.dod.judged``): a non-answer never replaces an answer.
 """
 from __future__ import annotations
 
@@ -16,8 +19,12 @@ from typing import Annotated
 
 import typer
 
+from projections.dod import judged
 from projections.text import safe
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
+
+
+NOTHING_RECORDED = 4   # exit: nothing to run or no answer over an answer; nothing written
 
 
 def find_agent(cfg, agent: str):
@@ -97,12 +104,21 @@ def register(app: typer.Typer) -> None:
                     else "needs a human or a verifier agent"
                 print(f"  {safe(r['id'], 40)} ({safe(r['kind'], 20)}{', required' if r['required'] else ''}): {what}")
             return
+        if not any(c.get("kind") == "cmd" for c in (obs.checks or [])):
+            what = "the contract is free text" if obs.checks is None else "no check of the contract is a cmd"
+            print(f"fleetwatch: {safe(name, 80)}: {what}: nothing fleetwatch can run (needs a person or a verifier "
+                  "agent: `fleetwatch verdict`); nothing recorded", file=sys.stderr)
+            raise typer.Exit(NOTHING_RECORDED)
         from watcher.runtime.checker import Limits, without_lines
 
         lim = Limits.from_config(cfg)   # the person at the terminal sees the last lines; the log keeps
         pend = verdict_for(name, 0, obs.checks, work_dir(obs), obs.contract_sha256, pinned,  # them only by opt-in
                            lim._replace(lines=max(lim.lines, 3)))
         ev = pend.event
+        if ev.verdict == "unevaluable" and judged((states.get("dod") or {}).get("agents", {}).get(name)):
+            print(f"fleetwatch: {safe(name, 80)}: the checks gave no answer (unevaluable); the recorded verdict "
+                  "of a person or a verifier stands; nothing recorded", file=sys.stderr)
+            raise typer.Exit(NOTHING_RECORDED)
         elog = EventLog(path, durability=cfg.store.durability, create=False)
         try:
             stored = ev if lim.lines else without_lines(ev)

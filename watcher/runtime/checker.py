@@ -54,6 +54,7 @@ from typing import Any, NamedTuple
 from events.log import Pending
 from events.types import DodCheckStarted, DodVerdict
 from projections import dod_checks
+from projections.dod import judged
 from projections.text import safe
 from watcher.config import xdg
 from watcher.runtime import checkgroups
@@ -242,6 +243,7 @@ class Checker:
         self.inflight: set[tuple[str, int]] = set()
         self.mine: set[tuple[str, int]] = set()    # claims this checker recorded as started
         self.decided: dict[tuple[str, int], Pending] = {}   # verdicts handed over, until folded
+        self._dod: dict[str, Any] = {}          # the dod state's agents as of the last step
         self.pins: dict[str, str | None] = {}     # agent -> where its checks run, at first sight
         self._steps = 0
         self._stop = threading.Event()
@@ -287,7 +289,7 @@ class Checker:
         folds them right away, so by the next step the dod state shows them), and hand claims
         recorded as started to the workers."""
         out: list[Any] = []
-        dod = states["dod"]["agents"]
+        dod = self._dod = states["dod"]["agents"]
         while True:
             try:
                 key, pending = self.done.get_nowait()
@@ -330,6 +332,10 @@ class Checker:
 
     def _decide(self, key: tuple[str, int], pending: Pending, out: list[Any]) -> None:
         self.decided[key] = pending            # never run again, even while it cannot be written
+        if pending.event.verdict == "unevaluable" and judged(self._dod.get(key[0])):
+            log.info("checks for %s: unevaluable, not recorded over a person's or a verifier's verdict",
+                     safe(key[0]))             # a non-answer never replaces an answer (dod.judged)
+            return
         out.append(pending)
 
     def _forget(self, dod: dict[str, Any]) -> None:
