@@ -11,6 +11,7 @@ from typing import Any, Union, cast
 import msgspec
 from msgspec import Struct, field
 from events.types_hub import HostEvent, HostResumed, HostSilent  # noqa: I001  (the hub's types)
+from events.types_launch import AgentLaunched, DodActed, PlanRecorded, PlanStopped  # noqa: I001  (launch/verify/act)
 
 
 class _E(Struct, frozen=True, tag_field="type", forbid_unknown_fields=False, omit_defaults=False):
@@ -468,6 +469,7 @@ Event = Union[
     NoticeSent, NoticeFailed, NoticeAbandoned, NoticeSilenced, SilenceAdded, SilenceRemoved,
     NoticeAcked, NoticeEscalated, NoticeHeld,
     WatcherStarted, WatcherStopped, HostSilent, HostResumed, HostEvent,
+    AgentLaunched, PlanRecorded, PlanStopped, DodActed,
 ]
 
 EVENT_TYPES: dict[str, type[_E]] = {t.__struct_config__.tag: t for t in Event.__args__}  # type: ignore[attr-defined]

@@ -30,7 +30,7 @@ def decode_state(mod: ModuleType, data: bytes) -> Any:
     return msgspec.json.decode(data, type=t) if t is not None else msgspec.json.decode(data)
 
 
-ORDER = ("fleet", "dod", "runs", "missions", "swarms", "fanout", "notify", "report")  # fold order; module = NAME
+ORDER = ("fleet", "dod", "runs", "missions", "swarms", "fanout", "notify", "report", "plans")  # fold order; module = NAME
 
 
 def registry(names: Collection[str] | None = None) -> dict[str, ModuleType]:

@@ -160,9 +160,20 @@ def _flagged(state: dict[str, Any], ev: DodFlagged, rec: Any) -> None:
         a["claim_flagged"] = True
 
 
+def _launched(state: dict[str, Any], ev: Any, rec: Any) -> None:
+    """``agent.launched`` is the pin of record: the launched digest (a goal.json that differs is a
+    contract change) and folder (``launched_cwd``: the checker runs there, across restarts); a
+    relaunch of the id starts a new life (no verdict, no changes counted)."""
+    a = _agent(state, ev.agent)
+    a["contract_sha256"] = a["current_sha256"] = ev.contract_sha256 or None
+    a["contract_changes"], a["verdict"] = 0, None
+    a["launched_cwd"] = ev.cwd or None
+
+
 _HANDLERS: dict[str, Any] = {"agent.classified": _classified, "dod.verdict": _verdict,
                              "dod.contract_changed": _contract_changed, "dod.flagged": _flagged,
                              "dod.check_started": _check_started}
+_HANDLERS["agent.launched"] = _launched
 TYPES = frozenset(_HANDLERS)  # the event types fold reads (others: no-op)
 
 

@@ -90,6 +90,10 @@ def handlers(new: Callable[..., str], clear: Callable[..., None]) -> dict[str, C
         if c is not None and c["cleared"] is None:
             about(c, ev.task, ev.waiting_for)
 
-    return {"agent.updated": agent_updated, "wp.changed": wp, "wp.violated": wp_violated, "wp.flagged": wp_flagged,
+    def plan_stopped(st: dict, ev: Any, seq: int, t: float) -> None:
+        new(st, f"plan:{ev.plan}", "PLAN_STOPPED", "urgent", seq, t, ev.plan,
+            f"plan stopped at task {ev.task} ({ev.verdict}): needs a human", oneshot=True)
+
+    return {"plan.stopped": plan_stopped, "agent.updated": agent_updated, "wp.changed": wp, "wp.violated": wp_violated, "wp.flagged": wp_flagged,
             "circuit.changed": circuit,
             "swarm.capped": swarm_capped, "fleet.fanout": fanout, "dod.verdict": dod_verdict}

@@ -70,6 +70,12 @@ def tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
                     str(r.get("failures", 0)), ("abandoned" if r.get("abandoned") else cell(r.get("next_retry"))),
                     cell(",".join(r.get("violations") or []))]
                    for r in runs if isinstance(r, dict) and not r.get("gone")]))
+    ps = (doc.get("plans") or {}).get("plans") or {}
+    if ps:
+        t.append(("Plans", ["plan", "task", "state", "agent", "waits on"],
+                  [[cell(pid), cell(tk["id"]), tk["state"] + (" (plan stopped)" if p["stopped"] else ""),
+                    cell(tk["agent"] or "-"), cell(",".join(tk["waits_on"]) or "-")]
+                   for pid, p in ps.items() for tk in p["tasks"]]))
     if doc["sources"]:
         t.append(("Sources", ["source", "state", "since", "error"],
                   [[cell(s["source"]), "FAILED" if s.get("failed") else "ok", cell(s.get("since")),

@@ -16,6 +16,7 @@ from typing import Literal
 import msgspec
 
 from events.errors import ConfigError
+from watcher.config_launch import Launch, check as check_launch
 from watcher.config_limits import MAX_CONFIG_BYTES, check_ranges, private_dir, read_regular  # noqa: F401
 
 _DUR = r"^\s*([0-9]{1,15})\s*(ms|s|m|h|d)\s*$"   # ASCII digits (\d took "١h"); as text: re compiles at first use
@@ -197,6 +198,10 @@ class Dod(_S):
     run_checks: bool = False                   # run a structured contract's cmd checks when an agent claims done
     check_timeout: Dur = "5m"                  # per check; the whole process group is killed at the limit
     check_max_bytes: int = 1048576             # stdout kept per check (beyond: killed, unevaluable)
+    verifier: list[str] = []                   # argv judging what checks cannot; stdin {agent, task, contract, cwd}
+    verifier_timeout: Dur = "10m"              # the verifier's whole process group is killed at the limit
+    on_met: Literal["keep", "close"] | list[str] = "keep"   # close: the agent's window closed; argv: run instead
+    on_failed: Literal["keep", "nudge"] = "keep"            # nudge: one message into its pane naming the gap
     check_max_file_bytes: int = 1000000000     # any one file a check writes (RLIMIT_FSIZE; beyond: unevaluable)
     check_isolation: str = "auto"              # auto | bwrap | unshare | unshare-pid | none: each check in its own PID namespace
     check_output_lines: int = 0                # last stdout lines kept as evidence (0: digest and exit status only)
@@ -213,6 +218,7 @@ class Config(_S):
     notify: Notify = msgspec.field(default_factory=Notify)
     nudge: Nudge = msgspec.field(default_factory=Nudge)
     dod: Dod = msgspec.field(default_factory=Dod)
+    launch: Launch = msgspec.field(default_factory=Launch)
     web: Web | None = None                     # absent: no endpoint, no links in pushes
     forward: Forward | None = None             # absent: no forwarding
     hub: Hub | None = None                     # only `fleetwatch hub` reads it
@@ -364,6 +370,7 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
     _validate_phone(cfg, bad)
     if cfg.nudge.enabled and not cfg.nudge.argv:
         raise bad("nudge.argv", "nudge is enabled but has no argv")
+    check_launch(cfg, bad)
 
 
 _TOKEN = r"^[A-Za-z0-9_-]{1,64}$"   # a NATS subject token / stream name, no wildcards

@@ -50,9 +50,9 @@ def _build() -> Any:
     ) -> None:
         """The cheap, always-on, no-LLM eye on a fleet of AI coding agents."""
 
-    from watcher.cli import ack, board, check, demo, hook, hub, log, notify, report, run, schema, service, status
+    from watcher.cli import ack, board, check, claim, demo, hook, hub, launch, log, notify, report, run, schema, service, status
 
-    for mod in (log, run, status, notify, service, hook, demo, board, schema, report, ack, hub, check):
+    for mod in (log, run, status, notify, service, hook, demo, board, schema, report, ack, hub, check, launch, claim):
         mod.register(app)
     return app
 

@@ -46,6 +46,12 @@ def _checker(cfg):
     return Checker.from_config(cfg)
 
 
+def _closing(cfg, db_path: str, checker):
+    from watcher.runtime.closeloop import Closing
+
+    return Closing(cfg, db_path, checker)
+
+
 def _record_last(w) -> None:
     """After ``notifier.close``: step() only harvests outcomes; commit them."""
     try:
@@ -198,6 +204,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     if not once:
         w.notifier = _notifier(cfg, waker.event.set, elog)
         w.checker = _checker(cfg)
+        w.closing = _closing(cfg, elog.path, w.checker)
     web = None if once else _web(cfg, db)
     if reload_req.is_set():  # a SIGHUP during the start: the config is read again after the first tick
         waker.event.set()
@@ -264,6 +271,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     w.checker = _checker(cfg)
                     if old is not None and w.checker is not None:
                         w.checker.take_over(old)   # the checks it killed run again, its verdicts stay decided
+                    if w.closing is not None:
+                        w.closing.close()
+                    w.closing = _closing(cfg, elog.path, w.checker)
                     log.info("config reloaded: %d sources", len(w.sources))
                 sd.ready_after_reload()
             mono = time.monotonic()
@@ -292,6 +302,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             _record_last(w)
         if w.checker is not None:
             w.checker.close(1.0)  # a claim checked but not recorded is checked again at the next start
+        if w.closing is not None:
+            w.closing.close(1.0)  # a verifier killed is run again at the next start
         if web is not None:
             web.close()
         if started and not w.stopped(time.time(), reason):

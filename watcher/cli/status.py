@@ -37,7 +37,7 @@ class Refusal(str, enum.Enum):
 # notify state is read for its health fields (views.notify_health) and for how each open
 # condition was handled (views.handling), so a narrow view of it is decoded (notify's snapshot is
 # the biggest: 1.4 MB of 2.6 at 1M events, bench_rebuild.py): its conditions as CondView records.
-TABLE_READS = ("fleet", "dod", "runs", "missions", "swarms", "notify")
+TABLE_READS = ("fleet", "dod", "runs", "missions", "swarms", "plans", "notify")
 STATUS_READS = TABLE_READS
 NOTIFY_HEALTH_KEYS = ("last", "retry", "silences", "conds")
 

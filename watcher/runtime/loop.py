@@ -93,6 +93,7 @@ class Watcher:
         self.notifier = notifier
         self.census_seq: int | None = None   # the log's seq after this process's first complete look
         self.checker: Any = None             # watcher.runtime.checker.Checker when [dod] run_checks
+        self.closing: Any = None             # watcher.runtime.closeloop.Closing: verifier, acting on verdicts, plans
         self.polls = Polls(self.poll_one)
         self.sweep = 0.0                     # part of the files a full tick with inotify paths stats too
         self.sweep_most: int | None = None   # and at most this many (run: watch.resync_rate x interval)
@@ -128,8 +129,8 @@ class Watcher:
                                            cancel=self.cancel)
         self._polled = True
         marks = getattr(self.notifier, "nudge_marks", None)
-        if marks is not None:  # the echo of the watcher's own nudge keys is not the agent's activity
-            quiet = marks()
+        if marks is not None or self.closing is not None:  # the echo of the watcher's own keys is not activity
+            quiet = {**(marks() if marks is not None else {}), **(self.closing.marks() if self.closing else {})}
             for s in self.sources:
                 if s.kind == "tmux":
                     s.quiet = quiet
@@ -395,6 +396,8 @@ class Watcher:
         n = 0
         try:
             evs = self.detect(snap, now)
+            if self.closing is not None:   # a CERRADO the watcher caused by a close is "verified met"
+                evs = self.closing.amend(self.proj.states, evs)
             t2 = time.perf_counter()
             n += self.commit(evs, now)
             if self.census_seq is None and not snap.failed:   # every source answered: the census is taken
@@ -403,6 +406,8 @@ class Watcher:
                 n += self.commit(self.notifier.step(self.proj.states, now), now)
             if self.checker is not None:   # DoD checks run in its worker; only verdicts come back
                 n += self.commit(self.checker.step(self.proj.states, snap, now), now)
+            if self.closing is not None:   # verifier, verdicts acted on, plans followed (their workers)
+                n += self.commit(self.closing.step(self.proj.states, snap, now), now)
         except AppendFailed:
             pass
         t3 = time.perf_counter()
