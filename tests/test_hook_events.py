@@ -34,9 +34,7 @@ def pl(hook_event_name: str, **extra) -> dict:
 
 
 def perm_key(actor: str, tool: dict) -> str:
-    from watcher.hook.mapping import tool_fingerprint
-
-    return f"{actor}|perm:{tool_fingerprint(tool)}"
+    return f"{actor}|perm:{tool['tool_name']}"
 
 
 W = "waiting"
@@ -69,7 +67,7 @@ ROWS = [
      {"state": W, "pending": [perm_key("main", BASH)], "tools_open": ["toolu_01", "toolu_02"]}, "idle", Reason.INTERRUPTED, True, [], [], True),
     ("PostToolBatch", pl("PostToolBatch"), {"state": "busy"}, "busy", Reason.WORKING, True, [], [], True),
     ("Notification-permission_prompt", pl("Notification", message="Claude needs your permission to use Bash", title="Permission needed", notification_type="permission_prompt"),
-     {}, W, Reason.PERMISSION, True, ["main|notice:permission_prompt"], [], True),
+     {}, W, Reason.PERMISSION, True, ["main|notice:permission_prompt"], [], False),
     # idle_prompt is the backstop for a missed Stop: busy -> idle, last activity not refreshed
     ("Notification-idle_prompt", pl("Notification", message="Claude is waiting for your input", notification_type="idle_prompt"),
      {}, "idle", Reason.IDLE_PROMPT, True, [], [], False),
@@ -77,14 +75,14 @@ ROWS = [
      {"state": W, "pending": ["main|notice:elicitation_dialog"]}, W, Reason.IDLE_PROMPT, True, ["main|notice:elicitation_dialog"], [], False),
     ("Notification-auth_success", pl("Notification", message="Signed in", notification_type="auth_success"), {}, "busy", Reason.NOISE, False, [], [], False),
     ("Notification-elicitation_dialog", pl("Notification", message="MCP server asks for input", notification_type="elicitation_dialog"),
-     {}, W, Reason.PERMISSION, True, ["main|notice:elicitation_dialog"], [], True),
+     {}, W, Reason.PERMISSION, True, ["main|notice:elicitation_dialog"], [], False),
     ("Notification-elicitation_url_dialog", pl("Notification", message="Open the link to sign in", notification_type="elicitation_url_dialog"),
-     {}, W, Reason.PERMISSION, True, ["main|notice:elicitation_url_dialog"], [], True),
+     {}, W, Reason.PERMISSION, True, ["main|notice:elicitation_url_dialog"], [], False),
     # a subagent needs the user
     ("Notification-agent_needs_input", pl("Notification", message="Explore needs your input", notification_type="agent_needs_input", **SUB),
-     {}, W, Reason.PERMISSION, True, ["sa_7f3|notice:agent_needs_input"], [], True),
+     {}, W, Reason.PERMISSION, True, ["sa_7f3|notice:agent_needs_input"], [], False),
     ("Notification-legacy-text", pl("Notification", message="Claude needs your permission to use Write"), {}, W, Reason.PERMISSION, True,
-     ["main|notice:permission_prompt"], [], True),
+     ["main|notice:permission_prompt"], [], False),
     ("SubagentStart", pl("SubagentStart", **SUB), {"state": W, "pending": ["main|notice:permission_prompt"]}, W, Reason.SUBAGENT, True,
      ["main|notice:permission_prompt"], [], True),
     # a finished subagent asks nothing any more; its parent is still at work
@@ -124,7 +122,7 @@ ROWS = [
     ("SessionEnd-prompt_input_exit", pl("SessionEnd", reason="prompt_input_exit"), {}, "idle", Reason.SESSION_END, True, [], [], True),
     ("SessionEnd-bypass_permissions_disabled", pl("SessionEnd", reason="bypass_permissions_disabled"), {}, "idle", Reason.SESSION_END, True, [], [], True),
     ("SessionEnd-other", pl("SessionEnd", reason="other"), {}, "idle", Reason.SESSION_END, True, [], [], True),
-    ("unknown-event", pl("MessageDisplay"), {}, "busy", Reason.UNKNOWN_EVENT, False, [], [], False),
+    ("unknown-event", pl("SomeFutureEvent"), {}, "busy", Reason.UNKNOWN_EVENT, False, [], [], False),
 ]
 ENDED = {"SessionEnd-logout", "SessionEnd-prompt_input_exit", "SessionEnd-bypass_permissions_disabled", "SessionEnd-other"}
 
@@ -220,7 +218,7 @@ def test_clear_keeps_the_agent_and_remaps_its_session(tmp_path):
 
 def test_a_request_with_a_tool_use_id_is_answered_by_that_call_even_with_edited_input(tmp_path):
     seed(tmp_path)
-    assert run(tmp_path, pl("PermissionRequest", tool_use_id="toolu_9", **BASH))["pending"] == ["main|perm:toolu_9"]
+    assert run(tmp_path, pl("PermissionRequest", tool_use_id="toolu_9", **BASH))["pending"] == ["main|perm:Bash#toolu_9"]
     other = {"tool_name": "Bash", "tool_input": {"command": "ls"}}
     assert run(tmp_path, pl("PostToolUse", tool_use_id="toolu_8", **other))["state"] == W  # a parallel call
     edited = {"tool_name": "Bash", "tool_input": {"command": "pytest -q -x"}}  # the user edited the command

@@ -95,6 +95,7 @@ def _chunks(s: str, n: int = 3) -> list[str]:
 class FakeAPI:
     def __init__(self):
         self.turns: list[Turn] = []
+        self.sub_turns: list[Turn] = []   # for subagents' requests (see script_sub)
         self.requests: list[dict] = []
         self.unexpected: list[str] = []
         self.served: list[Turn] = []   # the scripted turns handed out, in order
@@ -117,16 +118,25 @@ class FakeAPI:
         with self._lock:
             self.turns.extend(turns)
 
+    def script_sub(self, *turns: Turn) -> None:
+        """Turns for subagents' conversation requests: those that do not offer ``AskUserQuestion``
+        (the main loop offers it, a subagent cannot ask the person). Without any, subagents take
+        from the main queue."""
+        with self._lock:
+            self.sub_turns.extend(turns)
+
     def clear(self) -> None:
         """Drop the turns not yet handed out (a denied or interrupted turn leaves its follow-ups)."""
         with self._lock:
             self.turns.clear()
+            self.sub_turns.clear()
 
     def pending(self) -> int:
         with self._lock:
             return len(self.turns)
 
     def release(self) -> None:
+        """Let the held turn now streaming go on (see ``hold``)."""
         self._release.set()
 
     def wait_served(self, n: int, timeout: float = 60.0) -> bool:
@@ -222,24 +232,26 @@ class FakeAPI:
                 self.unexpected.append(f"{h.command} {h.path}")
         return rec
 
-    def _next(self, conversation: bool) -> Turn:
+    def _next(self, conversation: bool, sub: bool = False) -> Turn:
         if not conversation:
             return text("ok")
         with self._cond:
-            if not self.turns:
+            queue = self.sub_turns if sub and self.sub_turns else self.turns
+            if not queue:
                 return text("ok")
-            t = self.turns[0]
+            t = queue[0]
             if t.times > 1:
                 t.times -= 1
             else:
-                self.turns.pop(0)
+                queue.pop(0)
             self.served.append(t)
             self._cond.notify_all()
             return t
 
     def _messages(self, h, body: dict) -> None:
-        conversation = bool(body.get("tools"))
-        turn = self._next(conversation)
+        offered = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        conversation = bool(offered)
+        turn = self._next(conversation, sub="AskUserQuestion" not in offered)
         self._note(h, body, turn.status, conversation=conversation, turn=repr(turn))
         if turn.status != 200:
             doc = {"type": "error", "error": {"type": turn.kind, "message": f"fake {turn.kind}"}}
@@ -290,7 +302,9 @@ class FakeAPI:
             pass
 
     def _hold(self, h) -> bool:
-        """Pings until released; False when the client hung up (an Escape aborts the request)."""
+        """Pings until released; False when the client hung up (an Escape aborts the request). A
+        ``release()`` before the hold began does not count: each held turn waits for its own."""
+        self._release.clear()
         self.holding.set()
         try:
             while not self._release.wait(0.25):

@@ -1,7 +1,7 @@
 """A Claude Code command hook that records which hook ran and the shape of its payload, never its
 content: one JSON line per call in the file named by argv[1] with the event name, the sorted payload
 keys and a few metadata fields (the notification type, source/reason/trigger, the tool's name,
-whether a tool_use_id / agent_id is present, the interrupt's reason/source/via, the permission
+the tool_use_id / agent_id, the type and status of each background task, the interrupt's reason/source/via, the permission
 mode, the error kind), plus the hook's $TMUX_PANE and time. Standard library only, stdout silent.
 """
 import json
@@ -28,6 +28,11 @@ def main() -> int:
     for k in ("tool_use_id", "agent_id", "session_id"):
         if isinstance(payload.get(k), str):
             rec[k] = payload[k][:80]
+    for k in ("background_tasks", "tool_calls"):  # their shape: each entry's type and status only
+        v = payload.get(k)
+        if isinstance(v, list):
+            rec[k] = [{f: e.get(f) for f in ("type", "status", "kind") if isinstance(e.get(f), str)}
+                      for e in v if isinstance(e, dict)]
     ti = payload.get("tool_input")
     if isinstance(ti, dict):
         rec["tool_input_keys"] = sorted(ti)

@@ -137,6 +137,20 @@ class Claude:
         if not path.exists():
             path.write_text(json.dumps(s, indent=2))
 
+    def ensure_fleetwatch_on(self, events) -> list[str]:
+        """Add the installed ``fleetwatch hook`` command to each of ``events`` that ``hook install``
+        left out (returned), for events the mapping handles but the install does not yet add."""
+        s = self.settings()
+        hooks = s.setdefault("hooks", {})
+        ours = next((dict(h) for groups in hooks.values() for g in groups for h in g.get("hooks", [])
+                     if "fleetwatch" in str(h.get("command", "")) or "/hook" in str(h.get("url", ""))), None)
+        assert ours, "hook install wrote no fleetwatch hook"
+        missing = [e for e in events if e not in hooks]
+        for ev in missing:
+            hooks[ev] = [{"hooks": [ours]}]
+        (self.home / ".claude" / "settings.json").write_text(json.dumps(s, indent=2))
+        return missing
+
     def settings(self) -> dict:
         return json.loads((self.home / ".claude" / "settings.json").read_text())
 

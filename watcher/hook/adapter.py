@@ -162,6 +162,37 @@ def resolve_agent(agent: str | None, goals_dir: str, payload: dict, env) -> str 
     return None
 
 
+def tmux_of(env) -> dict | None:
+    """``{"socket", "pane"}`` of the tmux pane the hook runs in: $TMUX's socket path (``path,pid,
+    session``) and $TMUX_PANE (``%N``); None outside tmux or for a malformed value."""
+    pane, tmux = env.get("TMUX_PANE") or "", env.get("TMUX") or ""
+    if not (pane.startswith("%") and pane[1:].isdigit() and len(pane) <= 10):
+        return None
+    sock = tmux.rsplit(",", 2)[0] if tmux.count(",") >= 2 else tmux
+    return {"socket": sock if sock.startswith("/") and len(sock) <= 4096 else None, "pane": pane}
+
+
+def claude_pid(max_up: int = 3) -> int | None:
+    """The pid of the Claude Code process that ran this hook: the nearest ancestor (parent, or the
+    shell's parent: Claude Code runs a command hook through ``sh -c``) whose name starts with
+    ``claude``; None when there is none within ``max_up`` levels or /proc cannot tell (not Linux)."""
+    pid = os.getppid()
+    for _ in range(max_up):
+        if pid <= 1:
+            return None
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read(4096)
+        except OSError:
+            return None
+        name, _, rest = stat.partition(b" (")[2].rpartition(b") ")
+        if name.startswith(b"claude"):
+            return pid
+        fields = rest.split()
+        pid = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+    return None
+
+
 def _read_stdin() -> bytes:
     stream = sys.stdin
     if stream is None:
@@ -253,8 +284,9 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
         path = os.path.join(goals_dir, agent, "goal.json")
         if explicit and not agent.isascii() and not _utf8(agent) and not os.path.isfile(path):
             raise HookError(f"agent id {agent!a} is not UTF-8 (goal.json could not hold it): nothing created")
-        update_goal(path, lambda doc: apply(doc, d, agent, at, session=session[:SESSION_KEPT], cwd=cwd[:4096]),
-                    create=explicit)
+        where, pid = tmux_of(env), (claude_pid() if stdin is None else None)
+        update_goal(path, lambda doc: apply(doc, d, agent, at, session=session[:SESSION_KEPT], cwd=cwd[:4096],
+                                            where=where, pid=pid), create=explicit)
     except HookError as e:
         _say(str(e))
     except UnicodeEncodeError as e:  # goal.json's own surrogates are named by update_goal

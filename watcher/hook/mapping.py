@@ -1,16 +1,21 @@
 """The pure core of ``fleetwatch hook``: one Claude Code hook payload -> what it means for goal.json.
 
-``decide(payload) -> Decision`` is the mapping table of docs/readme/hook.md (one row per documented
-hook event and notification type of Claude Code's hooks reference); ``apply(doc, decision, agent,
-now) -> new doc`` computes the new goal.json object. Both are pure: no I/O, no clock.
+``decide(payload) -> Decision`` is the mapping table of docs/readme/hook.md (one row per hook event
+and notification type of the settings schema of the Claude Code versions the real-client tests run,
+tests/test_realclient_*.py); ``apply(doc, decision, agent, now) -> new doc`` computes the new
+goal.json object. Both are pure: no I/O, no clock.
 
 Invariants:
 - Only ``HOOK_KEYS`` change; every other key is kept exactly, in the same order.
 - ``state`` is ``waiting`` exactly while ``pending`` (the open requests for the human) is not
   empty. A request is keyed by who asked (``agent_id``, "main" for the session's own thread) and
-  what (the tool call's fingerprint, the notification type, the MCP server of an elicitation), so
-  another subagent's tool events never clear it; only its own answer, or an event that ends every
-  dialog (a new prompt, Stop, an interrupt, a session start or end), does.
+  what (the tool's name, the notification type, the MCP server of an elicitation), so another
+  subagent's tool events never clear it; only its own answer (that actor's next event for that
+  tool: a PermissionRequest carries no ``tool_use_id``, and AskUserQuestion's PostToolUse adds the
+  answers to ``tool_input``), or an event that ends every dialog (a new prompt, Stop, an
+  ``Interrupt``, a session start or end), does.
+- ``waiting_for`` is ``{"kind", "tool"}`` exactly while ``state`` is ``waiting``, derived from the
+  pending requests: metadata only (a tool's name, never its input, a prompt or a question).
 - ``tools_open`` lists the tool calls begun (PreToolUse) and not finished (PostToolUse /
   PostToolUseFailure): the watcher allows a longer silence while one is open.
 - Events that can fire while the agent sits at its prompt (file watches, config and instruction
@@ -23,20 +28,30 @@ import json
 import time
 
 HOOK_KEYS = ("state", "last_activity", "hook_event", "ended", "ended_at", "stop_error", "pending",
-             "tools_open", "handoff", "session_id")
+             "tools_open", "handoff", "session_id", "waiting_for", "tmux", "claude_pid")
 MAX_PENDING = 32       # open requests kept per goal.json (oldest dropped past it)
 MAX_TOOLS_OPEN = 64    # open tool calls kept (oldest dropped past it)
 MAIN = "main"          # the actor of events without agent_id: the session's own thread
 
 BUSY_EVENTS = frozenset({"UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "PostToolUse",
-                         "PostToolBatch", "PermissionDenied"})
+                         "PostToolBatch", "PermissionDenied", "PreSkillShellCommand"})
 ACTIVITY_EVENTS = frozenset({"SubagentStart", "SubagentStop", "PreCompact", "PostCompact", "TaskCreated",
                              "TaskCompleted"})
 # documented events that say nothing about this agent's state (may fire while it is idle)
 NOISE_EVENTS = frozenset({"Setup", "InstructionsLoaded", "ConfigChange", "CwdChanged", "FileChanged",
-                          "WorktreeCreate", "WorktreeRemove", "TeammateIdle"})
-WAITING_NOTIFICATIONS = frozenset({"permission_prompt", "elicitation_dialog", "elicitation_url_dialog",
-                                   "agent_needs_input"})
+                          "WorktreeCreate", "WorktreeRemove", "TeammateIdle", "DirectoryAdded", "MessageDisplay",
+                          "PreModelSwitch", "PostModelSwitch"})
+# a notification that a dialog waits for the person -> the kind of waiting_for it means
+WAITING_NOTIFICATIONS = {"permission_prompt": "permission", "worker_permission_prompt": "permission",
+                         "elicitation_dialog": "dialog", "elicitation_url_dialog": "dialog",
+                         "agent_needs_input": "input"}
+# a notification that an MCP server's dialog was answered or closed
+ANSWER_NOTIFICATIONS = frozenset({"elicitation_complete", "elicitation_response"})
+# the other notification types of the schema: nothing about this agent's state
+NOISE_NOTIFICATIONS = frozenset({"auth_success", "auth_storage_failure", "agent_completed", "computer_use_enter",
+                                 "computer_use_exit", "plugin_notification", "push_notification"})
+QUESTION_TOOLS = frozenset({"AskUserQuestion"})   # a PermissionRequest of these is a question to the person
+DIALOG_TOOLS = frozenset({"ExitPlanMode"})        # ... of these a dialog (a plan to approve)
 REVIVING = frozenset({"UserPromptSubmit"})  # besides SessionStart, what brings an ended agent back: a prompt
 ENDING_REASONS_KEEP = frozenset({"clear", "resume"})  # SessionEnd reasons after which the work goes on
 FINISHED_TASK_STATUSES = frozenset({"completed", "complete", "done", "failed", "killed", "stopped", "cancelled",
@@ -52,7 +67,7 @@ class Reason(enum.Enum):
     PERMISSION = "agent waits for a permission or an answer"
     ANSWERED = "a pending request was answered"
     IDLE_PROMPT = "idle prompt notification: idle if it was busy (backstop for a missed Stop)"
-    INTERRUPTED = "tool call interrupted by the user (Esc): idle"
+    INTERRUPTED = "turn interrupted (Esc, a denied permission, a rewind): idle"
     NOISE = "says nothing about the state: no change"
     STOPPED = "turn finished: idle"
     BACKGROUND = "turn finished but background tasks still run: busy"
@@ -66,7 +81,7 @@ class Reason(enum.Enum):
 class Decision:
     """What one payload means. ``state``: the state to set when no request is pending (None:
     keep); ``write`` False: touch nothing; ``touch``: set last_activity; ``ask``: a pending key to
-    add; ``clear``: "all" | "actor" | "tool" | "key" | None; ``tool_open``/``tool_close``: an open
+    add; ``clear``: "all" | "actor" | "tool" | "key" | "dialogs" | None; ``tool_open``/``tool_close``: an open
     tool call key to add/remove; ``handoff``: record the session for its successor."""
 
     __slots__ = ("event", "reason", "state", "write", "stop_error", "ended", "touch", "actor", "ask", "clear",
@@ -120,6 +135,10 @@ def _tool_key(payload: dict) -> str:
     return _str(payload, "tool_use_id") or tool_fingerprint(payload)
 
 
+def tool_name(payload: dict) -> str:
+    return _str(payload, "tool_name")[:64] or "?"
+
+
 def background_running(payload: dict) -> bool:
     tasks = payload.get("background_tasks")
     if not isinstance(tasks, list):
@@ -155,7 +174,9 @@ def decide(payload: dict) -> Decision:
         if _str(payload, "source") == "compact":  # compaction inside a turn: the work goes on
             return Decision(event, Reason.SUBAGENT, actor=actor)
         return Decision(event, Reason.STARTED, "idle", clear="all", new_session=True)
-    if event == "PostToolUseFailure" and payload.get("is_interrupt") is True:
+    if event == "Interrupt" or event == "PostToolUseFailure" and payload.get("is_interrupt") is True:
+        # Esc during a tool or while the model thinks, No/Esc at a permission dialog, a rewind: the turn
+        # ends with no Stop and no idle_prompt (Claude Code 2.1.337); older versions: is_interrupt
         return Decision(event, Reason.INTERRUPTED, "idle", clear="all")
     if event in BUSY_EVENTS:
         d = Decision(event, Reason.WORKING, "busy", actor=actor)
@@ -164,17 +185,21 @@ def decide(payload: dict) -> Decision:
         elif event == "PreToolUse":
             d.tool_open = _tool_key(payload)
         elif event in TOOL_DONE_EVENTS:
-            d.clear, d.key, d.call = "tool", tool_fingerprint(payload), _str(payload, "tool_use_id")
+            d.clear, d.key, d.call = "tool", tool_name(payload), _str(payload, "tool_use_id")
             d.tool_close = _tool_key(payload)
         return d
     if event == "PostToolUseFailure":  # a failed call (not an interrupt): the agent goes on
-        d = Decision(event, Reason.WORKING, "busy", actor=actor, clear="tool", key=tool_fingerprint(payload),
+        d = Decision(event, Reason.WORKING, "busy", actor=actor, clear="tool", key=tool_name(payload),
                      tool_close=_tool_key(payload))
         d.call = _str(payload, "tool_use_id")
         return d
-    if event == "PermissionRequest":  # keyed by the call's id where the payload has one, else its fingerprint
-        call = _str(payload, "tool_use_id") or tool_fingerprint(payload)
-        return Decision(event, Reason.PERMISSION, "waiting", actor=actor, ask=f"{actor}|perm:{call}")
+    if event == "PermissionRequest":
+        # keyed by actor + tool name (+ the call's id where a payload has one): Claude Code's has no
+        # tool_use_id, and the PostToolUse of an AskUserQuestion adds the answers to tool_input (a
+        # digest of the input never matched it)
+        call = _str(payload, "tool_use_id")
+        return Decision(event, Reason.PERMISSION, "waiting", actor=actor,
+                        ask=f"{actor}|perm:{tool_name(payload)}" + (f"#{call}" if call else ""))
     if event == "Elicitation":
         server = _str(payload, "mcp_server_name") or "?"
         return Decision(event, Reason.PERMISSION, "waiting", actor=actor, ask=f"{actor}|elicit:{server}")
@@ -183,8 +208,11 @@ def decide(payload: dict) -> Decision:
         return Decision(event, Reason.ANSWERED, "busy", actor=actor, clear="key", key=f"{actor}|elicit:{server}")
     if event == "Notification":
         kind = notification_kind(payload)
-        if kind in WAITING_NOTIFICATIONS:
-            return Decision(event, Reason.PERMISSION, "waiting", actor=actor, ask=f"{actor}|notice:{kind}")
+        if kind in WAITING_NOTIFICATIONS:  # fires seconds after the dialog showed: not activity
+            return Decision(event, Reason.PERMISSION, "waiting", actor=actor, ask=f"{actor}|notice:{kind}",
+                            touch=False)
+        if kind in ANSWER_NOTIFICATIONS:
+            return Decision(event, Reason.ANSWERED, None, actor=actor, clear="dialogs")
         if kind == "idle_prompt":
             return Decision(event, Reason.IDLE_PROMPT, "idle", touch=False, only_if_busy=True)
         return Decision(event, Reason.NOISE, write=False)
@@ -218,6 +246,12 @@ def _strings(v, cap: int) -> list[str]:
     return [x for x in v if isinstance(x, str)][-cap:] if isinstance(v, list) else []
 
 
+def _digest_of(p: str, base: str) -> bool:
+    """``p`` is ``base#<12 hex digits>``: a request keyed by an input digest (older goal.json)."""
+    tail = p[len(base) + 1:] if p.startswith(base + "#") else ""
+    return len(tail) == 12 and all(c in "0123456789abcdef" for c in tail)
+
+
 def _pending_after(pending: list[str], d: Decision) -> list[str]:
     if d.clear == "all":
         pending = []
@@ -225,10 +259,17 @@ def _pending_after(pending: list[str], d: Decision) -> list[str]:
         pending = [p for p in pending if p.partition("|")[0] != d.actor]
     elif d.clear == "key":
         pending = [p for p in pending if p != d.key]
+    elif d.clear == "dialogs":  # an MCP server's dialog was answered: its elicitation requests and notices
+        pending = [p for p in pending if not (p.startswith(f"{d.actor}|elicit:")
+                                              or p.startswith(f"{d.actor}|notice:elicitation"))]
     elif d.clear == "tool":
-        # the actor's own request for this very call is answered; its notices go with its last request
-        mine = {f"{d.actor}|perm:{d.key}", f"{d.actor}|perm:{d.call}" if d.call else ""}
-        pending = [p for p in pending if p not in mine]
+        # the actor's own request for this tool is answered: the one keyed by the tool's name, by
+        # this very call's id, or (as goal.json files written before kept them) by a digest of the
+        # input or the call's id alone; another call's id keeps its own. Its notices go with its
+        # last request
+        base = f"{d.actor}|perm:{d.key}"
+        mine = {base, f"{base}#{d.call}" if d.call else "", f"{d.actor}|perm:{d.call}" if d.call else ""}
+        pending = [p for p in pending if p not in mine and not _digest_of(p, base)]
         left = [p for p in pending if p.startswith(f"{d.actor}|perm:")]
         tool = (d.key or "").partition("#")[0]
         if not left:
@@ -242,15 +283,37 @@ def _pending_after(pending: list[str], d: Decision) -> list[str]:
     return pending
 
 
+def waiting_for(pending: list[str]) -> dict | None:
+    """What the newest pending request waits for: ``{"kind": permission|question|dialog|input,
+    "tool": name or None}`` (a tool only for a permission). A tool's own request wins over a
+    notification about it."""
+    if not pending:
+        return None
+    perms = [p.partition("|perm:")[2] for p in pending if "|perm:" in p]
+    if perms:
+        tool = perms[-1].partition("#")[0]
+        if tool in QUESTION_TOOLS:
+            return {"kind": "question", "tool": None}
+        if tool in DIALOG_TOOLS:
+            return {"kind": "dialog", "tool": None}
+        return {"kind": "permission", "tool": None if tool in ("", "?") or tool.startswith("toolu_") else tool}
+    what, _, rest = pending[-1].partition("|")[2].partition(":")
+    if what == "elicit":
+        return {"kind": "dialog", "tool": None}
+    return {"kind": WAITING_NOTIFICATIONS.get(rest, "input"), "tool": None}
+
+
 def apply(doc: dict | None, d: Decision, agent: str, now: float, *, session: str = "",
-          cwd: str = "") -> dict | None:
+          cwd: str = "", where: dict | None = None, pid: int | None = None) -> dict | None:
     """The new goal.json object, or None when nothing is to be written. Pure; ``doc`` is not mutated.
 
     ``doc`` None means goal.json does not exist: it is created as {agent, state, last_activity,
     hook_event} (no ``dod_contract``: the watcher rightly says MAL_LANZADO), except for SessionEnd.
-    ``session``/``cwd``: the payload's, recorded on SessionStart where goal.json maps a session_id,
-    and in the ``handoff`` of a SessionEnd that clears or resumes (the next session there is mapped
-    to this agent).
+    ``session``/``cwd``: the payload's. The session id is recorded on a SessionStart, and by any
+    event when goal.json has none yet; the ``handoff`` of a SessionEnd that clears or resumes keeps
+    both (the next session there is mapped to this agent). ``where``: ``{"socket", "pane"}`` of the
+    tmux pane the hook runs in ($TMUX, $TMUX_PANE), recorded as ``tmux``; ``pid``: Claude Code's
+    process id, recorded as ``claude_pid`` (both for the watcher's exact-pane liveness).
     """
     if not d.write:
         return None
@@ -295,12 +358,23 @@ def apply(doc: dict | None, d: Decision, agent: str, now: float, *, session: str
     else:
         new.pop("ended", None)  # any other event: the session is (back) in the fleet
         new.pop("ended_at", None)
+    wf = waiting_for(pending) if new.get("state") == "waiting" else None
+    if wf:
+        new["waiting_for"] = wf
+    else:
+        new.pop("waiting_for", None)
     if d.handoff:
         new["handoff"] = {"session_id": session, "cwd": cwd, "at": stamp}
     elif d.new_session:
         new.pop("handoff", None)
-        if session and "session_id" in new:
+        if session:
             new["session_id"] = session  # the agent's work continues in this session
+    elif session and not isinstance(new.get("session_id"), str):
+        new["session_id"] = session
+    if where and not d.ended:
+        new["tmux"] = dict(where)
+    if pid and not d.ended:
+        new["claude_pid"] = pid
     if d.stop_error is not None:
         new["stop_error"] = d.stop_error
     elif d.state is not None and not d.only_if_busy:

@@ -116,6 +116,9 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
             files.setdefault(os.path.realpath(o.path), o)  # one file reached by two globs is one file
         if len(files) >= 2:
             snap.runs[rid] = duplicate(list(files.values()))
+    for c in sources:  # Claude Code's sessions join their agents (watcher/sources/claude.py), before tmux looks
+        if c.kind == "claude":
+            c.join(snap)
     for t in tmux:
         # failed this tick: its last known windows stand (a dead pane, a window's activity and
         # target do not vanish for a tick: no CERRADO -> TRABAJANDO flap, no false stall)

@@ -1,48 +1,128 @@
 """``kind = "claude"``: Claude Code's own session list as a source.
 
-``claude agents --json`` (Claude Code v2.1.145 and later: "list live Claude sessions as JSON for
-scripting", CHANGELOG 2.1.145) prints one JSON array; each entry has ``pid``, ``cwd``, ``kind`` and
-``startedAt``, plus ``sessionId``, ``name``, ``status`` (busy | waiting | idle) and ``state``
-(working | blocked | done) when set. Each entry becomes one agent:
+Where the list comes from:
+- ``glob`` set (e.g. ``~/.claude/sessions/*.json``): Claude Code's per-process session files, read
+  directly (no process; each file bounded by ``max_bytes``, opened non-blocking, never through a
+  symlink). Each holds ``pid``, ``sessionId``, ``cwd``, ``name``, ``status`` (busy | waiting |
+  idle), ``waitingFor`` and ``statusUpdatedAt`` (epoch ms), written by the running client.
+- else ``argv`` (default ``claude agents --json``, Claude Code v2.1.145 and later): one JSON array,
+  entries with ``pid``, ``cwd``, ``kind``, ``startedAt``, ``sessionId``, ``name``, ``status``
+  (busy | waiting | idle), ``waitingFor``, ``state`` (working | blocked | done) when set. Run
+  bounded (``run_argv``: timeout, output cap, process group killed).
 
-- id: ``name``, else ``sessionId``, else ``id`` (entries with none are skipped);
-- state: ``status`` when set, else from ``state`` (working -> busy, blocked -> waiting, done -> idle);
-- phase: from ``state`` (working -> haciendo, blocked -> bloqueado, done -> hecho);
-- no ``dod_contract`` (the list has none): a session that no goal.json describes is MAL_LANZADO
-  "no dod_contract", as the termination machine says. Name a session like its goal.json agent
-  (``claude --bg --name a7``) and the goals source, listed first, gives the agent; an entry that
-  leaves the list is CERRADO by absence like any other.
-
-The command runs bounded (``run_argv``: timeout, output cap, process group killed); ``argv``
-overrides the default ``["claude", "agents", "--json"]``.
+A session joins its agent, never a second one (``join``, after every source's poll):
+1. the agent whose goal.json records the session's id (the hook writes ``session_id``), else
+2. the agent whose goal.json records the session's pid (``claude_pid`` / ``tmux.pid``), else
+3. the agent whose goal.json ``cwd`` is the session's cwd (only one such agent), else
+4. the agent named like the session (``claude --name a7``).
+A joined session adds what the hooks cannot see: an approved permission fires no hook, so while
+goal.json says ``waiting`` and the session's own status says ``busy`` — set after the hook's last
+write (``statusUpdatedAt`` later than goal.json's ``last_activity`` + 1 s; the list of
+``claude agents --json`` has no time: there its status alone) — the agent is busy, waiting for
+nothing. The session's pid fills a missing ``claude_pid``. A session no agent claims is an agent of
+its own (id: ``name``, else ``sessionId``; state from ``status``, else ``state``; phase working ->
+haciendo, blocked -> bloqueado, done -> hecho), with no ``dod_contract``.
 """
 from __future__ import annotations
 
-from projections.observations import AgentObs, SourceResult
+import glob as _glob
+import os
+import stat
+
+import msgspec
+
+from projections.observations import AgentObs, SourceResult, Snapshot
 from watcher.config import Source, expand, parse_duration
 from watcher.sources.command import MAX_OUTPUT, run_argv
-from watcher.sources.parse import clamp_activity
-from watcher.sources.parse import ParseError, decode_json
+from watcher.sources.parse import ParseError, clamp_activity, decode_json
 
 DEFAULT_ARGV = ["claude", "agents", "--json"]
 STATE_FROM = {"working": "busy", "blocked": "waiting", "done": "idle"}
 PHASE_FROM = {"working": "haciendo", "blocked": "bloqueado", "done": "hecho"}
 STATUSES = ("busy", "waiting", "idle")
+MAX_SESSION_FILES = 1024      # session files read per poll (one per live Claude Code process)
+SESSION_FILE_BYTES = 65536    # default cap per session file
+FRESH_AFTER = 1.0             # s: a status counts as newer than goal.json's last_activity (whole seconds) past this
+
+
+class Session(msgspec.Struct, frozen=True):
+    """The metadata of one live Claude Code session (no content)."""
+
+    sid: str | None
+    pid: int | None
+    cwd: str | None
+    name: str | None
+    status: str | None
+    state: str | None
+    updated: float | None     # epoch seconds of the status, when the list says
+
+
+def _s(v, cap: int = 200) -> str | None:
+    return v.strip()[:cap] if isinstance(v, str) and v.strip() else None
+
+
+def session_of(item: object) -> Session | None:
+    """One session-list entry or session file -> Session (None: not an object)."""
+    if not isinstance(item, dict):
+        return None
+    pid = item.get("pid")
+    upd = item.get("statusUpdatedAt")
+    status, state = item.get("status"), item.get("state")
+    return Session(sid=_s(item.get("sessionId")), pid=pid if type(pid) is int and 0 < pid < 1 << 31 else None,
+                   cwd=_s(item.get("cwd"), 4096), name=_s(item.get("name")),
+                   status=status if status in STATUSES else None,
+                   state=state if isinstance(state, str) else None,
+                   updated=upd / 1000.0 if type(upd) in (int, float) and 0 < upd < 1e14 else None)
+
+
+def own_agent(s: Session, source: str) -> AgentObs | None:
+    """A session no agent claims, as an agent of its own (None: it has no id)."""
+    aid = s.name or s.sid
+    if aid is None:
+        return None
+    st = s.status or (STATE_FROM.get(s.state) if s.state else None)
+    return AgentObs(agent=aid, source=source, state=st, phase=PHASE_FROM.get(s.state) if s.state else None,
+                    session_id=s.sid, claude_pid=s.pid,
+                    error=None if st is not None else "claude agents: no status or state")
 
 
 def entry_to_obs(item: object, source: str) -> AgentObs | None:
     """One ``claude agents --json`` entry -> AgentObs (None: not an entry, or no id)."""
-    if not isinstance(item, dict):
+    s = session_of(item)
+    return own_agent(s, source) if s is not None else None
+
+
+def reconcile(obs: AgentObs, s: Session) -> AgentObs:
+    """The agent ``obs`` (goal.json's) with what its session ``s`` adds: an approved permission
+    (waiting -> busy when the session's status is busy and newer than the hook's last write) and
+    the pid."""
+    changes: dict = {}
+    if obs.state == "waiting" and s.status == "busy" and (
+            s.updated is None or obs.last_activity is None or s.updated > obs.last_activity + FRESH_AFTER):
+        changes.update(state="busy", waiting_for=None)
+    if obs.claude_pid is None and s.pid is not None:
+        changes["claude_pid"] = s.pid
+    return msgspec.structs.replace(obs, **changes) if changes else obs
+
+
+def _read_session_file(path: str, cap: int) -> object:
+    """A session file's JSON, or None (absent, not a regular file, a symlink, over ``cap``, not JSON)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return None
-    aid = next((v.strip()[:200] for k in ("name", "sessionId", "id")
-                if isinstance(v := item.get(k), str) and v.strip()), None)
-    if aid is None:
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return None
+        raw = os.read(fd, cap + 1)
+        if len(raw) > cap:
+            return None
+        return decode_json(raw)
+    except (OSError, ParseError):
         return None
-    status, state = item.get("status"), item.get("state")
-    st = status if status in STATUSES else STATE_FROM.get(state) if isinstance(state, str) else None
-    phase = PHASE_FROM.get(state) if isinstance(state, str) else None
-    return AgentObs(agent=aid, source=source, state=st, phase=phase,
-                    error=None if st is not None else "claude agents: no status or state")
+    finally:
+        os.close(fd)
 
 
 class ClaudeSource:
@@ -51,10 +131,12 @@ class ClaudeSource:
     def __init__(self, spec: Source):
         self.name = spec.name
         self.spec = spec
+        self.glob = expand(spec.glob) if spec.glob else None
         self.argv = [expand(a) for a in (spec.argv or DEFAULT_ARGV)]
         self.timeout = parse_duration(spec.timeout)
-        self.max_bytes = spec.max_bytes or MAX_OUTPUT
+        self.max_bytes = spec.max_bytes or (SESSION_FILE_BYTES if self.glob else MAX_OUTPUT)
         self.last: SourceResult | None = None
+        self.sessions: list[Session] = []
 
     def parse(self, raw: bytes) -> SourceResult:
         try:
@@ -63,17 +145,63 @@ class ClaudeSource:
             return SourceResult(name=self.name, kind=self.kind, ok=False, error=f"bad output: {e.reason}")
         if not isinstance(doc, list):
             return SourceResult(name=self.name, kind=self.kind, ok=False, error="bad output: not a JSON array")
-        agents = [o for o in (entry_to_obs(x, self.name) for x in doc) if o is not None]
-        return SourceResult(name=self.name, kind=self.kind, agents=agents)
+        self.sessions = [s for s in (session_of(x) for x in doc) if s is not None]
+        return SourceResult(name=self.name, kind=self.kind)
+
+    def _read_files(self) -> SourceResult:
+        paths = sorted(p for p in _glob.glob(self.glob) if not p.endswith(".key"))[:MAX_SESSION_FILES] \
+            if self.glob else []
+        self.sessions = [s for s in (session_of(_read_session_file(p, self.max_bytes)) for p in paths)
+                         if s is not None]
+        return SourceResult(name=self.name, kind=self.kind)
 
     def poll(self, now: float, full: bool = True) -> SourceResult:
+        """The sessions are kept for ``join``; the result itself lists no agent (``join`` adds the
+        sessions no agent claims once every source has answered)."""
+        if self.glob:
+            self.last = self._read_files()
+            return self.last
         if not full and self.last is not None:
             return self.last
         out, err = run_argv(self.argv, self.timeout, self.max_bytes)
-        res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err) if err \
-            else clamp_activity(self.parse(out or b""), now)  # no activity after this poll
+        if err:
+            self.sessions = []
+            res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err)
+        else:
+            res = clamp_activity(self.parse(out or b""), now)
         self.last = res
         return res
+
+    def join(self, snap: Snapshot) -> None:
+        """Each session of the last poll joins its agent in ``snap`` (see the module doc), or is an
+        agent of its own. Nothing when this source failed this tick."""
+        if self.name in snap.failed or self.last is None or not self.last.ok:
+            return
+        by_sid: dict[str, str] = {}
+        by_pid: dict[int, str] = {}
+        by_cwd: dict[str, list[str]] = {}
+        for aid, obs in snap.agents.items():
+            if obs.session_id:
+                by_sid.setdefault(obs.session_id, aid)
+            if obs.claude_pid:
+                by_pid.setdefault(obs.claude_pid, aid)
+            if obs.cwd:
+                by_cwd.setdefault(os.path.normpath(obs.cwd), []).append(aid)
+        for s in self.sessions:
+            aid = (by_sid.get(s.sid) if s.sid else None) or (by_pid.get(s.pid) if s.pid else None)
+            if aid is None and s.cwd:
+                near = by_cwd.get(os.path.normpath(s.cwd), [])
+                aid = near[0] if len(near) == 1 else None
+            if aid is None and s.name in snap.agents and snap.agents[s.name].source != self.name:
+                aid = s.name
+            if aid is not None:
+                snap.agents[aid] = reconcile(snap.agents[aid], s)
+                continue
+            own = own_agent(s, self.name)
+            if own is not None and own.agent not in snap.agents:
+                snap.agents[own.agent] = own
+                if own.session_id:
+                    by_sid[own.session_id] = own.agent
 
     def close(self) -> None:
         pass

@@ -101,6 +101,7 @@ class _Goal(msgspec.Struct):
     tmux: Any = None          # the hook's {"socket", "pane", "pid"}: the exact pane (watcher/sources/panes.py)
     claude_pid: Any = None
     waiting_for: Any = None
+    session_id: Any = None    # the hook's: joins the claude source's sessions (watcher/sources/claude.py)
 
 
 _goal_dec = msgspec.json.Decoder(_Goal)
@@ -149,6 +150,7 @@ def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | No
         last_activity=la, ended=g.ended is True, target=_s(g.target),
         tool_open=isinstance(tools, list) and bool(tools),
         pane=pane, tmux_socket=socket, claude_pid=pid,
+        session_id=g.session_id[:200] if isinstance(g.session_id, str) and g.session_id else None,
         task=task[:200] if isinstance(task, str) and task else None,
     )
 

@@ -1,0 +1,207 @@
+"""Issue 43 item 2 on the real Claude Code client: the picture ``fleetwatch run`` gives matches the
+client's own truth at every step.
+
+One claude per version (the pinned current one and the oldest the README supports) runs in real
+tmux against the scripted fake Messages API, with ``fleetwatch hook install`` in its test HOME and
+``fleetwatch run`` watching its goals dir, its tmux server and Claude Code's session files. Each step
+drives the UI with ``tmux send-keys`` and asserts both sides: ``fleetwatch status --json`` (class,
+state, waiting_for) and the client's truth (``claude agents --json`` status; the screen only for a
+dialog's presence). Waits are for conditions with generous timeouts, never timed assertions.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import fakeapi as F
+from tests.support.realclaude import FLEETWATCH, SCHEMA_EVENTS, VERSIONS, Claude, base_env, wait_for
+
+pytestmark = pytest.mark.realclient
+
+# a command that asks for permission in manual mode and runs until the test lets it end
+GATED = "python3 -c \"import os,time\nwhile not os.path.exists('go'): time.sleep(0.1)\""
+DIALOG = r"Do you want to proceed\?"
+QUESTION = {"questions": [{"question": "Which color?", "header": "Color", "multiSelect": False,
+                           "options": [{"label": "Red", "description": "red"},
+                                       {"label": "Blue", "description": "blue"}]}]}
+
+
+class World:
+    """The fake API, one claude in tmux window a1 (agent a1), and ``fleetwatch run``."""
+
+    def __init__(self, tmp: Path, flavour: str):
+        self.flavour = flavour
+        self.fake = F.FakeAPI().start()
+        self.c = Claude(tmp, flavour, self.fake, agent="a1")
+        self.c.hook_install()
+        self.added = self.c.ensure_fleetwatch_on([e for e in ("Interrupt",) if e in SCHEMA_EVENTS[flavour]])
+        self.hooklog = self.c.record_hooks()
+        goal = self.c.goals / "a1" / "goal.json"
+        goal.parent.mkdir(parents=True, exist_ok=True)
+        goal.write_text(json.dumps({"agent": "a1", "task": "real client steps", "dod_contract": "the steps pass",
+                                    "cwd": str(self.c.work), "state": "idle"}))
+        self.cfg = tmp / "config.toml"
+        self.cfg.write_text(
+            f'[store]\npath = "{tmp}/events.db"\n[watch]\ninterval = "1s"\n'
+            f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{self.c.goals}/*/goal.json"\n'
+            f'[[sources]]\nname = "cc"\nkind = "claude"\nglob = "{self.c.home}/.claude/sessions/*.json"\n'
+            f'[[sources]]\nname = "tmux"\nkind = "tmux"\nsocket = "{self.c.socket}"\n')
+        self.env = {**base_env(), "HOME": str(self.c.home)}
+        self.run = subprocess.Popen([FLEETWATCH, "run", "--config", str(self.cfg)], env=self.env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.c.start()
+
+    def agents(self) -> dict:
+        assert self.run.poll() is None, self.run.stderr.read().decode()[-2000:]
+        r = subprocess.run([FLEETWATCH, "status", "--json", "--config", str(self.cfg)], env=self.env,
+                           capture_output=True, timeout=60)
+        if r.returncode != 0:
+            return {}
+        return {a["agent"]: a for a in json.loads(r.stdout).get("agents", [])}
+
+    def a1(self) -> dict:
+        return self.agents().get("a1") or {}
+
+    def expect(self, what: str, ok, timeout: float = 30.0) -> dict:
+        """Until ``ok(agent a1 as status --json shows it)`` holds; that row."""
+        return wait_for(lambda: (a := self.a1()) and ok(a) and a, timeout, 0.2, f"a1 {what}")
+
+    def goal(self) -> dict:
+        return json.loads((self.c.goals / "a1" / "goal.json").read_text())
+
+    def events_since(self, n: int) -> list[str]:
+        return self.c.recorded_events()[n:]
+
+    def close(self) -> None:
+        self.c.close()
+        self.run.terminate()
+        try:
+            self.run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.run.kill()
+        self.fake.close()
+
+
+@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")
+def world(request, tmp_path):
+    w = World(tmp_path, request.param)
+    yield w
+    w.close()
+
+
+def not_reclama(a: dict) -> bool:
+    return a.get("class") not in ("RECLAMA", "MAL_LANZADO", "CERRADO")
+
+
+def permission_dialog(w: World, command: str = GATED) -> None:
+    w.fake.script(F.bash(command), F.text("done"))
+    w.c.type("run it")
+    w.c.wait_screen(DIALOG)
+    a = w.expect("RECLAMA at the dialog", lambda a: a["class"] == "RECLAMA")
+    assert a["waiting_for"] == {"kind": "permission", "tool": "Bash"}
+    assert w.c.wait_status("waiting").get("waitingFor", "permission prompt") == "permission prompt"  # 2.1.145: none
+
+
+def test_steps_on_the_real_client(world):
+    w, c = world, world.c
+    go = c.work / "go"
+    # idle at the prompt: not RECLAMA, not MAL_LANZADO
+    a = w.expect("idle at its prompt", lambda a: a["state"] == "idle" and a["source"] == "fleet")
+    assert not_reclama(a) and a["waiting_for"] is None
+    assert c.wait_status("idle")
+    g = w.goal()
+    assert g["session_id"] == c.session()["sessionId"] and g["tmux"]["pane"] == c.pane_id()
+    assert g["claude_pid"] == c.claude_pid()
+    assert set(w.agents()) == {"a1"}  # the session joined its agent: no second, auto-named one
+
+    # a permission dialog -> RECLAMA; approved -> not RECLAMA while the tool runs (no hook fires)
+    permission_dialog(w)
+    c.keys("Enter")
+    c.wait_status("busy")
+    a = w.expect("busy after the approval", lambda a: a["state"] == "busy" and not_reclama(a))
+    assert a["waiting_for"] is None
+    assert "PostToolUse" not in w.c.recorded_events()[-3:] and not go.exists()  # the tool still runs
+    go.touch()
+    w.expect("idle after the turn", lambda a: a["state"] == "idle" and not_reclama(a))
+    go.unlink()
+    c.wait_status("idle")
+
+    # denied (Esc at the dialog) -> idle
+    permission_dialog(w, "touch denied-marker")
+    n = len(c.recorded())
+    c.keys("Escape")
+    w.expect("idle after the denial", lambda a: a["state"] == "idle" and not_reclama(a))
+    c.wait_status("idle")
+    w.fake.clear()
+    assert not (c.work / "denied-marker").exists()
+    denial = w.events_since(n)
+
+    # Esc during a tool -> idle
+    permission_dialog(w)
+    c.keys("Enter")
+    w.expect("busy in the tool", lambda a: a["state"] == "busy" and not_reclama(a))
+    n = len(c.recorded())
+    c.keys("Escape")
+    w.expect("idle after Esc in a tool", lambda a: a["state"] == "idle" and not_reclama(a))
+    c.wait_status("idle")
+    w.fake.clear()
+    esc_tool = w.events_since(n)
+
+    # Esc while the model thinks -> idle
+    w.fake.script(F.hold())
+    c.type("think")
+    wait_for(w.fake.holding.is_set, 30, what="the held turn")
+    w.expect("busy thinking", lambda a: a["state"] == "busy")
+    n = len(c.recorded())
+    c.keys("Escape")
+    w.expect("idle after Esc while thinking", lambda a: a["state"] == "idle" and not_reclama(a))
+    c.wait_status("idle")
+    w.fake.release()
+    w.fake.clear()
+    esc_think = w.events_since(n)
+
+    # a question -> RECLAMA (a question); answered -> cleared while the work goes on
+    w.fake.script(F.tools(F.call("AskUserQuestion", QUESTION)), F.hold(F.text("thanks")))
+    c.type("ask me")
+    c.wait_screen("Which color")
+    a = w.expect("RECLAMA at the question", lambda a: a["class"] == "RECLAMA")
+    assert a["waiting_for"] == {"kind": "question", "tool": None}
+    c.keys("Enter")
+    wait_for(w.fake.holding.is_set, 30, what="the turn after the answer")
+    a = w.expect("busy after the answer", lambda a: a["state"] == "busy" and not_reclama(a))
+    assert a["waiting_for"] is None
+    w.fake.release()
+    w.expect("idle after the turn", lambda a: a["state"] == "idle")
+    w.fake.clear()
+
+    # a subagent working and finishing: busy while it works, idle after
+    sub = F.call("Agent", {"description": "look around", "prompt": "look", "subagent_type": "general-purpose"})
+    w.fake.script(F.tools(sub), F.text("started it"), F.text("all done"))
+    w.fake.script_sub(F.hold(F.text("sub done")))
+    c.type("use a subagent")
+    wait_for(w.fake.holding.is_set, 30, what="the subagent's held turn")
+    a = w.expect("busy while the subagent works", lambda a: a["state"] == "busy" and not_reclama(a))
+    w.fake.release()
+    wait_for(lambda: "SubagentStop" in c.recorded_events(), 60, what="SubagentStop")
+    w.expect("idle after the subagent", lambda a: a["state"] == "idle" and not_reclama(a), timeout=60)
+    c.wait_status("idle")
+    w.fake.clear()
+
+    # /clear: the agent stays (idle), its new session recorded
+    old = w.goal()["session_id"]
+    c.type("/clear")
+    wait_for(lambda: w.goal().get("session_id") not in (None, old), 30, what="the new session id")
+    a = w.expect("idle after /clear", lambda a: a["state"] == "idle" and not_reclama(a))
+    assert set(w.agents()) == {"a1"}
+
+    # /exit -> CERRADO
+    c.type("/exit")
+    w.expect("CERRADO after /exit", lambda a: a["class"] == "CERRADO")
+    wait_for(lambda: c.session() is None, 30, what="the session to leave claude agents")
+
+    print(f"\n{w.flavour}: denial {denial}\n esc in tool {esc_tool}\n esc thinking {esc_think}\n"
+          f" installed besides hook install: {w.added}")
