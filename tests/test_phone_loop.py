@@ -282,19 +282,10 @@ def test_onfailure_push_names_the_result(tmp_path, rx, monkeypatch):
 
 
 # ---- headless Chromium -----------------------------------------------------------------------
-def _browser():
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe:
-        pytest.skip("headless Chromium test: no `chromium` on PATH (Debian: apt-get install chromium; .ci/run does)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("headless Chromium test: the playwright package is not installed (it is in the test extra)")
-    return exe, sync_playwright
 
 
 def test_chromium_tap_acknowledge_stops_repeat_and_escalation(tmp_path, rx):
-    exe, sync_playwright = _browser()
+    from tests.support.browser import phone
     from watcher.web.server import start
 
     cfg = cfg_for(tmp_path, rx, 'escalate_after = "15m"\nrepeat_interval = "1h"')
@@ -306,22 +297,13 @@ def test_chromium_tap_acknowledge_stops_repeat_and_escalation(tmp_path, rx):
         [push] = rx.got()
         m = LINK.search(push["message"])
         url = f"http://127.0.0.1:{web.port}/n/{m.group(2)}?t={m.group(3)}"
-        with sync_playwright() as pw:
-            try:
-                browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
-            except Exception as e:  # noqa: BLE001 - a sandbox without the libraries Chromium needs
-                pytest.skip(f"headless Chromium cannot start here: {type(e).__name__}: {str(e)[:200]}")
-            try:
-                page = browser.new_page(viewport={"width": 390, "height": 844})     # a phone
-                page.goto(url)
-                assert page.locator("li").count() == 2
-                page.get_by_role("button", name="Acknowledge all", exact=True).click()
-                page.wait_for_url(re.compile(r"done=ack"))
-                assert "Acknowledged" in page.content()
-                page.get_by_role("link", name="The whole fleet").click()
-                assert "need attention" in page.content()
-            finally:
-                browser.close()
+        with phone(url) as page:
+            assert page.locator("li").count() == 2
+            page.get_by_role("button", name="Acknowledge all", exact=True).click()
+            page.wait_for_url(re.compile(r"done=ack"))
+            assert "Acknowledged" in page.content()
+            page.get_by_role("link", name="The whole fleet").click()
+            assert "need attention" in page.content()
         acks = [r.event for r in lp.log.read(0, types=["notice.acked"])]
         assert len(acks) == 1 and acks[0].via == "web" and len(acks[0].conditions) == 2
         for t in range(20, 3 * 3600, 60):
