@@ -11,9 +11,7 @@ Invariants
 - ``hash`` = sha256(previous hash || canonical bytes of this row) (events/chain.py).
 - Triggers refuse UPDATE, DELETE and any INSERT that is not the next seq with a new subject
   version and id (so INSERT OR REPLACE / UPSERT cannot delete a row); ``guard_problems`` finds a
-  dropped or edited guard. ``append`` runs its own plain INSERT of ≥ TRUSTED_BATCH rows it built
-  and chained with this connection's triggers off (PRIMARY KEY and UNIQUE still abort a collision;
-  every other statement and connection meets them): their look-ups cost ~2 µs a row (issue 19).
+  dropped or edited guard. ``append``'s own INSERTs meet them too.
 - Projection snapshots (``snapshots``, derived) are written in the events' transaction with the
   chain hash at their seq and a digest: ``snapshots()`` returns only those that check.
 - Every writer connection writes the head it committed to ``<log>.head`` (events/anchor.py) after
@@ -43,14 +41,12 @@ from events.chain import verify as _verify
 from events.errors import AppendFailed, GuardsMissing, StoreError, VersionConflict, append_hint, open_hint
 from events.records import Damaged, Pending, Recorded, _problem, _writable, check_time, damaged_json  # noqa: F401
 from events.lock import WriterLock, check_identity
-from events.overlap import commit_during
 from events.schema import APPLICATION_ID, BLOCK_SHIFT, SCHEMA_VERSION  # noqa: F401  (re-exported)
 from events.types import Unknown, _E, _decoders, _encoder, decode_data, encode_data, tag_of  # noqa: F401  (Unknown, _E re-exported)
 
 BUSY_TIMEOUT_MS = 5000
 WAL_AUTOCHECKPOINT = 4000  # pages (16 MiB of 4 KiB pages; SQLite's default is 1000)
 JOURNAL_SIZE_LIMIT = 32 << 20  # bytes the WAL file keeps after a checkpoint resets it
-TRUSTED_BATCH = 16  # rows from which append's INSERT runs without triggers (switching re-prepares: ~25 µs)
 READ_CHUNK = 2000  # rows per read query: big enough to amortise the query, small enough for the cache
 DATA_VERSION = hasattr(apsw.Connection, "data_version")  # apsw >= 3.47; older: append reads its head each time
 
@@ -238,14 +234,12 @@ class EventLog:
         self._known_head = head
 
     def append(self, events: Iterable[Any], now: float | datetime,
-               snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None,
-               during: Callable[[list[Recorded]], Any] | None = None) -> list[int]:
+               snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None) -> list[int]:
         """Append a batch in one transaction; returns the seqs (existing seq for a known id).
 
         ``events`` are event Structs or :class:`Pending`. ``snapshot`` (optional) is called
         inside the transaction with the new records and returns projection snapshots to store
-        at the batch's last seq, so events and snapshots commit together. ``during`` (optional)
-        gets them after it, beside the COMMIT of a big batch (events/overlap.py)."""
+        at the batch's last seq, so events and snapshots commit together."""
         # Speed (issue 19): with durability full each step after the fsync runs cache-cold (2-3x its
         # CPU), so after COMMIT only the data version and the anchor's pwrite are left: the caches
         # are set before it (the except clears them all); one kept cursor (db.execute makes one a call).
@@ -310,12 +304,7 @@ class EventLog:
             rows = chain_rows(prev, heads, evs)
             if rows:
                 prev = rows[-1][7]
-                trusted = len(rows) >= TRUSTED_BATCH  # our own rows skip the guards' look-ups (docstring)
-                trusted and db.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-                try:
-                    cur.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
-                finally:
-                    trusted and db.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
+                cur.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
                 h = heads[0]  # (type, block) pairs; one row: no set comprehension (a frame in 3.11)
                 blocks = {(h[3], h[0] >> BLOCK_SHIFT)} if len(heads) == 1 else {(h[3], h[0] >> BLOCK_SHIFT) for h in heads}
                 blocks -= self._blocks  # usually empty
@@ -325,7 +314,7 @@ class EventLog:
                         self._blocks.clear()
                     self._blocks |= blocks
             recs = [Recorded(s, i, t, ty, su, v, ev, d, h)  # unpacked: half the cost of a slice
-                    for (s, i, t, ty, su, v, d, h), ev in zip(rows, evs)] if snapshot or during else []
+                    for (s, i, t, ty, su, v, d, h), ev in zip(rows, evs)] if snapshot else []
             if snapshot is not None:
                 snaps = snapshot(recs)
                 if snaps:
@@ -334,7 +323,7 @@ class EventLog:
             self._known_head = seq
             anc = self._anchor if rows else None
             line = anchor.line(seq, prev) if anc is not None else b""
-            commit_during(cur, during, recs, len(rows))
+            cur.execute("COMMIT")
         except BaseException as e:
             try:
                 db.execute("ROLLBACK")

@@ -1,6 +1,6 @@
-"""The append-only guards and the appender's own batches (issue 19): ``append`` inserts a batch of
-TRUSTED_BATCH rows or more, rows it built and chained, with its connection's triggers off; every
-other statement and every other connection still meets them (issue 14: the log cannot be bypassed)."""
+"""The append-only guards hold around the appender's own batches, small and big: every statement
+and every connection meets them, after a big append and after a failed one (issue 14: the log
+cannot be bypassed)."""
 from __future__ import annotations
 
 import sqlite3
@@ -9,11 +9,11 @@ import apsw
 import pytest
 
 from events.errors import AppendFailed
-from events.log import TRUSTED_BATCH, EventLog
+from events.log import EventLog
 from events.types import AgentClassified
 
 NOW = 1_800_000_000.0
-BIG = max(TRUSTED_BATCH, 20)
+BIG = 20
 
 
 def ac(agent: str = "a1") -> AgentClassified:
@@ -36,7 +36,7 @@ def test_foreign_connection_still_meets_the_guard_after_big_appends(db_path):
         assert lg.head() == head and lg.verify().ok
 
 
-def test_triggers_are_back_on_after_a_big_append_and_after_a_failed_one(db_path):
+def test_guards_hold_after_a_big_append_and_after_a_failed_one(db_path):
     with EventLog(db_path, durability="normal") as lg:
         lg.append([ac(f"a{i}") for i in range(BIG)], NOW)
         with pytest.raises(apsw.ConstraintError, match="append-only"):
@@ -51,7 +51,7 @@ def test_triggers_are_back_on_after_a_big_append_and_after_a_failed_one(db_path)
         assert lg.head()[0] == BIG and lg.verify().ok
 
 
-def test_big_append_with_triggers_off_still_aborts_a_collision(db_path):
+def test_big_append_aborts_a_collision(db_path):
     """PRIMARY KEY and UNIQUE (subject, version) do not depend on triggers: a stale version cache
     (a bug) makes the batch fail whole, nothing written."""
     with EventLog(db_path, durability="normal") as lg:
@@ -59,16 +59,18 @@ def test_big_append_with_triggers_off_still_aborts_a_collision(db_path):
         lg._versions["agent:a1"] = 0
         lg._complete = True
         lg._known_head = lg.head()[0]
-        with pytest.raises(AppendFailed, match="UNIQUE"):
+        with pytest.raises(AppendFailed, match="UNIQUE|append-only"):
             lg.append([ac("a1")] + [ac(f"b{i}") for i in range(BIG)], NOW)
         assert lg.head()[0] == 1 and lg.verify().ok
 
 
-def test_small_batches_go_through_the_triggers(db_path):
+def test_appends_go_through_the_triggers(db_path):
     with EventLog(db_path, durability="normal") as lg:
         lg.append([ac()], NOW)
         lg.db.execute("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.seq = 2 "
                       "BEGIN SELECT RAISE(ABORT, 'boom'); END")
         with pytest.raises(AppendFailed, match="boom"):
-            lg.append([ac()] * (TRUSTED_BATCH - 1), NOW)
-        assert lg.append([ac(f"c{i}") for i in range(BIG)], NOW)[0] == 2   # a trusted batch: not fired
+            lg.append([ac()], NOW)
+        with pytest.raises(AppendFailed, match="boom"):
+            lg.append([ac(f"c{i}") for i in range(BIG)], NOW)
+        assert lg.head()[0] == 1

@@ -2,9 +2,8 @@
 
 1. Append events/s for batches of 1, 100 and 10,000 with durability full and normal:
    - fleetwatch ``EventLog.append`` (Structs in: ids, versions, hash chain, the (subject, version)
-     and type indexes, the append-only triggers, the head anchor written after each commit; a
-     batch of ``TRUSTED_BATCH`` rows or more is inserted with the connection's triggers off, so
-     its rows skip the guard's look-ups: events/log.py);
+     and type indexes, the append-only triggers, the head anchor written after each commit:
+     events/log.py);
    - raw apsw, a fair floor: the same events encoded with msgspec and inserted with
      ``executemany`` into a table with the same columns, ids generated as fleetwatch generates
      them (``<16 hex of the connection><seq as 16 hex>``, no uuid4), the same versions per subject,

@@ -218,15 +218,17 @@ class Watcher:
     # ---- the edge: commit -----------------------------------------------------------------
     def commit(self, events: list[Any], now: float, *, force_snapshot: bool = False) -> int:
         """Append ``events`` (plus kept notifier records) in one transaction and fold them.
-        On failure nothing stays folded (the states are loaded again from the log; a big batch's
-        folds ran beside its COMMIT): level-based transitions are found again next tick and
+        The batch is folded once it is committed; on failure nothing of it is folded (the states
+        are loaded again from the log): level-based transitions are found again next tick and
         notifier records stay pending. Snapshots are not written here (see :meth:`snapshot`)
         unless ``force_snapshot``."""
         batch = self.pending + list(events)
         if batch:
             proj = self.proj
+            mine: list[Any] = []
 
             def foreign(recs):  # in the transaction: the log's events that landed before ours
+                mine[:] = recs
                 if recs:
                     first = recs[0].seq
                     for r in self.log.read(proj.seq, limit=max(0, first - 1 - proj.seq)):
@@ -234,16 +236,14 @@ class Watcher:
                         proj.fold(r)
                 return None
 
-            def fold(recs):  # beside the COMMIT of a big batch (events/overlap.py): dropped if it fails
-                self._note(recs)
-                before = self.counts.before(recs, proj)
-                proj.fold_many(recs)  # one projection at a time: the same states, ~1.3x the rate
-                if before is not None:
-                    self.counts.moved(before, proj)
-
             try:
                 with self.write_lock:
-                    self.log.append(batch, now, snapshot=foreign, during=fold)
+                    self.log.append(batch, now, snapshot=foreign)
+                    self._note(mine)
+                    before = self.counts.before(mine, proj)
+                    proj.fold_many(mine)  # one projection at a time over the batch
+                    if before is not None:
+                        self.counts.moved(before, proj)
             except AppendFailed as e:
                 self._append_failed(len(batch), e)
                 self.proj = Projections.load(self.log)
