@@ -101,6 +101,8 @@ class Source(_S):
     session: str | None = None       # tmux: only windows of this session (exact name)
     agent_windows: list[str] | None = None    # tmux: window-name globs that are agents (no goal.json: MAL_LANZADO)
     exclude_windows: list[str] | None = None  # tmux: window-name globs never an agent (a shell, an editor, the board)
+    agent_windows: list[str] | None = None    # tmux: window-name globs that are agents (no goal.json: MAL_LANZADO)
+    exclude_windows: list[str] | None = None  # tmux: window-name globs never an agent (a shell, an editor, the board)
     entity: Literal["agent", "wp", "circuit", "swarm"] | None = None  # command (agent|swarm), sqlite
     path: str | None = None          # sqlite database
     query: str | None = None         # sqlite
@@ -207,6 +209,12 @@ class Dod(_S):
     check_output_lines: int = 0                # last stdout lines kept as evidence (0: digest and exit status only)
 
 
+class HookEndpoint(_S):
+    """``[hook]``: the loopback endpoint Claude Code's http hooks POST to (watcher/hook/endpoint.py); off when absent."""
+    listen: str = "127.0.0.1:8766"             # 127.0.0.1/::1/localhost:port; `hook install` writes this URL
+    goals_dir: str = ""                        # for sessions whose hook names none; default $FLEETWATCH_GOALS_DIR, ~/.fleet/agents
+
+
 class Config(_S):
     store: Store = msgspec.field(default_factory=Store)
     watch: Watch = msgspec.field(default_factory=Watch)
@@ -220,6 +228,7 @@ class Config(_S):
     dod: Dod = msgspec.field(default_factory=Dod)
     launch: Launch = msgspec.field(default_factory=Launch)
     web: Web | None = None                     # absent: no endpoint, no links in pushes
+    hook: HookEndpoint | None = None           # absent: no hook endpoint (hook install writes command hooks)
     forward: Forward | None = None             # absent: no forwarding
     hub: Hub | None = None                     # only `fleetwatch hub` reads it
     # resolved at load (not TOML keys)
@@ -368,6 +377,11 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
     for sec in ("forward", "hub"):
         _check_nats(getattr(cfg, sec), sec, bad)
     _validate_phone(cfg, bad)
+    if cfg.hook is not None:
+        host, sep, port = cfg.hook.listen.rpartition(":")
+        if not sep or host.strip("[]") not in ("127.0.0.1", "::1", "localhost") and not host.startswith("127.") \
+                or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+            raise bad("hook.listen", f"expected a loopback host:port (127.0.0.1:8766), got {cfg.hook.listen!r}")
     if cfg.nudge.enabled and not cfg.nudge.argv:
         raise bad("nudge.argv", "nudge is enabled but has no argv")
     check_launch(cfg, bad)

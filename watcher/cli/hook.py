@@ -18,7 +18,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from events.errors import FleetwatchError
-from watcher.cli.util import errors
+from watcher.cli import hookforms
+from watcher.cli.util import ConfigOpt, errors
 from watcher.hook.goalfile import dumps_exact, loads_exact
 
 # Every event the hook maps (see docs/readme/hook.md and watcher/hook/mapping.py), in the order they
@@ -98,13 +99,7 @@ def hook_command(prefix: str, agent: str | None, goals_dir: str | None) -> str:
 
 def is_ours(command: Any) -> bool:
     """A settings hook command that runs ``fleetwatch hook`` (any path, flags or env prefix)."""
-    if not isinstance(command, str):
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    return any(os.path.basename(w) == "fleetwatch" and words[i + 1:i + 2] == ["hook"] for i, w in enumerate(words))
+    return hookforms._ours_command(command)
 
 
 class EventSet(str, enum.Enum):
@@ -134,14 +129,21 @@ def events_for(mode: str, version: tuple[int, int, int] | None) -> tuple[str, ..
     return tuple(e for e in HOOK_EVENTS if e in CORE_EVENTS)
 
 
-def merge(settings: dict, command: str, *, force: bool = False,
+def merge(settings: dict, command: str | dict[str, tuple[str | None, dict]], *, force: bool = False,
           events: tuple[str, ...] = HOOK_EVENTS) -> tuple[dict, dict[str, str]]:
-    """(new settings, {event: "added"|"updated"|"unchanged"|"kept"}). Pure: input not mutated.
+    """(new settings, {event: "added"|"updated"|"unchanged"|"kept"|"removed"}). Pure: input not mutated.
 
-    Per event: an entry running ``command`` already there -> unchanged; another ``fleetwatch hook``
-    entry -> kept as is, or its command replaced in place with ``force``; none -> one matcher group
-    appended after the existing groups. Other keys, events and hooks are untouched.
+    ``command``: a shell command (a command entry, matcher ``*`` where the event has one), or per
+    event ``(matcher, entry)`` (``hookforms.entry``). Per event: the same entry already there ->
+    unchanged; another fleetwatch entry (any form, ``hookforms.is_ours_entry``) -> kept as is, or
+    replaced in place with ``force`` (with its group's matcher, when the group holds only it); none
+    -> one matcher group appended after the existing groups. With ``force``, fleetwatch's entries of
+    events not in ``events`` are removed (an event no longer needed). Other keys, events and hooks
+    are untouched.
     """
+    if isinstance(command, str):
+        command = {e: ("*" if e in MATCHER_EVENTS else None,
+                       {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}) for e in events}
     new = loads_exact(dumps_exact(settings, indent=None))  # deep copy, key order and numbers kept
     hooks = new.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -153,20 +155,47 @@ def merge(settings: dict, command: str, *, force: bool = False,
         if not isinstance(groups, list):
             raise SettingsError(f"settings.json: `hooks.{event}` is not a list", op="hook install",
                                 hint="fix the file by hand, then run the install again")
-        mine = [h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
-                for h in g["hooks"] if isinstance(h, dict) and is_ours(h.get("command"))]
-        if any(h.get("command") == command for h in mine):
+        match, want = command[event]
+        mine = [(g, i) for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                for i, h in enumerate(g["hooks"]) if hookforms.is_ours_entry(h)]
+        text = dumps_exact(want, indent=None)  # numbers read from the file are Number: compared as written
+        if any(dumps_exact(g["hooks"][i], indent=None) == text and g.get("matcher") == match for g, i in mine):
             actions[event] = "unchanged"
         elif mine and not force:
             actions[event] = "kept"
         elif mine:
-            mine[0]["command"] = command
+            g, i = mine[0]
+            if not isinstance(g["hooks"][i].get("args"), list) and want.get("type") == "command" \
+                    and "args" not in want:
+                g["hooks"][i]["command"] = want["command"]   # a shell command: only the command changes
+            else:
+                g["hooks"][i] = dict(want)
+            if len(g["hooks"]) == 1:
+                g.pop("matcher", None)
+                if match is not None:
+                    g.update({"matcher": match, "hooks": g.pop("hooks")})
             actions[event] = "updated"
         else:
-            group: dict[str, Any] = {"matcher": "*"} if event in MATCHER_EVENTS else {}
-            group["hooks"] = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]
+            group: dict[str, Any] = {"matcher": match} if match is not None else {}
+            group["hooks"] = [dict(want)]
             groups.append(group)
             actions[event] = "added"
+    for event in [e for e in hooks if force and e not in events]:
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for g in groups:
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(map(hookforms.is_ours_entry, g["hooks"])):
+                g["hooks"] = [h for h in g["hooks"] if not hookforms.is_ours_entry(h)]
+                actions[event] = "removed"
+                if not g["hooks"]:
+                    continue
+            kept.append(g)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
     return new, actions
 
 
@@ -176,10 +205,26 @@ def render(settings: dict) -> str:
 
 # ---------------------------------------------------------------- install: I/O
 
-def _default_prefix() -> str:
+def _default_prefix(quoted: bool = True) -> str:
     exe = os.path.abspath(sys.argv[0]) if sys.argv and os.path.basename(sys.argv[0]) == "fleetwatch" else None
     exe = exe or shutil.which("fleetwatch") or os.path.join(os.path.dirname(sys.executable), "fleetwatch")
-    return shlex.quote(exe)
+    return shlex.quote(exe) if quoted else exe
+
+
+def _endpoint_url(config: str | None) -> str | None:
+    """The watcher's hook endpoint from ``[hook] listen`` (None: no config, no [hook], or a config
+    that does not load: said on stderr, and command hooks are installed)."""
+    from watcher.config import load
+
+    try:
+        cfg = load(config, check_paths=False)
+    except FleetwatchError as e:
+        typer.echo(f"note: the config was not read ({e}): command hooks", err=True)
+        return None
+    if cfg.hook is None:
+        return None
+    host, _, port = cfg.hook.listen.rpartition(":")
+    return f"http://{host}:{port}/hook"
 
 
 def _settings_path(settings: str | None, project: bool) -> str:
@@ -259,6 +304,9 @@ def install(
     agent: Annotated[Optional[str], typer.Option("--agent", help="Bake --agent ID into the command (project settings of one agent).")] = None,
     goals_dir: Annotated[Optional[str], typer.Option("--goals-dir", help="Bake --goals-dir DIR into the command.")] = None,
     command: Annotated[Optional[str], typer.Option("--command", help="Program to call instead of this fleetwatch's absolute path.")] = None,
+    form: Annotated[str, typer.Option("--form", help="auto: http (a POST to the running watcher's [hook] endpoint, no process) when [hook] is configured and Claude Code is 2.1.145 or later, else exec (one process, no shell) on 2.1.145 or later, else shell; http; exec; shell.")] = "auto",
+    url: Annotated[Optional[str], typer.Option("--url", help="The hook endpoint's URL for --form http (default: from [hook] listen in the config).")] = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Merge the fleetwatch hook entries into a Claude Code settings.json (idempotent; diff first)."""
     from projections.text import safe  # the path as inert text
@@ -275,14 +323,31 @@ def install(
     before_text, before = _load(path)
     if goals_dir and not goals_dir.startswith(("/", "~", "$")):
         goals_dir = os.path.abspath(goals_dir)  # the hook runs in each session's cwd: ./fleet would be per project
-    cmd = hook_command(command or _default_prefix(), agent, goals_dir)
+    if form not in hookforms.FORMS:
+        raise typer.BadParameter(f"'{safe(form)}' is not one of {', '.join(hookforms.FORMS)}", param_hint="--form")
     mode = EventSet(events).value
-    version = claude_version() if mode == "auto" else None
+    version = claude_version() if mode == "auto" or form == "auto" else None
     chosen = events_for(mode, version)
     if mode == "auto" and chosen != HOOK_EVENTS:
         seen = ".".join(map(str, version)) if version else "not found"
         typer.echo(f"note: Claude Code {seen} (< {'.'.join(map(str, NEW_EVENTS_SINCE))}): only the "
                    f"{len(chosen)} core events; --events all adds the rest", err=True)
+    if mode == "auto":
+        chosen = hookforms.needed(chosen, version)
+    endpoint = url or _endpoint_url(config) if form in ("auto", "http") else None
+    how = hookforms.form_for(form, version, endpoint)
+    if how == "http" and not endpoint:
+        raise typer.BadParameter("http hooks need the watcher's endpoint: set [hook] listen in the config, "
+                                 "or give --url", param_hint="--form")
+    exe = command or _default_prefix(quoted=False)
+    if how == "shell":
+        cmd: Any = hook_command(shlex.quote(exe) if not command else command, agent, goals_dir)
+    else:
+        cmd = {e: (hookforms.matcher(e, MATCHER_EVENTS),
+                   hookforms.entry(e, how, exe, url=endpoint, agent=agent, goals_dir=goals_dir, timeout=HOOK_TIMEOUT))
+               for e in chosen}
+    typer.echo(f"form: {how}" + (f" ({safe(endpoint)}; SessionStart as exec: Claude Code runs no http hook there)"
+                                 if how == "http" else ""), err=True)
     after, actions = merge(before, cmd, force=force, events=chosen)
     after_text = render(after)
     changed = after != before
@@ -296,7 +361,7 @@ def install(
         if before_text and before_text != render(before):
             typer.echo("note: the file is rewritten as 2-space indented JSON (content otherwise unchanged)", err=True)
     kept = sorted(e for e, a in actions.items() if a == "kept")
-    counts = {a: sum(1 for v in actions.values() if v == a) for a in ("added", "updated", "unchanged", "kept")}
+    counts = {a: sum(1 for v in actions.values() if v == a) for a in ("added", "updated", "unchanged", "kept", "removed")}
     summary = ", ".join(f"{n} {a}" for a, n in counts.items() if n)
     if kept:
         typer.echo(f"note: a different fleetwatch hook command is already set for {', '.join(kept)}; "

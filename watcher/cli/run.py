@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -37,6 +38,20 @@ def _web(cfg, db):
         log.error("web: not started: the [web] extra is not installed (pip install 'fleetwatch[web]')")
     except (FleetwatchError, OSError) as e:
         log.error("web: not started: %s", e)
+    return None
+
+
+def _hook_endpoint(cfg):
+    """The [hook] endpoint for Claude Code's http hooks, in its own threads (None without [hook]);
+    a failure to listen is logged, and the watcher runs on without it."""
+    if cfg.hook is None:
+        return None
+    from watcher.hook.endpoint import HookEndpoint, HookEndpointError
+
+    try:
+        return HookEndpoint(cfg.hook.listen, os.path.expanduser(cfg.hook.goals_dir) if cfg.hook.goals_dir else None)
+    except HookEndpointError as e:
+        log.error("hook endpoint: not started: %s", e)
     return None
 
 
@@ -206,6 +221,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         w.checker = _checker(cfg)
         w.closing = _closing(cfg, elog.path, w.checker)
     web = None if once else _web(cfg, db)
+    hook_ep = None if once else _hook_endpoint(cfg)
     if reload_req.is_set():  # a SIGHUP during the start: the config is read again after the first tick
         waker.event.set()
     reason = "signal"
@@ -265,6 +281,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     if web is not None:  # [web] may have changed (listen, key, on/off)
                         web.close()
                     web = _web(cfg, db)
+                    if hook_ep is not None:  # [hook] may have changed (listen, goals_dir, on/off)
+                        hook_ep.close()
+                    hook_ep = _hook_endpoint(cfg)
                     old = w.checker
                     if old is not None:
                         old.close()
@@ -306,6 +325,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
             w.closing.close(1.0)  # a verifier killed is run again at the next start
         if web is not None:
             web.close()
+        if hook_ep is not None:
+            hook_ep.close()
         if started and not w.stopped(time.time(), reason):
             _spill(w, elog.path, reason)
         if fwd is not None:

@@ -254,9 +254,12 @@ def _unusable(e: OSError, goals_dir, agent) -> str:
     return f"cannot update {e.filename or folder}: {e.strerror or e}{hint}"
 
 
-def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now: float | None = None) -> int:
-    """Entry point of ``fleetwatch hook``. Always 0; its own errors are one stderr line."""
+def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now: float | None = None,
+             say=None) -> int:
+    """Entry point of ``fleetwatch hook``. Always 0; its own errors are one stderr line (``say``:
+    given that line instead; the watcher's hook endpoint counts it)."""
     env = os.environ if env is None else env
+    _say = say or _say_stderr
     payload = agent = goals_dir = None
     try:
         agent, goals_dir = parse_args(argv, env)
@@ -307,7 +310,7 @@ def inert(msg: str) -> str:
                    for c in msg)
 
 
-def _say(msg: str) -> None:
+def _say_stderr(msg: str) -> None:
     """The hook's one stderr line. Its paths and ids come from the environment, the goals dir's
     folder names and the payload: shown ``inert``, nothing in them reaches the terminal as a
     control or forges a second line."""

@@ -273,6 +273,10 @@ heartbeat_every = "5m"
 # key_file = ""                  # HMAC key of the links (0600); default $XDG_STATE_HOME/fleetwatch/web.key
 # token_ttl = "24h"              # links expire after this
 
+# [hook]                         # Claude Code's http hooks POST here (no process per event); `hook install` uses it
+# listen = "127.0.0.1:8766"      # loopback only: only this user's processes are served
+# goals_dir = ""                 # default $FLEETWATCH_GOALS_DIR, else ~/.fleet/agents
+
 # [forward]                      # several machines: publish this host's events to NATS JetStream
 # nats = "nats://127.0.0.1:4222" # or a list of cluster URLs
 # stream = "FLEETWATCH"          # created if missing (file storage)
@@ -318,6 +322,8 @@ name = "tmux"
 kind = "tmux"                  # pane activity and dead panes
 # socket = "fleet"             # tmux -L SOCKET
 # session = "fleet"            # only this session's windows (exact name)
+# agent_windows = ["exec-*"]   # window names that are agents without a goal.json (else: a claude process in it)
+# exclude_windows = ["board"]  # window names never an agent (the board's, a scratch shell)
 # agent_windows = ["exec-*"]   # window names that are agents without a goal.json (else: a claude process in it)
 # exclude_windows = ["board"]  # window names never an agent (the board's, a scratch shell)
 
