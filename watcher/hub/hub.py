@@ -61,7 +61,7 @@ class OriginLog:
     """The hub's EventLog with one addition: rows staged by :meth:`stage` are written to
     ``hub_origin`` inside the same append transaction (through the snapshot hook, which the
     log calls inside its transaction with the new records). Everything else is delegated, append's
-    other arguments (``during``) as given."""
+    other arguments as given."""
 
     def __init__(self, elog: EventLog):
         self._elog = elog

@@ -1,22 +1,14 @@
 """`rebuild` in two processes: the projections are independent folds over one log, so a worker
-process folds one group of them while this process folds the others (bench_rebuild: a 1M-event
-replay takes about half the wall time on two cores; each process also pays its own read).
+process folds one group of them while this process folds the others. Kept because it pays: the
+rebuild of 1M events takes ~40 % less wall time on two cores than in one process (docs/bench.md).
 
 - This process reads every row up to the head it found at the start (``upto``) but those of the
-  types only the worker's projections fold (``worker_only``: step.changed, agent.updated, ... ;
-  ~0.1 s of CPU less on bench_rebuild's log, where they are 7 % of the rows, fifteenth session),
-  and the worker reports the damaged rows among its own: together they skip and report the
-  same damaged rows as the one-process replay, and the last seq is the later of the two sides'
-  (every row either side did not read is one the other did). It folds the projections not in ``WORKER`` (notify and swarms), the worker the others: the
-  halves even in CPU time on bench_rebuild's log, where this process reads ~20 % more rows and
-  the worker also starts an interpreter and encodes its states (2026-12-01, 1M events, a loaded
-  machine: each ~12 s of CPU; when the worker folded only report, fleet, dod and runs, this
-  process took 1.4-3 s more than it). Both read through ``events.replay`` (only the columns the
-  folds read); after that made this side's read 0.3 s cheaper, fanout moved here (eleventh
-  session, CPU s here / in the worker, alternating: 2.60-2.67 / 2.84-2.87 with fanout there,
-  2.69-2.80 / 2.75 with it here), and back once report's fold_batch made the worker's half
-  cheaper (2.57 / 2.53-2.59 with it there; swarms there instead: 2.44 / 2.96, as the worker then
-  reads the swarm rows too).
+  types only the worker's projections fold (``worker_only``), and the worker reports the damaged
+  rows among its own: together they skip and report the same damaged rows as the one-process
+  replay, and the last seq is the later of the two sides' (every row either side did not read is
+  one the other did). It folds the projections not in ``WORKER``, the worker the others: a split
+  chosen to even the two halves' CPU time (docs/bench.md has the figures). Both read through
+  ``events.replay`` (only the columns the folds read).
 - The worker (``python -m watcher.runtime.rebuild_par PATH UPTO NAMES``) opens the log read-only,
   reads only the event types its group folds, up to ``upto`` (a damaged row skipped as here), and
   writes one msgpack document to stdout: its encoded states (the snapshot bytes this process
@@ -94,14 +86,8 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool,
     ``parent`` (the worker): :class:`Orphaned` is raised once this process's parent is no longer
     that pid.
 
-    Folded in batches of BATCH records: a record with its event is ~1-2 KB of objects, so a batch
-    that stays in the core's L2 cache (1 MiB) while each fold walks it misses it about half as
-    often as the replay's 2000 (cachegrind, L2 as LL, bench_rebuild's log, per event: every row
-    131 -> 64 misses at 100). Read CHUNK rows a query: with full rows that was 100 (500 for the
-    worker's ``type IN (...)``, a query's own cost ~0.1 M instructions), but since the replay
-    reads four columns (events/replay.py) 2,000 a query is the faster, in CPU time on both sides
-    (eleventh session, alternating, 1M events: here 2.71-2.83 -> 2.61-2.67 s, the worker
-    2.74-2.80 -> 2.60-2.65 s; a batch of 300 or 1,000 records stays slower than 100)."""
+    Folded in batches of BATCH records, small enough to stay in a core's L2 cache while each fold
+    walks the batch; read CHUNK rows a query (docs/bench.md: why these sizes)."""
     from projections.base import registry
     from watcher.runtime.state import Projections, gc_paused
 

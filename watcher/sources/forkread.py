@@ -1,10 +1,10 @@
 """A big first poll read in two processes: a forked child reads and parses the files after
 ``split_at`` while this process reads the first ones (GlobSource._first_poll, watcher/sources/files.py).
+Kept because it pays: the first tick at 50,000 agents takes ~13 % less wall time with it (docs/bench.md).
 
-Why: the first poll of 10,000 agents is ~0.1 s of open/fstat/read/parse, a third of the watcher's
-first tick; under the GIL a second thread gains nothing (measured), a second process halves it.
-``fork`` rather than a fresh interpreter: the child has every module imported already (a fresh
-``python -m`` costs ~60-100 ms of imports, more than it saves at 10,000 files).
+Why a process: under the GIL a second thread gains nothing. ``fork`` rather than a fresh
+interpreter: the child has every module imported already (a fresh ``python -m`` costs more in
+imports than it saves at 10,000 files).
 
 Invariants:
 - The child runs the very code this process would (``read_one``: read_new's checks on the open
@@ -34,12 +34,8 @@ this process's part is done.
 
 Why the split is not half and half (``SHARE``): this process does more than read its part (the
 filing of every file, the decoding of the child's), and both read slower than one process alone
-while the child lives: the two share the machine (beside a spawned reader that imports nothing
-this process read at 9.0 µs a file, thirteenth session), and each page either writes first is
-copied (copy-on-write after the fork: this process's reads 6.6 -> ~9.5-13 µs a file). At 10,000
-agents, 0.35-0.45 measured alike (the first poll ~55 ms); streamed against one answer at the end
-(the eleventh session's tree, which waited 5-10 ms for it and decoded it after), the first tick
-A/B: 192-206 -> 187-197 ms.
+while the child lives (the machine is shared, and each page either writes first is copied after
+the fork); docs/bench.md has the figures.
 """
 from __future__ import annotations
 
