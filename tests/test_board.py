@@ -206,12 +206,22 @@ def test_verdict_key_records_and_refuses_self_approval(tmp_path):
             await pilot.pause()
             await pilot.press("v")
             await pilot.pause()
-            await pilot.press("enter", "enter", *"pytest green", "enter")
+            form = app.screen
+            assert [i.value for i in form.query("Input")] == ["", "", ""]    # nothing pre-filled
+            assert "who checked, e.g. lead" in [i.placeholder for i in form.query("Input")]
+            assert "esc: cancel" in str(form.query_one("#ask-keys").render())
+            await pilot.press("enter")                            # an empty verdict: nothing recorded
+            await pilot.press(*"lead", "enter", *"pytest green", "enter")
+            await pilot.pause()
+            assert "verdict must be one of" in str(app.query_one("#msg").render())
+            await pilot.press("v")
+            await pilot.pause()
+            await pilot.press(*"met", "enter", *"lead", "enter", *"pytest green", "enter")
             await pilot.pause()
             assert "recorded dod.verdict met by lead" in str(app.query_one("#msg").render())
             await pilot.press("v")
             await pilot.pause()
-            await pilot.press("enter")
+            await pilot.press(*"met", "enter")
             app.screen.query_one("#ask-verifier").value = "Ａ００"   # full-width: the agent itself
             await pilot.press("enter", *"x", "enter")
             await pilot.pause()
@@ -235,7 +245,7 @@ def test_hostile_ids_are_shown_escaped(tmp_path):
             await pilot.pause()
             t = app.query_one("#fleet")
             cells = [str(c) for c in t.get_row_at(0)]
-            assert cells[0] == "a1\\x1b]0;pwned\\x07\\n  7 dod.verdict met"
+            assert cells[1].startswith("a1\\x1b]0;pwned\\x07") and not any("\x1b" in c for c in cells)
             assert "[bold]x\\u202e" in cells
     run(go())
 
@@ -257,7 +267,7 @@ def tmux_server():
 
 
 @needs_tmux
-def test_enter_selects_the_agents_window_on_its_socket(tmp_path, tmux_server, monkeypatch):
+def test_j_selects_the_agents_window_on_its_socket(tmp_path, tmux_server, monkeypatch):
     sock, env = tmux_server
     monkeypatch.delenv("TMUX", raising=False)
     subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "fleet", "-n", "a00", "sleep 60"], check=True, env=env)
@@ -273,7 +283,7 @@ def test_enter_selects_the_agents_window_on_its_socket(tmp_path, tmux_server, mo
         app = Board(Feed(db), compact=False, socket=sock)
         async with app.run_test(size=(120, 30)) as pilot:
             assert await until(pilot, lambda: bool(app.rows))     # under load the first poll comes later
-            await pilot.press("enter")
+            await pilot.press("j")
             await until(pilot, lambda: "selected" in str(app.query_one("#msg").render()))
             return str(app.query_one("#msg").render())
     msg = run(go())
@@ -328,7 +338,7 @@ def test_real_terminal_board_follows_a_goal_json_change(tmp_path, tmux_server):
             time.sleep(0.2)
         assert "RECLAMA 1" in screen, screen
         first = next(ln for ln in screen.splitlines() if "a0" in ln)   # urgency order: a02 first
-        assert first.split()[0] == "a02", screen
+        assert first.split()[1] == "a02", screen
         subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "board", "q"], env=env)
         deadline = time.monotonic() + 60                            # liveness only: generous under load
         while time.monotonic() < deadline and "fleetwatch" in _capture(sock, env):
@@ -355,7 +365,7 @@ def test_a_file_that_is_not_a_log_is_said_not_crashed(tmp_path):
     assert db.read_text() == "this is not sqlite"                 # untouched
 
 
-def test_mouse_click_on_the_selected_row_jumps_and_q_in_the_filter_does_not_quit(tmp_path):
+def test_mouse_click_on_the_selected_row_opens_the_agent_view_and_q_in_the_filter_does_not_quit(tmp_path):
     db = str(tmp_path / "e.db")
     elog = EventLog(db)
     elog.append([AgentClassified(agent="a1", to="RECLAMA", source="fleet", contract_sha256="x")], time.time())
@@ -368,9 +378,12 @@ def test_mouse_click_on_the_selected_row_jumps_and_q_in_the_filter_does_not_quit
             table = app.query_one("#fleet")
             await pilot.click("#fleet", offset=(2, 1))            # the first data row (highlighted)
             await pilot.pause()
-            if "a1:" not in str(app.query_one("#msg").render()):  # first click only moved the cursor
+            if type(app.screen).__name__ != "AgentView":          # first click only moved the cursor
                 await pilot.click("#fleet", offset=(2, 1))
                 await pilot.pause()
+            assert await until(pilot, lambda: type(app.screen).__name__ == "AgentView")
+            await pilot.press("j")                                # the view's jump key
+            await pilot.pause()
             assert "a1: no tmux target known" in str(app.query_one("#msg").render())
             await pilot.press("/")
             assert await until(pilot, lambda: app.focused is not None and app.focused.id == "filter")

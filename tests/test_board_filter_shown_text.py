@@ -28,7 +28,7 @@ def test_typing_the_escaped_id_the_board_shows_finds_that_agent(tmp_path):
         app = Board(Feed(db), compact=False)
         async with app.run_test(size=(120, 30)) as pilot:
             await pilot.pause()
-            shown = str(app.query_one("#fleet").get_row("wt\x1b[1m")[0])
+            shown = str(app.query_one("#fleet").get_row("wt\x1b[1m")[1])   # [0]: the class glyph
             assert shown == "wt\\x1b[1m"
             await pilot.press("/")
             await pilot.pause()

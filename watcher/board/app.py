@@ -31,14 +31,14 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedCon
 
 from projections import classes
 from projections.render import record_segments
-from projections.tables import FLEET_HEAD, cell, fleet_rows, tables
+from projections.tables import cell, tables
 from projections.text import age as fmt_age
 from projections.text import safe
-from watcher.board import actions
+from watcher.board import actions, layout
 from watcher.board.feed import Feed
 
-TILE = 18          # compact tile width (cell padding adds 2)
-CHROME = 9         # lines the header, tabs, table header, filter, message and footer take
+CHROME = 7         # lines the header (2), tabs (2), table header, message and footer take
+FILTER = 3         # and the filter line, while shown
 
 
 MONO = {"NO_COLOR": False}  # set once at start (Textual removes NO_COLOR from the environment)
@@ -46,10 +46,9 @@ MONO = {"NO_COLOR": False}  # set once at start (Textual removes NO_COLOR from t
 
 def class_style(cls: str) -> str:
     """The class table's colour; with NO_COLOR no colour at all (Textual's monochrome filter would
-    turn red into a dark grey that can barely be read), RECLAMA in reverse video instead."""
-    if MONO["NO_COLOR"]:
-        return "bold reverse" if classes.rank(cls) == 0 else ""
-    return classes.COLOUR.get(cls, "")
+    turn red into a dark grey that can barely be read) but an emphasis per class
+    (``layout.MONO``: RECLAMA in reverse video, MAL_LANZADO underlined, ...)."""
+    return layout.class_style(cls, MONO["NO_COLOR"])
 
 
 def matches(row: dict[str, Any], needle: str) -> bool:
@@ -69,35 +68,66 @@ def visible(doc: dict[str, Any], needle: str, show_closed: bool) -> list[dict[st
     return [a for a in doc["agents"] if (show_closed or a["class"] != classes.CERRADO) and matches(a, needle)]
 
 
-def header(doc: dict[str, Any], feed_note: str) -> Text:
-    """Two lines: counts by class (coloured); whether a watcher runs (said only when none does),
-    sources, notifications, log head."""
-    t = Text("fleetwatch ", style="bold")
-    t.append(f"{len(doc['agents'])} agents ")
-    for c in classes.ORDER:
-        n = doc["classes"].get(c, 0)
-        if n:
-            t.append(f" {c} {n}", style=class_style(c))
-    failed = [s for s in doc["sources"] if s.get("failed")]
+def header(doc: dict[str, Any], feed_note: str, width: int = 10 ** 6) -> Text:
+    """Two lines, each cut to ``width`` (never wrapped): counts by class (coloured, handled ones
+    counted apart); whether a watcher runs (said only when none does), the hub's health (at a
+    hub), sources, notifications, log head."""
+    t = layout.counts_line(doc, width, MONO["NO_COLOR"])
     t.append("\n")
+    t.append_text(layout.cut(status_line(doc, feed_note), width))
+    t.no_wrap, t.overflow = True, "ellipsis"
+    return t
+
+
+def status_line(doc: dict[str, Any], feed_note: str) -> Text:
+    failed = [s for s in doc["sources"] if s.get("failed")]
+    t = Text()
     if (doc.get("watcher") or {}).get("running") is False:  # classes frozen at its last tick
         t.append("watcher NOT RUNNING", style="bold red")
-        t.append("  │ ")
+        t.append(" │ ")
+    hub = doc.get("hub")
+    if hub:
+        t.append_text(hub_text(hub))
+        t.append(" │ ")
     t.append("sources ")
     if failed:
         t.append(f"{len(failed)} FAILED ({cell(','.join(s['source'] for s in failed), 30)})", style="bold red")
     else:
-        t.append("ok", style="green")
+        t.append("ok", style="" if MONO["NO_COLOR"] else "green")
     nh = doc.get("notify") or {}
-    t.append("  │ push ")
+    t.append(" │ push ")
     t.append(f"last {fmt_age(nh.get('last_sent_age_s'))} ago" if nh.get("last_sent") else "none yet")
     if nh.get("failures"):
         t.append(f", {nh['failures']} failing", style="bold red")
     if nh.get("silences"):
         t.append(f", {nh['silences']} silenced", style="yellow")
-    t.append(f"  │ head {doc['head']}", style="dim")
+    t.append(f" │ head {doc['head']}", style="dim")
     if feed_note:
-        t.append(f"  │ {safe(feed_note, 120)}", style="yellow")
+        t.append(f" │ {safe(feed_note, 120)}", style="yellow")
+    return t
+
+
+def hub_text(hub: dict[str, Any]) -> Text:
+    """``hub: NATS up, hosts 2/3 (vm3 silent 6m)`` or ``hub: NATS DOWN 3m, data stale since …``."""
+    t = Text("hub: ")
+    if not hub.get("running"):
+        t.append("NOT RUNNING", style="bold red")
+    elif hub.get("connected"):
+        t.append("NATS up", style="" if MONO["NO_COLOR"] else "green")
+    else:
+        t.append(f"NATS DOWN {fmt_age(hub.get('down_s'))}", style="bold red")
+    if hub.get("stale"):
+        t.append(f", data stale since {cell(hub.get('stale_since'), 20)}", style="bold yellow")
+    hosts = hub.get("hosts") or []
+    up = [h for h in hosts if h.get("connected")]
+    t.append(f", hosts {len(up)}/{len(hosts)}")
+    down = [h for h in hosts if not h.get("connected")]
+    if down:
+        t.append(" (" + ", ".join(f"{cell(h['host'], 20)} {fmt_age(h.get('age_s'))}" for h in down[:3]) + ")",
+                 style="yellow")
+    lag = max((h.get("lag_s") or 0.0 for h in up), default=0.0)
+    if lag >= 1.0:
+        t.append(f", lag {fmt_age(lag)}")
     return t
 
 
@@ -110,27 +140,24 @@ def _text(c: Any) -> Text:
     return Text(c[0], style=c[1]) if type(c) is tuple else c
 
 
-def tile(a: dict[str, Any]) -> Text:
-    """A compact tile: ``id CLAS age`` in the class colour."""
-    style = class_style(a["class"])
-    return Text(f"{cell(a['agent'], 8):<8} {cell(a['class'], 20)[:4]} {fmt_age(a['age_s']):>4}", style=style)
-
-
 class Ask(ModalScreen[dict[str, str] | None]):
-    """A small form: one Input per field; enter on the last submits, escape cancels."""
+    """A small form: one Input per field (name, label, value, placeholder); a verdict's fields
+    start empty (a placeholder says what goes in: nothing is recorded that the person did not
+    type); enter on the last submits, escape cancels, as the form's last line says."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, title: str, fields: list[tuple[str, str, str]]) -> None:
+    def __init__(self, title: str, fields: list[tuple[str, ...]]) -> None:
         super().__init__()
         self.title_text, self.fields = title, fields
 
     def compose(self) -> ComposeResult:
         with Vertical(id="ask"):
             yield Static(Text(self.title_text, style="bold"))
-            for name, label, value in self.fields:
+            for name, label, value, *hint in self.fields:
                 yield Static(Text(label))
-                yield Input(value=value, id=f"ask-{name}")
+                yield Input(value=value, placeholder=hint[0] if hint else "", id=f"ask-{name}")
+            yield Static(Text("enter: next field, on the last one submit · esc: cancel", style="dim"), id="ask-keys")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         inputs = list(self.query(Input))
@@ -138,7 +165,7 @@ class Ask(ModalScreen[dict[str, str] | None]):
         if i + 1 < len(inputs):
             inputs[i + 1].focus()
             return
-        self.dismiss({n: self.query_one(f"#ask-{n}", Input).value for n, _, _ in self.fields})
+        self.dismiss({f[0]: self.query_one(f"#ask-{f[0]}", Input).value for f in self.fields})
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -149,11 +176,13 @@ class Board(App[None]):
     TITLE = "fleetwatch board"
     BINDINGS = [
         Binding("/", "filter", "filter"),
-        Binding("enter", "jump", "jump", show=True, priority=False),
+        Binding("enter", "open", "agent view", show=True, priority=False),
+        Binding("j", "jump", "jump"),
         Binding("s", "silence", "silence"),
         Binding("v", "verdict", "verdict"),
         Binding("c", "toggle_closed", "closed"),
         Binding("m", "toggle_compact", "compact"),
+        Binding("h", "toggle_handled", "handled"),
         Binding("escape", "clear_filter", "clear", show=False),
         Binding("q", "quit", "quit"),
     ]
@@ -165,6 +194,7 @@ class Board(App[None]):
         super().__init__()
         self.feed, self.socket, self.clock, self.interval = feed, socket, clock, interval
         self.compact_pref, self.show_closed, self.needle = compact, show_closed, ""
+        self.hide_handled = False
         self.verifier = verifier
         self.jumper = on_jump or actions.jump
         self.doc: dict[str, Any] = feed.doc(clock())
@@ -227,9 +257,12 @@ class Board(App[None]):
     def redraw(self) -> None:
         self._drawn_at = self.clock()
         self.doc = self.feed.doc(self._drawn_at)
-        self.query_one("#head", Static).update(header(self.doc, self.feed.note))
-        self.rows = visible(self.doc, self.needle, self.show_closed)
-        fit = max(1, self.size.height - CHROME) if self.size.height else 10 ** 6
+        self.query_one("#head", Static).update(header(self.doc, self.feed.note, max(20, self.size.width - 2)
+                                                      if self.size.width else 10 ** 6))
+        self.rows = [a for a in visible(self.doc, self.needle, self.show_closed)
+                     if not (self.hide_handled and a.get("handled"))]
+        chrome = CHROME + (FILTER if self.query_one("#filter", Input).display else 0)
+        fit = max(1, self.size.height - chrome) if self.size.height else 10 ** 6
         self.compact = self.compact_pref if self.compact_pref is not None else len(self.rows) > fit
         self._fill_fleet()
         for title, _, _ in (("Runs", 0, 0), ("Missions", 0, 0), ("Swarms", 0, 0)):
@@ -237,27 +270,23 @@ class Board(App[None]):
 
     def _fill_fleet(self) -> None:
         keep = self.selected()
+        width, mono, now = self.size.width or 120, MONO["NO_COLOR"], self._drawn_at
         if self.compact:
-            per = max(1, (self.size.width or 80) // (TILE + 2))
+            per, w = layout.per_line(width), layout.cell_width(width)
+            idw = layout.id_width(self.rows, max(8, w - 30))
             self.grid = [[a["agent"] for a in self.rows[i:i + per]] for i in range(0, len(self.rows), per)]
             rows = []
             for r, i in enumerate(range(0, len(self.rows), per)):
-                cells = [tile(a) for a in self.rows[i:i + per]]
+                cells = [layout.tile(a, w, now, mono, idw) for a in self.rows[i:i + per]]
                 rows.append((f"r{r}", [*cells, *[Text("")] * (per - len(cells))]))
-            self._apply("fleet", ("compact", per), [(" ", f"c{i}", TILE) for i in range(per)], rows,
+            self._apply("fleet", ("compact", per, w), [(" ", f"c{i}", w) for i in range(per)], rows,
                         cursor="cell", header=False)
         else:
             self.grid = []
-            full = {a["agent"]: r for a, r in zip(self.doc["agents"], fleet_rows(self.doc))}
-            rows = []
-            for a in self.rows:
-                r = full[a["agent"]]
-                style = class_style(a["class"])
-                rows.append((a["agent"], [(r[0], "bold" if classes.rank(a["class"]) == 0 else ""),
-                                          (r[1], style), *((c, "") for c in r[2:6]),
-                                          (cell(a.get("reason"), 40), ""), *((c, "") for c in r[6:])]))
-            cols = [(h, h, None) for h in (*FLEET_HEAD[:6], "reason", *FLEET_HEAD[6:])]
-            self._apply("fleet", ("rows",), cols, rows, cursor="row", header=True, order_by="agent")
+            cols = layout.columns(width - 2, max((len(cell(a["agent"], 80)) for a in self.rows), default=8))
+            rows = [(a["agent"], layout.row_cells(a, cols, now, mono)) for a in self.rows]
+            self._apply("fleet", ("rows", *cols), [(h, k, w) for k, h, w in cols], rows, cursor="row", header=True,
+                        order_by="agent" if any(k == "agent" for k, _, _ in cols) else None)
         if keep:
             self.select(keep)
 
@@ -351,11 +380,37 @@ class Board(App[None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "fleet":
-            self.action_jump()
+            self.action_open()
 
     def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
         if event.data_table.id == "fleet":
-            self.action_jump()
+            self.action_open()
+
+    def action_open(self) -> None:
+        """The agent view of the selected agent; its keys act on that agent."""
+        from watcher.board.agent import AgentView, gather, lines
+
+        a = self.row(self.selected())
+        if a is None:
+            self.say("no agent selected", ok=False)
+            return
+        try:
+            ev = gather(self.feed.log, a["agent"])
+        except Exception as e:  # a log that cannot be read now: the view shows what the doc has
+            ev = {"classes": [], "dod": [], "acks": [], "silences": []}
+            self.say(f"{a['agent']}: history not read: {type(e).__name__}", ok=False)
+
+        def then(what: str | None) -> None:
+            act = {"jump": self.action_jump, "verdict": self.action_verdict, "silence": self.action_silence}.get(what or "")
+            if act is not None:
+                act()
+
+        self.push_screen(AgentView(lines(a, ev, self._drawn_at, MONO["NO_COLOR"])), then)
+
+    def action_toggle_handled(self) -> None:
+        self.hide_handled = not self.hide_handled
+        self.say("handled agents hidden (h shows them)" if self.hide_handled else "handled agents shown")
+        self.redraw()
 
     def row(self, agent: str | None) -> dict[str, Any] | None:
         return next((a for a in self.doc["agents"] if a["agent"] == agent), None)
@@ -376,7 +431,7 @@ class Board(App[None]):
         self.compact_pref = not self.compact
         self.redraw()
 
-    def _ask(self, title: str, fields: list[tuple[str, str, str]],
+    def _ask(self, title: str, fields: list[tuple[str, ...]],
              then: Callable[[str, dict[str, str]], actions.Outcome]) -> None:
         """Ask about the selected agent; ``then(agent, answers)`` acts and its outcome is shown."""
         agent = self.selected()
@@ -406,8 +461,9 @@ class Board(App[None]):
 
     def action_verdict(self) -> None:
         self._ask("verdict on the DoD of", [
-            ("verdict", "met | failed | unevaluable", "met"), ("verifier", "verifier id (not the agent)", self.verifier),
-            ("evidence", "what you ran and what it showed", "")],
+            ("verdict", "verdict", "", "met | failed | unevaluable"),
+            ("verifier", "verifier id (not the agent)", "", f"who checked, e.g. {self.verifier}" if self.verifier else "who checked"),
+            ("evidence", "what you ran and what it showed", "", "e.g. pytest green, curl gives 302")],
             lambda agent, ans: actions.verdict(self.feed.path, agent, ans["verdict"], ans["verifier"], ans["evidence"]))
 
     def on_resize(self) -> None:

@@ -19,15 +19,16 @@ def register(app: typer.Typer) -> None:
     @app.command("board")
     @errors
     def board_cmd(
-        compact: Annotated[Optional[bool], typer.Option("--compact/--rows", help="Tiles (30 agents in 80x24) or one row per agent; default: tiles when the rows do not fit.")] = None,
+        compact: Annotated[Optional[bool], typer.Option("--compact/--rows", help="Several agents a line (30 agents in 80x24) or one row per agent; default: several when the rows do not fit.")] = None,
         closed: Annotated[bool, typer.Option("--closed", help="Show CERRADO agents too (key c toggles).")] = False,
         socket: Annotated[Optional[str], typer.Option("--socket", help="tmux -L socket of the agents' windows (default: the tmux source's socket).")] = None,
         config: ConfigOpt = None,
         db: DbOpt = None,
     ) -> None:
-        """The live board: agents by urgency, coloured by class; runs, missions, swarms, events.
-        Follows the event log (a commit shows within a second). Keys: / filter, enter jump to
-        the agent's tmux window, s silence, v verdict, c closed, m compact, q quit."""
+        """The live board: agents by urgency, coloured by class, with what each needs, its DoD and
+        its handling; runs, missions, swarms, events. Follows the event log (a commit shows within
+        a second). Keys: enter agent view, j jump to its tmux window, / filter, h hide handled,
+        s silence, v verdict, c closed, m compact, q quit."""
         try:
             from watcher.board.app import Board
             from watcher.board.feed import Feed
