@@ -10,7 +10,8 @@ from typing import Any, Union, cast
 
 import msgspec
 from msgspec import Struct, field
-from events.types_hub import HostEvent, HostResumed, HostSilent  # noqa: I001  (the hub's types)
+from events.types_hub import (HostEvent, HostGap, HostRefused, HostResumed, HostSilent,  # noqa: I001  (the hub's types)
+                              HubConsumerTaken)
 from events.types_launch import AgentLaunched, DodActed, PlanRecorded, PlanStopped  # noqa: I001  (launch/verify/act)
 
 
@@ -468,7 +469,7 @@ Event = Union[
     SourceFailed, SourceRecovered,
     NoticeSent, NoticeFailed, NoticeAbandoned, NoticeSilenced, SilenceAdded, SilenceRemoved,
     NoticeAcked, NoticeEscalated, NoticeHeld,
-    WatcherStarted, WatcherStopped, HostSilent, HostResumed, HostEvent,
+    WatcherStarted, WatcherStopped, HostSilent, HostResumed, HostEvent, HostGap, HostRefused, HubConsumerTaken,
     AgentLaunched, PlanRecorded, PlanStopped, DodActed,
 ]
 

@@ -32,3 +32,35 @@ class HostEvent(_Hub, frozen=True, tag="host.event"):
     kind: str = ""            # the host's event type
     ref: str = ""             # the host's subject
     seq: int = 0              # the host's seq
+
+
+class HostGap(_Hub, frozen=True, tag="host.gap"):
+    """Seqs ``first``..``last`` of ``host``'s chain never reached the hub: rows arrived past them,
+    or the host's heartbeat names a position beyond the hub's last row once the stream is drained
+    (rows the stream acknowledged and never delivered: dropped as another message's duplicates)."""
+
+    chain: str = ""
+    first: int = 0
+    last: int = 0
+
+
+class HostRefused(_Hub, frozen=True, tag="host.refused"):
+    """Messages on ``host``'s subject were refused because they speak for another host or chain
+    (``why``: a watcher.hub.wire.Reject value; ``names``: the host they named): the host's
+    credentials are used to silence another (recorded once per host and reason per hub run)."""
+
+    why: str = ""
+    names: str = ""
+
+
+class HubConsumerTaken(Struct, frozen=True, tag_field="type", tag="hub.consumer_taken",
+                       forbid_unknown_fields=False, omit_defaults=False):
+    """This hub refuses to consume: its durable consumer is another hub's (two hubs on one
+    consumer each get part of the stream). ``owner``: the other hub as its consumer names it."""
+
+    consumer: str
+    owner: str = ""
+
+    @property
+    def subject(self) -> str:
+        return "hub"

@@ -47,6 +47,7 @@ from projections.agent_records import NotifyAgent
 from projections.classes import CERRADO, SEVERITY
 from projections.notify_flap import HIST_KEEP
 from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
+from projections.notify_hub import hub_handlers
 from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
     NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, redact, retry_delay, short, swarm_text)
 
@@ -381,6 +382,7 @@ _HANDLERS = {
     "notice.acked": _notice_acked, "notice.escalated": _notice_escalated, "notice.held": _notice_held,
 }
 _HANDLERS.update(_rule_handlers(_new, _clear))  # missions, swarms, DoD, fleet rule events (notify_rules.py)
+_HANDLERS.update(hub_handlers(_new))  # the hub's gaps, refusals and consumer (notify_hub.py)
 TYPES = frozenset(_HANDLERS)   # fold is a no-op for every other type
 
 

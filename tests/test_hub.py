@@ -4,43 +4,26 @@ virtual clock, and the forwarder -> JetStream -> hub path on a real nats-server 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import apsw
 import pytest
 
 from events.log import EventLog, Pending
-from events.types import AgentClassified, NoticeSent, SourceFailed, WatcherStarted
-from tests.natsserver import MISSING, NatsServer, binary
+from events.types import NoticeSent, SourceFailed, WatcherStarted
 from watcher.config import parse
 from watcher.hub import store, wire
 from watcher.hub.forwarder import Forwarder
 from watcher.hub.hub import Hub, Seen, silent_changes
 
-T0 = 1_800_000_000.0
-needs_nats = pytest.mark.skipif(binary() is None, reason=MISSING)
+from tests.support import hubkit
+from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, needs_nats, until  # noqa: F401
+
+nats_server = hubkit.nats_server   # the fixture, by this name here and in tests/test_hub_hostile.py
 EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
-
-
-def until(pred, timeout: float = 30.0, what: str = "condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def classified(agent: str, to: str, frm: str | None = None) -> AgentClassified:
-    return AgentClassified(agent=agent, from_=frm, to=to, state="waiting" if to == "RECLAMA" else "busy",
-                           phase="haciendo", reason="r", source="fleet")
 
 
 def origin_of(rec, host="vm1", chain="00" * 8) -> wire.Origin:
@@ -82,7 +65,9 @@ def test_forged_host_header_and_bad_fields_are_refused(log):
     log.append([classified("a1", "RECLAMA")], T0)
     rec = next(log.read(0))
     h = wire.headers("vm1", "ab" * 8, rec)
-    assert wire.parse("fleetwatch.vm2.agent.classified", h, rec.data) is wire.Reject.HOST_MISMATCH
+    assert wire.parse("fleetwatch.vm2.agent.classified", h, rec.data) is wire.Reject.MSG_ID  # its id names vm1
+    without_id = {k: v for k, v in h.items() if k != wire.NATS_MSG_ID}
+    assert wire.parse("fleetwatch.vm2.agent.classified", without_id, rec.data) is wire.Reject.HOST_MISMATCH
     for k, v in (("Fw-Hash", "zz"), ("Fw-Seq", "0"), ("Fw-Chain", "short"), ("Fw-Version", "-1")):
         assert wire.parse("fleetwatch.vm1.agent.classified", {**h, k: v}, rec.data) is wire.Reject.HEADERS
     assert wire.parse("fleetwatch.vm1.agent.classified", h, b"[1]") is wire.Reject.NOT_JSON
@@ -210,62 +195,6 @@ def test_host_silent_is_one_condition_until_it_resumes(tmp_path):
 
 
 # ---- through a real nats-server --------------------------------------------------------------
-class HubThread:
-    """The hub's asyncio loop in a thread that owns the hub's EventLog (one connection, one thread)."""
-
-    def __init__(self, cfg, db: str):
-        self.stop = threading.Event()
-        self.hub: Hub | None = None
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-
-        def main():
-            elog = EventLog(db, durability="normal")
-            try:
-                self.hub = Hub(cfg, elog)
-                self.ready.set()
-                asyncio.run(self.hub.run(self.stop))
-            except BaseException as e:  # surfaced by close()
-                self.error = e
-            finally:
-                elog.close()
-
-        self.t = threading.Thread(target=main, daemon=True)
-        self.t.start()
-        self.ready.wait(10)
-
-    def close(self):
-        self.stop.set()
-        self.t.join(15)
-        assert self.error is None, self.error
-
-
-def hub_cfg(tmp_path: Path, url: str, **kw) -> object:
-    kw.setdefault("ack_wait", "2s")
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in kw.items())
-    return parse(f'[store]\npath = "{tmp_path}/hub.db"\ndurability = "normal"\n'
-                 f'[hub]\nnats = "{url}"\n{extra}')
-
-
-def fwd_cfg(url: str, host: str, batch: int = 100):
-    return parse(f'[forward]\nnats = "{url}"\nhost = "{host}"\nbatch = {batch}\nheartbeat = "1s"\n').forward
-
-
-def hub_rows(db: str) -> dict[str, int]:
-    """hub event id -> count (every id should be there once)."""
-    with apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY) as c:
-        return dict(c.execute("SELECT id, count(*) FROM events GROUP BY id").fetchall())
-
-
-@pytest.fixture
-def nats_server(tmp_path):
-    if binary() is None:
-        pytest.skip(MISSING)
-    s = NatsServer(tmp_path / "nats").start()
-    yield s
-    s.stop()
-
-
 @needs_nats
 def test_forward_to_hub_exactly_once_across_a_nats_kill_and_restarts(tmp_path, nats_server):
     hosts = {}

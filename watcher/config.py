@@ -190,7 +190,7 @@ class Hub(_S):
     nats: str | list[str] = "nats://127.0.0.1:4222"
     stream: str = "FLEETWATCH"
     silent_after: Dur = "5m"                   # no event or heartbeat this long -> host.silent
-    consumer: str = "fleetwatch-hub"           # durable consumer name (one per hub)
+    consumer: str = ""                         # durable consumer ("": fleetwatch-hub-<host>-<log chain>, one per hub)
     creds: str | None = None
     batch: int = 100                           # messages per fetch (also the consumer's max_ack_pending)
     ack_wait: Dur = "30s"                      # an unacked message is redelivered after this
@@ -407,8 +407,8 @@ def _check_nats(sec: Forward | Hub | None, name: str, bad) -> None:
             raise bad(f"{name}.host", "letters, digits, - and _ only (1-64): it is a subject token")
         parse_duration(sec.heartbeat, f"{name}.heartbeat")
     else:
-        if not re.match(_TOKEN, sec.consumer):
-            raise bad(f"{name}.consumer", "letters, digits, - and _ only (1-64)")
+        if sec.consumer and not re.match(_TOKEN, sec.consumer):
+            raise bad(f"{name}.consumer", "letters, digits, - and _ only (1-64; unset: one per hub)")
         for k in ("silent_after", "ack_wait"):
             if parse_duration(getattr(sec, k), f"{name}.{k}") <= 0:
                 raise bad(f"{name}.{k}", "must be greater than 0")

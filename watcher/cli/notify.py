@@ -33,7 +33,8 @@ class UnknownSilence(FleetwatchError):
 # any of them; the agent classes come from projections.classes).
 NOTICE_CLASSES = ("APPROVAL_REQUIRED", "RULE_VIOLATED", "CONTRACT_CHANGED", "SELF_APPROVED", "CLAIM_UNVERIFIED",
                   "SOURCE_FAILED", "STEP_OVERDUE", "RUN_ABANDONED", "NOTICE_ABANDONED", "VERDICT",
-                  "MISSION_COMPLETED", "SWARM", "FLAPPING", "HOST_SILENT")
+                  "MISSION_COMPLETED", "SWARM", "FLAPPING", "HOST_SILENT", "HOST_GAP", "HOST_REFUSED",
+                  "HUB_CONSUMER_TAKEN")
 
 
 def silence_classes() -> list[str]:

@@ -5,8 +5,12 @@ tick never waits for the network. The local log is the buffer: the forwarder rea
 its position (``fw_position``, watcher/hub/store.py), publishes them in order (``batch`` at a
 time, acks awaited together), and advances the position over the longest acknowledged prefix
 only. After a crash, a NATS outage or a network cut it resumes from the recorded position:
-at-least-once on the wire, exactly once in the stream (``Nats-Msg-Id`` dedupe within the
-stream's duplicate window) and at the hub (the hub event id; watcher/hub/hub.py).
+at-least-once on the wire, exactly once at the hub (the hub event id; watcher/hub/hub.py); the
+stream's ``Nats-Msg-Id`` dedupe only spares it copies (the id holds the row's hash: no other host
+can name it first, watcher/hub/wire.py). An ack that calls a row never published before a
+duplicate means another publisher used this host's ids: logged as an error (the hub says the gap).
+The heartbeat carries the position and the chain (``{"seq", "chain"}``): the hub compares it
+with what it received.
 
 States it logs (transitions only, never content): connected, disconnected, stream created,
 publish failed (with the seq it resumes from).
@@ -110,6 +114,7 @@ class Forwarder:
         self._elog: EventLog | None = None  # the thread's own connection
         self.chain, self.pos = "", 0        # the acknowledged prefix: (chain id, last acked seq)
         self.stream_seq = 0                 # the highest stream seq an ack of ours named (this run)
+        self.first_new = 0                  # rows above this seq were never published before (this run)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> Forwarder:
@@ -147,7 +152,7 @@ class Forwarder:
         elog = self._elog = EventLog(self.db_path, durability=self.durability, create=False)
         try:
             self.chain, self.pos = store.read_position(elog.db, self.stream, self.host)
-            self.stats["position"] = self.pos
+            self.stats["position"] = self.first_new = self.pos
             attempt = 0
             while not self._done():
                 try:
@@ -217,7 +222,7 @@ class Forwarder:
                 if cur != self.chain:
                     if self.chain:
                         log.warning("the log's chain changed (recreated?): forwarding the new chain from seq 1")
-                    self.chain, self.pos = cur, 0
+                    self.chain, self.pos, self.first_new = cur, 0, 0
                     self.stats["position"] = 0
                 self.stats["head"] = elog.head()[0]
                 recs = list(elog.read(self.pos, limit=self.batch, decode=False))
@@ -226,7 +231,8 @@ class Forwarder:
                 else:
                     now = time.monotonic()
                     if now - last_hb >= self.heartbeat:
-                        await nc.publish(f"{wire.HEARTBEAT}.{self.host}", b'{"seq":%d}' % self.pos)
+                        await nc.publish(f"{wire.HEARTBEAT}.{self.host}",
+                                         b'{"seq":%d,"chain":"%s"}' % (self.pos, self.chain.encode()))
                         last_hb = now
                     while not self._done() and elog.data_version() == dv and time.monotonic() - last_hb < self.heartbeat:
                         await asyncio.sleep(POLL)
@@ -264,13 +270,25 @@ class Forwarder:
             pos = r.seq
             if f is not None:
                 self.stats["acked"] += 1
-                self.stream_seq = max(self.stream_seq, getattr(f.result(), "seq", 0) or 0)
+                ack = f.result()
+                self.stream_seq = max(self.stream_seq, getattr(ack, "seq", 0) or 0)
+                if getattr(ack, "duplicate", False) and r.seq > self.first_new:
+                    self._stolen(r.seq)
         for f in pending:
             if not f.done():
                 f.cancel()
         self.pos = self.stats["position"] = pos
         if failed is not None:
             raise ConnectionError(f"no stream ack for seq {failed}")
+
+
+    def _stolen(self, seq: int) -> None:
+        """The stream called a row it never had from us a duplicate: a message with its id came
+        from elsewhere (with today's ids, the row's hash, only a replay of our own can)."""
+        self.stats["stolen"] = self.stats.get("stolen", 0) + 1
+        if self.stats["stolen"] == 1:
+            log.error("the stream dropped seq %d as a duplicate of a message this host never sent: another "
+                      "publisher uses this host's message ids; the hub says the gap", seq)
 
 
 def start(cfg: Any, db_path: str) -> Forwarder | None:

@@ -15,6 +15,18 @@ The same projections and notifier as `fleetwatch run` then run over the whole fl
 (core NATS ``fleetwatch-hb.<host>``) marks its host seen; a known host unseen for
 ``silent_after`` gets a ``host.silent`` event (a HOST_SILENT condition), ``host.resumed`` when it
 is heard again (:func:`silent_changes`, pure, monotonic time passed in).
+
+No host speaks for another: a message whose ``Nats-Msg-Id`` names another host or chain than its
+subject and headers is refused and said (``host.refused``, once per host and reason per run), and
+nothing relies on the stream's dedupe (the hub event id is per host, chain and event). A hole in a
+host's chain is said as it is found (``host.gap``): rows arrived past it, or the host's heartbeat
+names a position beyond the hub's last row of that chain once a fetch found the stream drained
+(rows the stream acknowledged but never delivered). ``verify`` fails on either.
+
+Each hub has its own durable consumer: ``[hub] consumer`` unset is ``fleetwatch-hub-<host>-<log
+chain>``, and the consumer's description names the hub that owns it; a hub that finds its
+consumer owned by another refuses to consume from it (``hub.consumer_taken``, logged, retried):
+two hubs on one consumer would each get part of the stream and neither would know.
 """
 from __future__ import annotations
 
@@ -31,6 +43,7 @@ from events.types_hub import HostEvent, HostResumed, HostSilent
 from watcher.config import Config, parse_duration
 from watcher.hub import store, wire
 from watcher.hub.forwarder import connect, ensure_stream
+from watcher.hub.guard import ConsumerTaken, Guard
 
 log = logging.getLogger("fleetwatch.hub")
 
@@ -94,7 +107,7 @@ class OriginLog:
             self._staged = {}
 
 
-class Hub:
+class Hub(Guard):
     """The hub's state around a :class:`watcher.runtime.loop.Watcher` that has no sources: its
     ``commit`` appends, folds and snapshots; its notifier plans and delivers."""
 
@@ -115,8 +128,14 @@ class Hub:
         self.last_seen = {h: start for h, _ in self.last if h not in self.silent}
         self.wall_seen: dict[str, float] = {}
         self.stats: dict[str, Any] = {"received": 0, "appended": 0, "duplicates": 0, "rejected": 0, "gaps": 0,
-                                      "batches": 0, "failed": 0, "shared_name": 0}
+                                      "batches": 0, "failed": 0, "shared_name": 0, "refused_other": 0,
+                                      "consumer_taken": 0}
         self._rejects_logged: set[str] = set()
+        self.notes: list[Any] = []                # host.gap / host.refused not recorded yet
+        self._noted: set[tuple[Any, ...]] = set()
+        self.hb: dict[str, tuple[str, int, float]] = {}   # host -> (chain, seq, mono) of its last heartbeat
+        self.drained_at = 0.0                     # mono when the last fetch that came back empty began
+        self.consumer = self.hc.consumer
 
     # ---- pure-ish stages ------------------------------------------------------------------
     def seen(self, host: str, mono: float, now: float) -> None:
@@ -135,6 +154,8 @@ class Hub:
             if isinstance(o, wire.Reject):
                 rejected.append(i)
                 self.stats["rejected"] += 1
+                if o in (wire.Reject.MSG_ID, wire.Reject.HOST_MISMATCH):
+                    self._refused(subj.split(".")[1] if subj.count(".") >= 2 else "?", o, hdrs)
                 if o.value not in self._rejects_logged:
                     self._rejects_logged.add(o.value)
                     log.warning("message on %s refused: %s (further ones counted, not logged)",
@@ -144,8 +165,7 @@ class Hub:
             key = (o.host, o.chain)
             last = self.last.get(key, 0)
             if o.seq > last + 1:
-                self.stats["gaps"] += 1
-                log.warning("host %s: seqs %d..%d not received before seq %d", o.host, last + 1, o.seq - 1, o.seq)
+                self._gap(o.host, o.chain, last + 1, o.seq - 1, f"before seq {o.seq}")
             if o.seq > last:
                 self.last[key], self.tips[key] = o.seq, o.hash
                 self._interleaved(o)
@@ -192,6 +212,7 @@ class Hub:
         """Append the batch (events + origins + snapshots, one transaction). Returns how many
         were new. Raises AppendFailed (nothing written; the caller naks)."""
         if not origins:
+            self.record_notes(now)
             return 0
         pend = [Pending(_hub_event(o), id=o.hub_id) for o in origins]
         self.olog.stage(origins)
@@ -200,6 +221,7 @@ class Hub:
         new = self.w.proj.seq - before
         self.stats["appended"] += new
         self.stats["duplicates"] += len(origins) - new
+        self.record_notes(now)
         return new
 
     def liveness(self, mono: float, now: float) -> int:
@@ -239,10 +261,13 @@ class Hub:
                 attempt += 1
                 await self._idle(stop, min(5.0, 0.2 * 2 ** attempt), on_tick)
                 continue
-            log.info("connected to NATS; consuming stream %s as %s", self.hc.stream, self.hc.consumer)
             try:
                 await self._consume(nc, stop, on_tick)
                 attempt = 0
+            except ConsumerTaken as e:
+                self._taken(e)
+                attempt += 1
+                await self._idle(stop, 5.0, on_tick)
             except Exception as e:
                 log.warning("consuming interrupted (%s: %s); reconnecting", type(e).__name__, e)
                 attempt += 1
@@ -262,6 +287,8 @@ class Hub:
 
     def _housekeeping(self, on_tick: Any) -> None:
         try:
+            self.tail_gaps()
+            self.record_notes(time.time())
             self.liveness(time.monotonic(), time.time())
             self.notify(time.time())
         except AppendFailed as e:
@@ -275,16 +302,19 @@ class Hub:
         js = nc.jetstream()
         await ensure_stream(js, self.hc.stream)
         ack_wait = parse_duration(self.hc.ack_wait, "hub.ack_wait")
+        self.consumer, me = self.identity()
         config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
-                                ack_wait=ack_wait, max_ack_pending=self.hc.batch, max_deliver=-1)
+                                ack_wait=ack_wait, max_ack_pending=self.hc.batch, max_deliver=-1, description=me)
+        await self._claim(js, config, me)
+        log.info("connected to NATS; consuming stream %s as %s", self.hc.stream, self.consumer)
         await self._rewind(js, config)
-        psub = await js.pull_subscribe(f"{wire.PREFIX}.>", durable=self.hc.consumer, stream=self.hc.stream,
+        psub = await js.pull_subscribe(f"{wire.PREFIX}.>", durable=self.consumer, stream=self.hc.stream,
                                        config=config)
 
         async def on_hb(msg: Any) -> None:
             host = msg.subject.rpartition(".")[2]
             if wire.is_host(host):
-                self.seen(host, time.monotonic(), time.time())
+                self.heartbeat(host, msg.data or b"", time.monotonic())
 
         hb = await nc.subscribe(f"{wire.HEARTBEAT}.*", cb=on_hb)
         reconnects = nc.stats["reconnects"]
@@ -295,10 +325,13 @@ class Hub:
                 now = time.time()
                 nw = self.next_wake(now)
                 wait = 1.0 if nw is None else max(0.05, min(1.0, nw - now))
+                began = time.monotonic()
                 try:
                     msgs = await psub.fetch(self.hc.batch, timeout=wait)
                 except (asyncio.TimeoutError, TimeoutError):
                     msgs = []
+                if not msgs:
+                    self.drained_at = began
                 if msgs:
                     await self._ingest(msgs)
                 self._housekeeping(on_tick)
@@ -321,15 +354,15 @@ class Hub:
         from nats.js.errors import NotFoundError
 
         try:
-            info = await js.consumer_info(self.hc.stream, self.hc.consumer)
+            info = await js.consumer_info(self.hc.stream, self.consumer)
         except NotFoundError:
             return
         if not info.num_ack_pending and info.config.ack_policy == AckPolicy.EXPLICIT:
             return
         start = (info.ack_floor.stream_seq if info.ack_floor else 0) + 1
-        await js.delete_consumer(self.hc.stream, self.hc.consumer)
+        await js.delete_consumer(self.hc.stream, self.consumer)
         config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, start
-        log.info("consumer %s: %d unacked, redelivering from stream seq %d", self.hc.consumer,
+        log.info("consumer %s: %d unacked, redelivering from stream seq %d", self.consumer,
                  info.num_ack_pending or 0, start)
 
     async def _ingest(self, msgs: list[Any]) -> None:

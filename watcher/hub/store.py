@@ -175,10 +175,37 @@ def verify_hosts(db: apsw.Connection, chunk: int = 20000) -> list[HostChain]:
     return out
 
 
+def said_gaps(db: apsw.Connection, chains: list[HostChain]) -> None:
+    """Add to ``chains`` every hole a ``host.gap`` event named that ``hub_origin`` still lacks: a
+    hole at a chain's end (rows the stream never delivered, nothing after them) is no gap between
+    stored rows, and verify must fail on it all the same."""
+    by = {(c.host, c.chain): c for c in chains}
+    for (raw,) in db.execute("SELECT data FROM events WHERE type = 'host.gap'").fetchall():
+        try:
+            g = msgspec.json.decode(raw if isinstance(raw, (bytes, str)) else b"")
+            host, chain, first, last = g["host"], g["chain"], int(g["first"]), int(g["last"])
+        except (msgspec.DecodeError, KeyError, TypeError, ValueError):
+            continue
+        if not (isinstance(host, str) and isinstance(chain, str) and 0 < first <= last):
+            continue
+        (held,) = db.execute("SELECT count(*) FROM hub_origin WHERE host=? AND chain=? AND seq BETWEEN ? AND ?",
+                             (host, chain, first, last)).fetchone()
+        c = by.get((host, chain))
+        if c is None:
+            c = by[(host, chain)] = HostChain(host, chain, 0, 0, 0)
+            chains.append(c)
+        if held < last - first + 1 and not any(a <= first and last <= b for a, b in c.gaps):
+            c.gaps.append([first, last])
+            c.gaps.sort()
+
+
 def host_report(db: apsw.Connection) -> tuple[list[HostChain], list[str], bool]:
-    """For `fleetwatch verify` on a hub's log: (chains, one line per host chain, all intact).
-    A log without ``hub_origin`` (a host's own log) gives ([], [], True)."""
+    """For `fleetwatch verify` on a hub's log: (chains, one line per host chain, all intact; the
+    holes ``host.gap`` events named count as gaps). A log without ``hub_origin`` (a host's own
+    log) gives ([], [], True)."""
     chains = verify_hosts(db)
+    if chains:
+        said_gaps(db, chains)
     lines = []
     for c in chains:
         gaps = ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in c.gaps[:10])

@@ -3,9 +3,13 @@
 One host event = one JetStream message on ``fleetwatch.<host>.<type>``: the payload is the row's
 ``data`` bytes unchanged; headers carry the rest of the row (seq, id, time, subject, version, hash)
 and the host's chain id (the hex of its seq-1 hash: a host whose log was recreated starts a new
-chain, verified on its own). ``Nats-Msg-Id`` is ``<host>/<chain>/<event id>``: the event id alone
-is not unique across hosts (caller-given ids such as notice ids repeat on two hosts with the same
-agents), so the stream deduplicates per host and per chain.
+chain, verified on its own). ``Nats-Msg-Id`` is ``<host>/<chain>/<seq>/<row hash>``: JetStream's
+duplicate window is per stream, not per subject, and a host may read another's messages, so an id
+another host could compute ahead (the event id) let it publish a host's next ids first and have the
+stream drop that host's real rows as duplicates. A row's hash follows from its content and time:
+nobody can name it before the row exists. The hub refuses a message whose ``Nats-Msg-Id`` does not
+begin with its subject's host and the chain in its headers (:attr:`Reject.MSG_ID`), and does not rely
+on the stream's dedupe at all: its own idempotence is per (host, chain, seq) (watcher/hub/hub.py).
 
 At the hub a message becomes an :class:`Origin` (checked field by field; anything malformed is a
 :class:`Reject` reason, never an exception) and then one hub event (:func:`to_hub`): identity
@@ -28,6 +32,7 @@ from events.types_hub import HostEvent
 
 PREFIX = "fleetwatch"
 HEARTBEAT = "fleetwatch-hb"          # core NATS (not stored): ``fleetwatch-hb.<host>``
+NATS_MSG_ID = "Nats-Msg-Id"
 STREAM_SUBJECTS = [f"{PREFIX}.>"]
 MAX_PAYLOAD = 1 << 20                 # the stream's max_msg_size; a bigger row is not forwarded
 ID_FIELDS = ("agent", "run", "mission", "scope", "group", "source")  # prefixed with "<host>/"
@@ -58,13 +63,24 @@ def subject(host: str, type_: str) -> str:
 
 
 def msg_id(host: str, chain: str, event_id: str) -> str:
+    """The hub event id of a host row (the hub's own idempotence)."""
     return f"{host}/{chain}/{quote(event_id, safe='')}"
+
+
+def nats_id(host: str, chain: str, seq: int, hash_: bytes) -> str:
+    """The ``Nats-Msg-Id`` of a host row: unguessable before the row exists (module docstring)."""
+    return f"{host}/{chain}/{seq}/{hash_.hex()}"
+
+
+def named_host(hdrs: dict[str, str] | None) -> str:
+    """The host a message's ``Nats-Msg-Id`` names ("" when none), for the refusal's words."""
+    return str((hdrs or {}).get(NATS_MSG_ID, "")).split("/", 1)[0][:64]
 
 
 def headers(host: str, chain: str, rec: Any) -> dict[str, str]:
     """The headers of one forwarded row (``rec``: an events.log.Recorded). Ids and subjects are
     percent-encoded: a newline in an agent id must not end a header line."""
-    return {"Nats-Msg-Id": msg_id(host, chain, rec.id), H_HOST: host, H_CHAIN: chain,
+    return {NATS_MSG_ID: nats_id(host, chain, rec.seq, rec.hash), H_HOST: host, H_CHAIN: chain,
             H_SEQ: str(rec.seq), H_ID: quote(rec.id, safe=""), H_TIME: quote(rec.time, safe=""),
             H_TYPE: quote(rec.type, safe=""),
             H_SUBJECT: quote(rec.subject, safe=""), H_VERSION: str(rec.version), H_HASH: rec.hash.hex()}
@@ -96,6 +112,7 @@ class Reject(str, Enum):
     SUBJECT = "subject-not-fleetwatch.<host>.<type>"
     HEADERS = "missing-or-bad-headers"
     HOST_MISMATCH = "host-header-differs-from-subject"
+    MSG_ID = "msg-id-names-another-host-or-chain"
     TOO_LARGE = "payload-too-large"
     NOT_JSON = "payload-not-a-json-object"
     CHAIN = "hash-does-not-follow-the-host-chain"
@@ -109,6 +126,9 @@ def parse(subj: str, hdrs: dict[str, str] | None, payload: bytes) -> Origin | Re
         return Reject.SUBJECT
     host = parts[1]
     h = hdrs or {}
+    nid = h.get(NATS_MSG_ID)
+    if nid is not None and not str(nid).startswith(f"{host}/"):
+        return Reject.MSG_ID   # a poisoning attempt: it would have the stream drop another host's rows
     try:
         seq, version = int(h[H_SEQ]), int(h[H_VERSION])
         chain, hash_ = h[H_CHAIN], h[H_HASH]
@@ -121,6 +141,8 @@ def parse(subj: str, hdrs: dict[str, str] | None, payload: bytes) -> Origin | Re
             or not re.match(r"^[0-9a-f]{16}$", chain) or not 0 < len(id_) <= 200 or not 0 < len(time_) <= 40
             or not 0 < len(type_) <= 200 or len(subj_h) > 1000):
         return Reject.HEADERS
+    if nid is not None and not str(nid).startswith(f"{host}/{chain}/"):
+        return Reject.MSG_ID   # another chain's id: the same attempt within one host name
     if len(payload) > MAX_PAYLOAD:
         return Reject.TOO_LARGE
     if not payload.startswith(b"{"):
@@ -150,5 +172,6 @@ def to_hub(o: Origin) -> Any:
     return prefixed(ev, o.host)
 
 
-__all__ = ["HEARTBEAT", "ID_FIELDS", "LOCAL_TYPES", "MAX_PAYLOAD", "Origin", "PREFIX", "Reject", "STREAM_SUBJECTS",
-           "headers", "host_name", "is_host", "msg_id", "parse", "prefixed", "subject", "to_hub"]
+__all__ = ["HEARTBEAT", "ID_FIELDS", "LOCAL_TYPES", "MAX_PAYLOAD", "NATS_MSG_ID", "Origin", "PREFIX", "Reject",
+           "STREAM_SUBJECTS", "headers", "host_name", "is_host", "msg_id", "named_host", "nats_id", "parse", "prefixed",
+           "subject", "to_hub"]

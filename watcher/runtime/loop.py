@@ -447,8 +447,7 @@ class Watcher:
         self.commit([WatcherStarted(version=version(), pid=os.getpid())], now)
 
     def stopped(self, now: float, reason: str = "signal") -> bool:
-        """Record ``watcher.stopped``; False when it could not be (a full disk: the caller keeps
-        it and the decisions still pending for the next start, ``watcher.runtime.spill``)."""
+        """Record ``watcher.stopped``; False when it could not be (a full disk: runtime/spill.py)."""
         try:
             self.commit([WatcherStopped(version=version(), pid=os.getpid(), reason=reason)], now,
                         force_snapshot=True)
@@ -501,8 +500,7 @@ def describe(ev: Any) -> str:
 
 
 def _keep(ev: Any) -> bool:
-    """Kept in memory when an append fails: the notifier's records and the checker's verdicts
-    (ids ``checks:``: decided once, never found again by a detector)."""
+    """Kept when an append fails: notifier records, checker verdicts (``checks:`` ids: decided once)."""
     from events.log import Pending
 
     if isinstance(ev, Pending) and isinstance(ev.id, str) and ev.id.startswith("checks:"):
