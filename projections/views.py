@@ -8,8 +8,9 @@ Invariants
 - Values here are raw (as recorded): escaping is the renderer's job (``projections.text.safe``),
   so ``--json`` stays exact and valid JSON.
 - Agents sort by class rank (``classes.rank``), then id. The summary groups are upper case and in
-  one fixed order: the four attention classes, APPROVALS, VIOLATIONS, SOURCES, RUNS, SWARMS.
-- DICE_TERMINADO lists only agents whose DoD is not already met (a met DoD needs nobody).
+  one fixed order: the four attention classes, APPROVALS, VIOLATIONS, SOURCES, RUNS, SWARMS,
+  DONE (claims of done whose DoD is met: news, not a need).
+- DICE_TERMINADO lists only agents whose DoD is not already met (a met DoD needs nobody: DONE).
 - Within a class the unhandled come before the handled (acked, snoozed, silenced: ``handling``);
   every row and line says how it was handled and, for RECLAMA, what the agent waits for
   (``projections.waiting``) and its task title. ``fleet_sections`` is what the phone's fleet page
@@ -27,7 +28,7 @@ from projections.waiting import clean as waiting_clean
 from projections.waiting import words as waiting_words
 
 ATTENTION = classes.ATTENTION
-GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS")
+GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS", "DONE")
 
 
 def since_s(iso_s: str | None, now: float) -> float | None:
@@ -248,9 +249,19 @@ def _agent_line(cls: str, aid: str, a: Any, age: str, dod: str, h: dict[str, Any
     else:
         line = f"{aid}: {a.get('reason') or 'mal lanzado'}"
     task = a.get("task")
-    if task:   # cut raw: the printer escapes the whole line
-        line += f" · task: {task if len(task) <= TASK_CUT else task[:TASK_CUT - 1] + '…'}"
+    if task:
+        line += f" · task: {_cut(task)}"
     return line + (f" · {handled_words(h, now)}" if h else "")
+
+
+def _done_line(aid: str, a: Any, d: dict[str, Any]) -> str:
+    task = a.get("task")
+    return f"{aid}: DoD met by {d.get('verifier') or '?'}" + (f" · task: {_cut(task)}" if task else "")
+
+
+def _cut(task: str) -> str:
+    """A task title cut raw for a summary line (the printer escapes the whole line)."""
+    return task if len(task) <= TASK_CUT else task[:TASK_CUT - 1] + "…"
 
 
 def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 0,
@@ -269,6 +280,7 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
         for _, since, aid in sorted(by_class.get(cls, [])):
             dod = dod_agents.get(aid, {}).get("status", "pending")
             if cls == classes.DICE_TERMINADO and dod == "met":
+                groups["DONE"].append(_done_line(aid, fleet["agents"][aid], dod_agents[aid]))   # needs nobody
                 continue
             groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod,
                                            handled.get(aid), now))

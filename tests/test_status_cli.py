@@ -95,15 +95,16 @@ def test_summary_order_and_counts(env):
     assert r.exit_code == 0, r.output
     heads = [ln for ln in r.stdout.splitlines() if not ln.startswith("  ")]
     assert heads == ["RECLAMA (2)", "DICE_TERMINADO (1)", "ESTANCADO (1)", "MAL_LANZADO (1)", "APPROVALS (1)",
-                     "VIOLATIONS (1)", "SWARMS (1)"]
-    assert "a6" not in r.stdout                                           # DoD already met: needs nobody
+                     "VIOLATIONS (1)", "SWARMS (1)", "DONE (1)"]
+    done = r.stdout.split("DONE (1)\n")[1]                               # DoD already met: needs nobody,
+    assert "a6" not in r.stdout.split("DONE (1)")[0] and done.startswith("  a6: DoD met by ")   # news last
     assert "  a4: DoD contract rewritten (1x)" in r.stdout
     assert "a1" not in r.stdout                                           # working agents are not news
     again = invoke("summary", "--db", str(db))
     assert again.stdout == r.stdout                                       # stable
     js = json.loads(invoke("summary", "--json", "--db", str(db)).stdout)
     assert [g["group"] for g in js["groups"]] == ["RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO",
-                                                  "APPROVALS", "VIOLATIONS", "SWARMS"]   # one case, one order
+                                                  "APPROVALS", "VIOLATIONS", "SWARMS", "DONE"]   # one case, one order
 
 
 def test_missing_log_is_graceful(env):
