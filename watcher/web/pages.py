@@ -95,7 +95,9 @@ def notice_page(notice: str, token: str, items: list[dict], now: float, done: st
     fleet = f"{base}/n/{notice}/fleet?t={token}" + (f"&c={c}" if c else "")
     body = Markup("<h1>fleetwatch · {} item(s)</h1>{}<ul>{}</ul>{}<p><a href='{}'>The whole fleet"
                   "</a></p><p class=muted>notice {}</p>").format(
-        len(items), banner, Markup("").join(rows) or Markup("<li>nothing open any more</li>"),
+        len(items), banner, Markup("").join(rows) or Markup(
+            "<li>Nothing of this notice is known here yet (its push may still be on its way): reload in a "
+            "moment, or open the whole fleet.</li>"),
         Markup("").join(forms), fleet, notice)
     return _doc(f"fleetwatch: {len(items)} item(s)", body)
 
