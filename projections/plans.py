@@ -9,9 +9,9 @@ State
   the launch (``dod.verdict``: an independent verifier's, never the agent's own file's).
 - ``todo``: agent -> the verdict not acted on yet (any agent, launched or not); a ``dod.acted``
   for that verdict's seq removes it, a newer verdict replaces it, CERRADO drops it.
-- ``closing``: agent -> seq of the verdict a ``close`` was recorded for, while the agent is not
-  back in another class (the watcher names its CERRADO "verified met", and closes again after a
-  restart while it is not CERRADO).
+- ``closing``: agent -> [seq of the verdict a ``close`` was recorded for, CERRADO since] until
+  the agent is back in another class after its CERRADO, or launched again (the watcher names
+  that CERRADO "verified met", and closes again after a restart while it is not CERRADO).
 - ``plans``: per plan (``plan.recorded``) its tasks (id, title, deps, digest), ``max_parallel``,
   which agent each launched task is (``agent.launched`` with the plan) and ``stopped``.
 - ``acted``: counts of actions by kind; ``done``: launch-to-met durations (the last ``KEEP``).
@@ -77,7 +77,7 @@ def _acted(st: dict[str, Any], ev: Any, rec: Any) -> None:
         del st["todo"][ev.agent]
     st["acted"][ev.action] = st["acted"].get(ev.action, 0) + 1
     if ev.action == "close":
-        st["closing"][ev.agent] = ev.verdict_seq
+        st["closing"][ev.agent] = [ev.verdict_seq, False]
     a = st["agents"].get(ev.agent)
     if a is not None:
         a["acted"] = {"action": ev.action, "verdict_seq": ev.verdict_seq, "at": rec.time}
@@ -87,10 +87,13 @@ def _classified(st: dict[str, Any], ev: Any, rec: Any) -> None:
     a = st["agents"].get(ev.agent)
     if a is not None:
         a["class"] = ev.to
+    c = st["closing"].get(ev.agent)
     if ev.to == CERRADO:
         st["todo"].pop(ev.agent, None)
-    else:
-        st["closing"].pop(ev.agent, None)   # back (not closed after all, or revived): no longer closing
+        if c is not None:
+            c[1] = True
+    elif c is not None and c[1]:
+        del st["closing"][ev.agent]          # back after its CERRADO (revived): no longer closing
 
 
 def _plan(st: dict[str, Any], ev: Any, rec: Any) -> None:

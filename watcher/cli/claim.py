@@ -3,8 +3,9 @@ where it stands.
 
 The agent is ``--agent``, else ``$FLEETWATCH_AGENT`` (``fleetwatch launch`` sets it in the
 window). Its goal.json (``[launch] goals_dir/AGENT/goal.json``, else the configured goals
-sources) gets the phase — done: ``hecho`` (and state ``idle``: DICE_TERMINADO at the next tick,
-whatever the hooks said last), blocked: ``bloqueado``, question: ``preguntando`` (both RECLAMA),
+sources) gets the phase — done: ``hecho`` (and, for an agent no Claude Code hook keeps the state
+of, state ``idle``: DICE_TERMINADO at the next tick; under hooks the claim is made from inside a
+tool call, and the turn's Stop makes it idle, so the claim starts once, at the turn's end), blocked: ``bloqueado``, question: ``preguntando`` (both RECLAMA),
 working: ``haciendo`` (state ``busy``) — through ``watcher.hook.goalfile.update_goal``: atomic,
 never losing another writer's update. The note is the agent's words: it is not written to
 goal.json, the log or a push (the claim itself is what the fleet learns). Exit 2: no agent or no
@@ -76,7 +77,7 @@ def register(app: typer.Typer) -> None:
                 return None
             new = dict(doc)
             new["phase"] = phase
-            if state is not None:
+            if state is not None and "hook_event" not in doc:   # hooks keep the state of a real client
                 new["state"] = state
             new["last_activity"] = now
             if note is not None:

@@ -17,7 +17,9 @@ Invariants
   names that CERRADO "verified met".
 - The nudge is one line typed literally into the agent's pane, then Enter, naming the failed
   checks and what was expected (the verdict's evidence, escaped); the pane activity it causes is
-  not the agent's (``marks``, read by the tmux source as the notifier's nudges are).
+  not the agent's (``marks``, read by the tmux source as the notifier's nudges are). The refused
+  claim is withdrawn first (goal.json phase ``haciendo``): the agent's next stop is not a new
+  claim, only its next ``fleetwatch claim done`` is (no nudge, verdict, nudge loop).
 """
 from __future__ import annotations
 
@@ -94,8 +96,8 @@ class Actor:
                                         verifier=v["verifier"], detail=detail), id=f"acted:{aid}:{v['seq']}"))
             self.planned[aid] = (action, v["seq"], v)
         mono = time.monotonic()
-        for aid in st["closing"]:   # a close recorded and not seen done (a kill -9 between the two)
-            if aid not in self.planned and cls(aid) != CERRADO and mono - self.reclosed.get(aid, -RECLOSE_S) >= RECLOSE_S:
+        for aid, (_, closed) in st["closing"].items():   # a close recorded, not seen done (a kill -9 between)
+            if not closed and aid not in self.planned and cls(aid) != CERRADO and mono - self.reclosed.get(aid, -RECLOSE_S) >= RECLOSE_S:
                 if aid in self.reclosed:
                     self.jobs.put(("close", aid, {}, self._where(st, fleet, aid)))
                 self.reclosed[aid] = mono
@@ -146,10 +148,18 @@ class Actor:
         log.info("close of %s (%s): %s", safe(aid), safe(target or "-"), "done" if ok else "failed")
 
     def _nudge(self, aid: str, v: dict[str, Any], socket: str, recorded: str, goal: str | None) -> None:
+        from watcher.hook.goalfile import HookError, update_goal
+
         target = self._target(socket, recorded, aid)
         if not target:
             log.warning("nudge of %s: no window", safe(aid))
             return
+        if goal is not None:
+            try:
+                update_goal(goal, lambda d: {**d, "phase": "haciendo"} if d and d.get("phase") in ("hecho", "done")
+                            else None, create=False)
+            except (HookError, OSError) as e:
+                log.warning("nudge of %s: claim not withdrawn in goal.json: %s", safe(aid), safe(str(e), 200))
         start = time.time()
         with self._lock:
             self._marks[aid] = (start, float("inf"))

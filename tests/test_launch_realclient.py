@@ -1,0 +1,85 @@
+"""Issue 44 with the real Claude Code client (both pinned versions) in the window ``fleetwatch launch``
+opens, its model the scripted fake of tests/support/fakeapi.py: the model runs
+``fleetwatch claim done`` through its Bash tool. A launched agent that did the work is verified met
+and closed with no human; one that claims done half-way gets exactly one nudge naming the gap
+(typed into its pane: the client takes it as the next prompt) and stays open."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support import fakeapi as F
+from tests.support.loopworld import World
+from tests.support.realclaude import VERSIONS, Claude, wait_for
+
+pytestmark = pytest.mark.realclient
+
+TWO_PARTS = [{"id": "part1", "kind": "cmd", "cmd": ["test", "-f", "part1"]},
+             {"id": "part2", "kind": "cmd", "cmd": ["test", "-f", "part2"]}]
+
+
+@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")
+def flavour(request):
+    return request.param
+
+
+def _world(tmp_path, flavour, fake):
+    c = Claude(tmp_path, flavour, fake, win="a1")   # the test HOME, trusted work folder, fake API
+    c.hook_install()
+    # the fleet's agent command: this client, touch and the claim command allowed (no permission
+    # dialog), the launch prompt as its first (after --: --allowedTools takes several values)
+    w = World(tmp_path, dod={"run_checks": True, "on_met": "close", "on_failed": "nudge"},
+              argv=[c.bin, "--allowedTools", "Bash(touch:*),Bash(fleetwatch claim:*)", "--", "{prompt}"])
+    w.env.update({k: v for k, v in c.env.items() if k not in ("FLEETWATCH_AGENT", "PATH")})
+    w.env["FLEETWATCH_CONFIG"] = str(w.cfg)
+    return c, w
+
+
+def _launch(w: World, c: Claude):
+    r = w.fw("launch", "a1", "--task", "create part1 and part2", "--contract", json.dumps(TWO_PARTS),
+             "--cwd", str(c.work))
+    assert r.returncode == 0, r.stderr
+
+
+def test_real_client_that_does_the_work_and_claims_done_is_verified_met_and_closed(tmp_path, flavour):
+    with F.FakeAPI() as fake:
+        c, w = _world(tmp_path, flavour, fake)
+        try:
+            fake.script(F.bash("touch part1 part2"), F.bash("fleetwatch claim done"), F.text("done: both parts exist"))
+            w.start()
+            _launch(w, c)
+            acted = wait_for(lambda: w.data("dod.acted"), 120, what="the verdict acted on")
+            assert [(a["agent"], a["action"]) for a in acted] == [("a1", "close")]
+            assert [(v["verdict"], v["verifier"]) for v in w.data("dod.verdict")] == [("met", "fleetwatch-checks")]
+            closed = wait_for(lambda: [d for d in w.data("agent.classified") if d["to"] == "CERRADO"], 60,
+                              what="CERRADO")
+            assert closed[0]["reason"] == "verified met"
+            wait_for(lambda: "a1" not in w.windows(), 30, what="the window closed")
+        finally:
+            w.close()
+
+
+def test_real_client_that_claims_done_half_way_gets_one_nudge_and_stays_open(tmp_path, flavour):
+    with F.FakeAPI() as fake:
+        c, w = _world(tmp_path, flavour, fake)
+        try:
+            fake.script(F.bash("touch part1"), F.bash("fleetwatch claim done"), F.text("done, I think"))
+            w.start()
+            _launch(w, c)
+            nudged = wait_for(lambda: w.data("dod.acted"), 120, what="the nudge")
+            assert [(a["agent"], a["action"], a["detail"]) for a in nudged] == [("a1", "nudge", "part2")]
+            before = len(fake.conversation_requests())
+            # the nudge is the client's next prompt: one more conversation request, answered "ok"
+            wait_for(lambda: len(fake.conversation_requests()) > before, 60, what="the nudge taken as a prompt")
+            goal = json.loads((w.goals / "a1" / "goal.json").read_text())
+            wait_for(lambda: json.loads((w.goals / "a1" / "goal.json").read_text()).get("state") == "idle", 60,
+                     what="the turn after the nudge ended")
+            goal = json.loads((w.goals / "a1" / "goal.json").read_text())
+            assert goal["phase"] == "haciendo"         # the refused claim withdrawn: its stop is no new claim
+            wait_for(lambda: w.data("agent.classified")[-1]["to"] == "TRABAJANDO", 30, what="back at work")
+            assert len(w.data("dod.acted")) == 1 and len(w.data("dod.verdict")) == 1
+            assert "a1" in w.windows()
+            assert not [d for d in w.data("agent.classified") if d["to"] == "CERRADO"]
+        finally:
+            w.close()
