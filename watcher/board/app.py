@@ -108,27 +108,10 @@ def status_line(doc: dict[str, Any], feed_note: str) -> Text:
 
 
 def hub_text(hub: dict[str, Any]) -> Text:
-    """``hub: NATS up, hosts 2/3 (vm3 silent 6m)`` or ``hub: NATS DOWN 3m, data stale since …``."""
-    t = Text("hub: ")
-    if not hub.get("running"):
-        t.append("NOT RUNNING", style="bold red")
-    elif hub.get("connected"):
-        t.append("NATS up", style="" if MONO["NO_COLOR"] else "green")
-    else:
-        t.append(f"NATS DOWN {fmt_age(hub.get('down_s'))}", style="bold red")
-    if hub.get("stale"):
-        t.append(f", data stale since {cell(hub.get('stale_since'), 20)}", style="bold yellow")
-    hosts = hub.get("hosts") or []
-    up = [h for h in hosts if h.get("connected")]
-    t.append(f", hosts {len(up)}/{len(hosts)}")
-    down = [h for h in hosts if not h.get("connected")]
-    if down:
-        t.append(" (" + ", ".join(f"{cell(h['host'], 20)} {fmt_age(h.get('age_s'))}" for h in down[:3]) + ")",
-                 style="yellow")
-    lag = max((h.get("lag_s") or 0.0 for h in up), default=0.0)
-    if lag >= 1.0:
-        t.append(f", lag {fmt_age(lag)}")
-    return t
+    """``projections.hub_view.hub_line``, in bold red while the hub's data is stale."""
+    from projections.hub_view import hub_line
+
+    return Text(hub_line(hub), style="bold red" if hub.get("stale") else "")
 
 
 def _sig(c: Any) -> tuple[str, str]:

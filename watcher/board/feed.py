@@ -93,6 +93,11 @@ class Feed:
         doc = views.status_doc(states, self.seq, now, **self.limits)
         running, pid = writer_running(self.path) if self.log is not None else (None, None)
         doc["watcher"] = {"running": running, "pid": pid}  # as `status --json` (False: nobody watches)
+        from watcher.hub.health import view
+
+        hub = view(self.path, now)  # a hub's log: the hub's health in the header, as `status` has it
+        if hub is not None:
+            doc["hub"] = hub
         return doc
 
     def known_agents(self) -> dict[str, Any]:

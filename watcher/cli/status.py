@@ -169,12 +169,22 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
         print(f"fleetwatch: {safe(note)}", file=sys.stderr)  # it names the path
     doc = build_status(cfg, states, head, now)
     doc["watcher"] = watcher_state(cfg, db, note, locks)
+    from watcher.config import db_path
+    from watcher.hub.health import view
+
+    hub = view(db_path(cfg, db), now)  # a hub's log: the hub's own health (watcher/hub/health.py)
+    if hub is not None:
+        doc["hub"] = hub
     if json:
         sys.stdout.write(inert_json(_json.encode(doc).decode()) + "\n")
     elif sys.stdout.isatty():
         render.status_rich(doc)
     else:
         sys.stdout.write(render.status_plain(doc))
+    if hub is not None and not json:
+        from projections.hub_view import host_lines, hub_line
+
+        sys.stdout.write("\n".join([hub_line(hub), *(f"  {x}" for x in host_lines(hub))]) + "\n")
 
 
 @gc_paused

@@ -32,12 +32,15 @@ def path_for(log_path: str) -> str:
 
 
 class HealthFile:
-    """The hub's side: ``nats(up)`` at each connection change, ``heard(host, now, event_time)``
-    per message or heartbeat, ``maybe_write(now, silent)`` every round."""
+    """The hub's side: ``heard(host, now)`` per message or heartbeat, ``arrived(origins, now)``
+    per appended batch (the host's time of its last event, the lag), ``round(hub, now)`` every
+    consume round (the NATS connection's state; the file written when due)."""
 
-    def __init__(self, log_path: str, urls: list[str]):
+    def __init__(self, log_path: str, urls: list[str], silent_after: float = 300.0):
         self.path = path_for(log_path)
         self.urls = urls
+        self.silent_after = silent_after
+        self.nc: Any = None                   # the hub's current NATS client (None: not connected)
         self.connected = False
         self.since: float | None = None       # when the current state (up or down) began
         self.last_up: float | None = None     # when NATS was last known connected (data is as of then)
@@ -50,6 +53,21 @@ class HealthFile:
             self.connected, self.since, self._dirty = up, now, True
         if up:
             self.last_up = now
+
+    def arrived(self, origins: list[Any], now: float) -> None:
+        """Rows just appended: each host's last event time (its own clock) and the lag."""
+        from events.timefmt import parse_iso
+
+        for o in origins:
+            try:
+                self.heard(o.host, now, min(parse_iso(o.time), now))
+            except (ValueError, OverflowError):
+                self.heard(o.host, now)
+
+    def round(self, silent: Any, now: float) -> None:
+        nc = self.nc
+        self.nats(bool(nc is not None and getattr(nc, "is_connected", False)), now)
+        self.maybe_write(now, silent)
 
     def heard(self, host: str, now: float, event_time: float | None = None) -> None:
         h = self.hosts.setdefault(host, {"seen": now, "event_time": None, "lag_s": None})
@@ -64,7 +82,7 @@ class HealthFile:
         if not (force or self._dirty or now - self._written >= EVERY):
             return
         doc = {
-            "pid": os.getpid(), "written_at": iso(now), "nats": {
+            "pid": os.getpid(), "written_at": iso(now), "silent_after": self.silent_after, "nats": {
                 "connected": self.connected, "since": iso(self.since) if self.since is not None else None,
                 "last_up": iso(self.last_up) if self.last_up is not None else None, "servers": len(self.urls)},
             "hosts": {h: {"last_seen": iso(v["seen"]),
@@ -93,6 +111,37 @@ class HealthFile:
             self.hosts.setdefault(h, {"seen": None, "event_time": None, "lag_s": None})
             if self.hosts[h]["seen"] is None:
                 self.hosts[h]["seen"] = now
+
+
+def by_host_time(origins: list[Any], now: float) -> list[tuple[float, list[Any]]]:
+    """``origins`` in runs that share their host's time (``Origin.time``; a time ahead of ``now``
+    or unreadable is ``now``): the hub appends each run at that time, so a caught-up event keeps
+    the time it happened at on its host, not its arrival's."""
+    from events.timefmt import parse_iso
+
+    out: list[tuple[float, list[Any]]] = []
+    for o in origins:
+        try:
+            t = min(parse_iso(o.time), now)
+        except (ValueError, OverflowError, TypeError):
+            t = now
+        if out and out[-1][0] == t:
+            out[-1][1].append(o)
+        else:
+            out.append((t, [o]))
+    return out
+
+
+def view(log_path: str, now: float) -> dict[str, Any] | None:
+    """``projections.hub_view.hub_view`` of the document beside ``log_path`` (None: no hub's)."""
+    from projections.hub_view import hub_view
+
+    doc = read(log_path)
+    if doc is None:
+        return None
+    sa = doc.get("silent_after")
+    return hub_view(doc, now, float(sa) if isinstance(sa, (int, float)) and not isinstance(sa, bool) and sa > 0
+                    else 300.0)
 
 
 def read(log_path: str) -> dict[str, Any] | None:

@@ -42,7 +42,8 @@ from events.log import EventLog, Pending
 from events.types_hub import HostEvent, HostResumed, HostSilent
 from watcher.config import Config, parse_duration
 from watcher.hub import store, wire
-from watcher.hub.forwarder import connect, ensure_stream
+from watcher.hub.forwarder import connect, ensure_stream, servers
+from watcher.hub.health import HealthFile, by_host_time
 from watcher.hub.guard import ConsumerTaken, Guard
 
 log = logging.getLogger("fleetwatch.hub")
@@ -138,7 +139,11 @@ class Hub(Guard):
         self.consumer = self.hc.consumer
 
     # ---- pure-ish stages ------------------------------------------------------------------
+    health: Any = None   # watcher.hub.health.HealthFile (serve sets it): what `status` shows of the hub
+
     def seen(self, host: str, mono: float, now: float) -> None:
+        if self.health is not None:
+            self.health.heard(host, now)
         self.last_seen[host] = mono
         self.wall_seen[host] = now
 
@@ -214,10 +219,12 @@ class Hub(Guard):
         if not origins:
             self.record_notes(now)
             return 0
-        pend = [Pending(_hub_event(o), id=o.hub_id) for o in origins]
-        self.olog.stage(origins)
         before = self.w.proj.seq
-        self.w.commit(pend, now)
+        for t, run in by_host_time(origins, now):  # each event at its host's time, not its arrival's
+            self.olog.stage(run)
+            self.w.commit([Pending(_hub_event(o), id=o.hub_id) for o in run], t)
+        if self.health is not None:
+            self.health.arrived(origins, now)
         new = self.w.proj.seq - before
         self.stats["appended"] += new
         self.stats["duplicates"] += len(origins) - new
@@ -255,6 +262,8 @@ class Hub(Guard):
         while not stop.is_set():
             try:
                 nc = await connect(self.hc.nats, self.hc.creds, "fleetwatch-hub")
+                if self.health is not None:
+                    self.health.nc = nc
             except Exception as e:
                 if attempt == 0:
                     log.warning("cannot connect to NATS (%s); retrying", type(e).__name__)
@@ -274,6 +283,8 @@ class Hub(Guard):
                 await self._idle(stop, min(5.0, 0.2 * 2 ** attempt), on_tick)
             finally:
                 try:
+                    if self.health is not None:
+                        self.health.nc = None
                     await asyncio.wait_for(nc.close(), 2.0)
                 except Exception:
                     pass
@@ -286,6 +297,8 @@ class Hub(Guard):
             await asyncio.sleep(min(0.2, seconds))
 
     def _housekeeping(self, on_tick: Any) -> None:
+        if self.health is not None:
+            self.health.round(self.silent, time.time())
         try:
             self.tail_gaps()
             self.record_notes(time.time())
@@ -422,6 +435,7 @@ def serve(cfg: Config, db: str, parents: bool = True) -> int:
     stop = threading.Event()
     sd = SystemdNotifier.from_env()
     hub = Hub(cfg, elog)
+    hub.health = HealthFile(db, servers(cfg.hub.nats), hub.silent_after)
     hub.w.notifier = Notifier(cfg)
     relay = SignalRelay({signal.SIGTERM: stop.set, signal.SIGINT: stop.set})  # not in the handler (runtime/signals.py)
 

@@ -157,7 +157,12 @@ class WebApp:
             if endpoint == "fleet":
                 back = f"{self.base}/n/{notice}?{link}"
                 today = today_line(states["report"], now) if "report" in states else ""
-                return self._html(200, pages.fleet_page(states, now, back, today))
+                from projections.hub_view import hub_line
+                from watcher.hub.health import view
+
+                hub = view(self.db, now)  # at a hub: its own health, stale data said
+                return self._html(200, pages.fleet_page(states, now, back, today, hub_line(hub) if hub else "",
+                                                        bool(hub and hub["stale"])))
             shown = self._items(states, self._cids(elog, states, notice, parse_items(key, notice, items)), now)
         done = req.args.get("done", "")
         return self._html(200, pages.notice_page(notice, token or "", shown, now, done, self.base, items))

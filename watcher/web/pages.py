@@ -45,7 +45,7 @@ border:1px solid #888;background:#fff} button.primary{background:#134;color:#fff
 .done{background:#e6f4e6;border-radius:8px;padding:10px;margin:8px 0} a{color:#134}
 .refused{background:#fdf0d5;border-radius:8px;padding:10px;margin:8px 0}
 .item form{display:inline-block;width:48%;margin:6px 1% 0 0} .item button{font-size:.95em;padding:8px}
-.handled{color:#285;font-size:.9em}
+.handled{color:#285;font-size:.9em} .hub{font-size:.9em;color:#555} .hub.stale{color:#b00;font-weight:600}
 """ + "".join(f".{c}{{color:{colour}}}" for c, colour in WEB.items()) + "\n"   # the class table's colours
 
 
@@ -102,11 +102,12 @@ def notice_page(notice: str, token: str, items: list[dict], now: float, done: st
     return _doc(f"fleetwatch: {len(items)} item(s)", body)
 
 
-def fleet_page(states: dict, now: float, back: str, today: str = "") -> str:
+def fleet_page(states: dict, now: float, back: str, today: str = "", hub: str = "", stale: bool = False) -> str:
     """What needs you, then the rest by class: ``projections.views.fleet_sections`` (the rows
     `status --json` and the summary show: a met claim of done needs nobody), each agent with
     what it waits for, its task and how it was handled (the unhandled first); ``today`` is the
-    report's one line for today (``projections.report_view.today_line``)."""
+    report's one line for today (``projections.report_view.today_line``); ``hub`` the hub's health
+    (``projections.hub_view.hub_line``), ``stale`` when its data is as of an earlier time."""
     sections, need, total = [], 0, 0
     for cls, needs, rows in fleet_sections(agents_view(states, now)):
         total += len(rows)
@@ -116,9 +117,10 @@ def fleet_page(states: dict, now: float, back: str, today: str = "") -> str:
         items += _more(len(rows) - MAX_ROWS, "`fleetwatch status` on the host lists them all")
         sections.append(Markup("<h2 class='{}'>{} · {}</h2><ul>{}</ul>").format(
             escape(cls), escape(label), len(rows), Markup("").join(items)))
-    body = Markup("<h1>fleet · {} need attention · {} agents</h1>{}{}"
+    body = Markup("<h1>fleet · {} need attention · {} agents</h1>{}{}{}"
                   "<p><a href='{}'>Back to the notice</a></p>").format(
-        need, total, Markup("<p class='muted today'>{}</p>").format(_text(today, 200)) if today else "",
+        need, total, Markup("<p class='hub{}'>{}</p>").format(" stale" if stale else "", _text(hub, 300)) if hub else "",
+        Markup("<p class='muted today'>{}</p>").format(_text(today, 200)) if today else "",
         Markup("").join(sections) or Markup("<p>no agents</p>"), back)
     return _doc("fleetwatch fleet", body)
 
