@@ -111,7 +111,8 @@ def test_hook_with_a_tool_use_id_loads_no_hashlib(tmp_path):
 def test_apply_creates_minimal_goal_and_never_creates_for_session_end():
     # no goal.json yet: {agent, state, last_activity} (+ hook_event); no contract -> MAL_LANZADO later
     new = apply(None, decide(payload("UserPromptSubmit")), "a5", NOW)
-    assert new == {"agent": "a5", "state": "busy", "last_activity": "2026-11-30T20:00:00Z", "hook_event": "UserPromptSubmit"}
+    assert new == {"agent": "a5", "state": "busy", "last_activity": "2026-11-30T20:00:00Z", "hook_at": NOW,
+                   "hook_event": "UserPromptSubmit"}
     # activity-only event on a missing file: the agent is working
     assert apply(None, decide(payload("SubagentStop")), "a5", NOW)["state"] == "busy"
     # SessionEnd of an agent with no goal.json: nothing to end
@@ -221,7 +222,7 @@ def test_agent_from_session_cwd_and_project_dir(tmp_path):
              env={"CLAUDE_PROJECT_DIR": "/home/dev/proj"}, now=NOW)
     assert json.loads((g / "proj" / "goal.json").read_text()) == {
         "agent": "proj", "state": "busy", "last_activity": "2026-11-30T20:00:00Z", "tools_open": ["?#74234e98afe7"],
-        "hook_event": "PreToolUse", "session_id": "S-other"}
+        "hook_event": "PreToolUse", "session_id": "S-other", "hook_at": NOW}
     # 4. a session outside the fleet: nothing written, nothing said
     before = sorted(p.name for p in g.iterdir())
     r = run_cli(["--goals-dir", str(g)], {**payload("PreToolUse"), "cwd": "/tmp/not-an-agent"})

@@ -35,6 +35,7 @@ class World:
 
     def __init__(self, tmp: Path, flavour: str):
         self.flavour = flavour
+        self.took: list[tuple[str, float]] = []
         self.fake = F.FakeAPI().start()
         self.c = Claude(tmp, flavour, self.fake, agent="a1")
         self.c.hook_install()
@@ -67,8 +68,12 @@ class World:
         return self.agents().get("a1") or {}
 
     def expect(self, what: str, ok, timeout: float = 30.0) -> dict:
-        """Until ``ok(agent a1 as status --json shows it)`` holds; that row."""
-        return wait_for(lambda: (a := self.a1()) and ok(a) and a, timeout, 0.2, f"a1 {what}")
+        """Until ``ok(agent a1 as status --json shows it)`` holds; that row. How long it took is
+        kept in ``took`` (reported, never asserted: speed is not what these tests check)."""
+        t0 = time.monotonic()
+        row = wait_for(lambda: (a := self.a1()) and ok(a) and a, timeout, 0.2, f"a1 {what}")
+        self.took.append((what, round(time.monotonic() - t0, 1)))
+        return row
 
     def goal(self) -> dict:
         return json.loads((self.c.goals / "a1" / "goal.json").read_text())
@@ -101,8 +106,8 @@ def permission_dialog(w: World, command: str = GATED) -> None:
     w.fake.script(F.bash(command), F.text("done"))
     w.c.type("run it")
     w.c.wait_screen(DIALOG)
-    a = w.expect("RECLAMA at the dialog", lambda a: a["class"] == "RECLAMA")
-    assert a["waiting_for"] == {"kind": "permission", "tool": "Bash"}
+    w.expect("RECLAMA at the dialog, waiting for a permission for Bash",
+             lambda a: a["class"] == "RECLAMA" and a["waiting_for"] == {"kind": "permission", "tool": "Bash"})
     assert w.c.wait_status("waiting").get("waitingFor", "permission prompt") == "permission prompt"  # 2.1.145: none
 
 
@@ -168,8 +173,8 @@ def test_steps_on_the_real_client(world):
     w.fake.script(F.tools(F.call("AskUserQuestion", QUESTION)), F.hold(F.text("thanks")))
     c.type("ask me")
     c.wait_screen("Which color")
-    a = w.expect("RECLAMA at the question", lambda a: a["class"] == "RECLAMA")
-    assert a["waiting_for"] == {"kind": "question", "tool": None}
+    w.expect("RECLAMA at the question", lambda a: a["class"] == "RECLAMA"
+             and a["waiting_for"] == {"kind": "question", "tool": None})
     c.keys("Enter")
     wait_for(w.fake.holding.is_set, 30, what="the turn after the answer")
     a = w.expect("busy after the answer", lambda a: a["state"] == "busy" and not_reclama(a))
@@ -204,4 +209,4 @@ def test_steps_on_the_real_client(world):
     wait_for(lambda: c.session() is None, 30, what="the session to leave claude agents")
 
     print(f"\n{w.flavour}: denial {denial}\n esc in tool {esc_tool}\n esc thinking {esc_think}\n"
-          f" installed besides hook install: {w.added}")
+          f" installed besides hook install: {w.added}\n seen after: {w.took}")

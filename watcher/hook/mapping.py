@@ -28,7 +28,7 @@ import json
 import time
 
 HOOK_KEYS = ("state", "last_activity", "hook_event", "ended", "ended_at", "stop_error", "pending",
-             "tools_open", "handoff", "session_id", "waiting_for", "tmux", "claude_pid")
+             "tools_open", "handoff", "session_id", "waiting_for", "tmux", "claude_pid", "hook_at")
 MAX_PENDING = 32       # open requests kept per goal.json (oldest dropped past it)
 MAX_TOOLS_OPEN = 64    # open tool calls kept (oldest dropped past it)
 MAIN = "main"          # the actor of events without agent_id: the session's own thread
@@ -351,6 +351,9 @@ def apply(doc: dict | None, d: Decision, agent: str, now: float, *, session: str
     stamp = iso_utc(now)
     if d.touch:
         new["last_activity"] = stamp
+        # the same moment to the millisecond, epoch seconds: Claude Code's own status set after it
+        # is newer than this hook's word (watcher/sources/claude.py)
+        new["hook_at"] = round(now, 3)
     new["hook_event"] = d.event
     if d.ended:
         new["ended"] = True

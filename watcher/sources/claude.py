@@ -15,11 +15,15 @@ A session joins its agent, never a second one (``join``, after every source's po
 2. the agent whose goal.json records the session's pid (``claude_pid`` / ``tmux.pid``), else
 3. the agent whose goal.json ``cwd`` is the session's cwd (only one such agent), else
 4. the agent named like the session (``claude --name a7``).
-A joined session adds what the hooks cannot see: an approved permission fires no hook, so while
-goal.json says ``waiting`` and the session's own status says ``busy`` — set after the hook's last
-write (``statusUpdatedAt`` later than goal.json's ``last_activity`` + 1 s; the list of
-``claude agents --json`` has no time: there its status alone) — the agent is busy, waiting for
-nothing. The session's pid fills a missing ``claude_pid``. A session no agent claims is an agent of
+A joined session adds what the hooks cannot see. An approved permission fires no hook; Claude Code
+2.1.145 fires none for a denial or an Esc either (2.1.337 fires ``Interrupt``). So the session's
+own status wins over goal.json's when it was set after the hook's last write (its time later than
+goal.json's ``hook_at``, the hook's last activity write to the millisecond; without one,
+``last_activity`` + 1 s): ``waiting`` becomes ``busy`` (approved) or ``idle`` (denied,
+interrupted), ``busy`` becomes ``idle``; ``idle`` never becomes ``busy`` (the hooks say so first).
+The status's time is ``statusUpdatedAt`` where the session says it, else the poll that first saw
+that status (2.1.145's files and ``claude agents --json`` carry none). The session's pid fills a
+missing ``claude_pid``. A session no agent claims is an agent of
 its own (id: ``name``, else ``sessionId``; state from ``status``, else ``state``; phase working ->
 haciendo, blocked -> bloqueado, done -> hecho), with no ``dod_contract``.
 """
@@ -42,7 +46,7 @@ PHASE_FROM = {"working": "haciendo", "blocked": "bloqueado", "done": "hecho"}
 STATUSES = ("busy", "waiting", "idle")
 MAX_SESSION_FILES = 1024      # session files read per poll (one per live Claude Code process)
 SESSION_FILE_BYTES = 65536    # default cap per session file
-FRESH_AFTER = 1.0             # s: a status counts as newer than goal.json's last_activity (whole seconds) past this
+FRESH_AFTER = 1.0             # s: without hook_at, a status is newer than last_activity (whole seconds) past this
 
 
 class Session(msgspec.Struct, frozen=True):
@@ -92,14 +96,17 @@ def entry_to_obs(item: object, source: str) -> AgentObs | None:
     return own_agent(s, source) if s is not None else None
 
 
+OVERRIDES = {("waiting", "busy"), ("waiting", "idle"), ("busy", "idle")}  # (goal.json's, the session's)
+
+
 def reconcile(obs: AgentObs, s: Session) -> AgentObs:
-    """The agent ``obs`` (goal.json's) with what its session ``s`` adds: an approved permission
-    (waiting -> busy when the session's status is busy and newer than the hook's last write) and
-    the pid."""
+    """The agent ``obs`` (goal.json's) with what its session ``s`` adds: the session's status where
+    it is newer than the hook's last write (see the module doc), and the pid."""
     changes: dict = {}
-    if obs.state == "waiting" and s.status == "busy" and (
-            s.updated is None or obs.last_activity is None or s.updated > obs.last_activity + FRESH_AFTER):
-        changes.update(state="busy", waiting_for=None)
+    ref = obs.hook_at if obs.hook_at is not None else \
+        obs.last_activity + FRESH_AFTER if obs.last_activity is not None else None
+    if (obs.state, s.status) in OVERRIDES and s.updated is not None and (ref is None or s.updated > ref):
+        changes.update(state=s.status, waiting_for=None)
     if obs.claude_pid is None and s.pid is not None:
         changes["claude_pid"] = s.pid
     return msgspec.structs.replace(obs, **changes) if changes else obs
@@ -137,6 +144,7 @@ class ClaudeSource:
         self.max_bytes = spec.max_bytes or (SESSION_FILE_BYTES if self.glob else MAX_OUTPUT)
         self.last: SourceResult | None = None
         self.sessions: list[Session] = []
+        self.seen: dict[object, tuple[str | None, float]] = {}  # session -> (status, poll that first saw it)
 
     def parse(self, raw: bytes) -> SourceResult:
         try:
@@ -155,11 +163,23 @@ class ClaudeSource:
                          if s is not None]
         return SourceResult(name=self.name, kind=self.kind)
 
+    def _timed(self, now: float) -> None:
+        """Each session without a status time gets the time of the poll that first saw its status."""
+        seen, out = {}, []
+        for s in self.sessions:
+            key = s.sid or s.pid
+            old = self.seen.get(key)
+            first = old[1] if old is not None and old[0] == s.status else now
+            seen[key] = (s.status, first)
+            out.append(s if s.updated is not None else msgspec.structs.replace(s, updated=first))
+        self.seen, self.sessions = seen, out
+
     def poll(self, now: float, full: bool = True) -> SourceResult:
         """The sessions are kept for ``join``; the result itself lists no agent (``join`` adds the
         sessions no agent claims once every source has answered)."""
         if self.glob:
             self.last = self._read_files()
+            self._timed(now)
             return self.last
         if not full and self.last is not None:
             return self.last
@@ -169,6 +189,7 @@ class ClaudeSource:
             res = SourceResult(name=self.name, kind=self.kind, ok=False, error=err)
         else:
             res = clamp_activity(self.parse(out or b""), now)
+            self._timed(now)
         self.last = res
         return res
 
