@@ -83,3 +83,57 @@ def test_real_client_that_claims_done_half_way_gets_one_nudge_and_stays_open(tmp
             assert not [d for d in w.data("agent.classified") if d["to"] == "CERRADO"]
         finally:
             w.close()
+
+
+VERIFY = ("You are the independent verifier of a coding agent's claim that its task is done. The JSON "
+          "document on stdin gives the agent, its task, its contract (the definition of done) and its "
+          "working folder. Check every part of the contract yourself, in that folder; the agent's own "
+          "account is not given to you and is not evidence. Answer met only if every required part holds.")
+
+
+def _verifier_world(tmp_path, flavour, fake):
+    from watcher.schema import verdict_schema_text
+
+    c = Claude(tmp_path, flavour, fake, win="v1")   # the verifier's HOME and environment (its API is the fake)
+    argv = [c.bin, "-p", VERIFY, "--output-format", "json", "--json-schema", verdict_schema_text()]
+    w = World(tmp_path, dod={"run_checks": True, "on_met": "close", "verifier": argv, "verifier_timeout": "120s"},
+              argv=["sh", "-c", "fleetwatch claim done; exec sleep 600"])
+    w.env.update({k: v for k, v in c.env.items() if k not in ("FLEETWATCH_AGENT", "PATH")})
+    w.env["FLEETWATCH_CONFIG"] = str(w.cfg)
+    return c, w
+
+
+def test_claude_code_as_the_verifier_judges_a_free_text_contract(tmp_path, flavour):
+    with F.FakeAPI() as fake:
+        c, w = _verifier_world(tmp_path, flavour, fake)
+        try:
+            fake.script(F.tools(F.call("StructuredOutput", {"verdict": "met", "evidence": [
+                {"check": "readme", "says": "README.md explains how to launch an agent"}]})), F.text("done"))
+            w.start()
+            r = w.fw("launch", "a1", "--task", "document launch", "--contract", "README.md explains how to launch",
+                     "--cwd", str(c.work))
+            assert r.returncode == 0, r.stderr
+            v = wait_for(lambda: w.data("dod.verdict"), 120, what="the verifier's verdict")
+            assert (v[0]["verdict"], v[0]["verifier"]) == ("met", "verifier:claude")
+            assert "README.md explains" in v[0]["evidence"]
+            assert [a["action"] for a in wait_for(lambda: w.data("dod.acted"), 60, what="acted")] == ["close"]
+            assert fake.conversation_requests() and "StructuredOutput" in fake.conversation_requests()[0]["tools"]
+        finally:
+            w.close()
+
+
+def test_claude_code_verifier_without_a_structured_answer_is_unevaluable_never_closed(tmp_path, flavour):
+    with F.FakeAPI() as fake:
+        c, w = _verifier_world(tmp_path, flavour, fake)
+        try:
+            fake.script(*[F.text("looks fine to me")] * 12)   # never the structured answer, whatever it is asked
+            w.start()
+            r = w.fw("launch", "a1", "--task", "document launch", "--contract", "README.md explains how to launch",
+                     "--cwd", str(c.work))
+            assert r.returncode == 0, r.stderr
+            v = wait_for(lambda: w.data("dod.verdict"), 180, what="the verdict")
+            assert v[0]["verdict"] == "unevaluable" and "verifier answer invalid" in v[0]["evidence"]
+            assert [a["action"] for a in wait_for(lambda: w.data("dod.acted"), 60, what="acted")] == ["escalate"]
+            assert "a1" in w.windows()
+        finally:
+            w.close()

@@ -8,7 +8,7 @@ import typer
 
 from watcher.cli.util import ConfigOpt, DbOpt, errors
 
-SCHEMAS = ("goal",)
+SCHEMAS = ("goal", "verdict")
 
 
 def register(app: typer.Typer) -> None:
@@ -28,4 +28,9 @@ def register(app: typer.Typer) -> None:
         if name not in SCHEMAS:
             print(f"fleetwatch: unknown schema {name[:40]!r}; known: {', '.join(SCHEMAS)}", file=sys.stderr)
             raise typer.Exit(2)
+        if name == "verdict":   # a verifier's answer ([dod] verifier)
+            from watcher.schema import verdict_schema_text
+
+            sys.stdout.write(verdict_schema_text())
+            return
         sys.stdout.write(goal_schema_text())

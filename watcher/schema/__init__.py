@@ -12,5 +12,10 @@ def goal_schema_text() -> str:
     return files(__package__).joinpath("goal.schema.json").read_text(encoding="utf-8")
 
 
+def verdict_schema_text() -> str:
+    """The JSON Schema of a verifier's answer (``[dod] verifier``; watcher/runtime/verifier.py)."""
+    return files(__package__).joinpath("verdict.schema.json").read_text(encoding="utf-8")
+
+
 def goal_schema() -> dict[str, Any]:
     return json.loads(goal_schema_text())
