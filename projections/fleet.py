@@ -1,8 +1,11 @@
-"""The fleet projection and the termination machine.
+"""The fleet projection: its fold, and its per-agent judge.
 
-``classify`` and ``diff`` are the pure core of the watcher: observations of one tick against the
-folded state give ``agent.classified`` transitions (edge-triggered: one event per class change,
-none while a level persists) and ``source.failed`` / ``source.recovered`` edges.
+``judge`` (one agent's observation against its folded record, the termination machine of
+projections/machine.py) and ``detect`` (every agent judged) are the pure core of the watcher:
+observations of one tick against the folded state give ``agent.classified`` transitions
+(edge-triggered: one event per class change, none while a level persists) and
+``source.failed`` / ``source.recovered`` edges. Which agents to judge on a tick is the runtime's
+business (watcher/runtime/schedule.py): the judge keeps nothing between calls.
 
 State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source", "contract_sha256",
 "contract_len", "target", "task", "last_activity", "waiting_for"}}, "sources": {name: {"failed", "error",
@@ -19,8 +22,6 @@ agrees with the files within one tick).
 # start (tests/test_cli_start.py: the fast paths compile nothing)
 
 import math
-from itertools import compress
-from operator import is_not
 from typing import Any, NamedTuple, TypedDict
 
 from events.timefmt import iso as _iso
@@ -179,39 +180,17 @@ def updated(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> Ag
                         last_activity=la, source=obs.source, changed=ch, reason=reason, waiting_for=obs.waiting_for)
 
 
-class Memo(NamedTuple):
-    """What ``step`` carries from one tick to the next (pure: a new Memo is returned each tick).
+class Limits(NamedTuple):
+    """The policy a judge classifies with (``[classify]``): ``stall_after``, and the busy backstop
+    ``busy_silence``/``busy_silence_tool`` (None: off; see ``machine.classify``)."""
 
-    ``absent``: consecutive misses per agent (see ``diff``). ``keys``: the snapshot's agent ids
-    in order; aligned with them, ``vals`` the observations (None: look again) and ``recs`` the
-    folded state records they were compared with; ``place`` maps an id to its place (built when
-    first needed, kept while the ids stay). ``due``: per agent whose class can change by
-    time alone, the clock interval ``[lo, hi)`` in which it cannot; ``bounds`` a conservative
-    (max lo, min hi) over ``due``. An agent whose observation and record are the same (equal)
-    as in the memo and whose clock is inside its interval would give the same (no) event again,
-    so it is not classified again. ``n_state`` and ``missing``: how many agents the state had
-    and which of them the snapshot lacked. ``again``: agents an event was found for (looked at
-    next tick whatever the hint says: their event may not have been committed). ``gen``: the
-    snapshot's ``gen`` this memo was made from (the change hint ``Snapshot.dirty`` is relative
-    to it). ``stall_after``: the policy all this was computed with (another policy starts afresh).
-    """
-
-    absent: dict[str, int] = {}
-    keys: list[str] = []
-    vals: list[Any] = []
-    recs: list[Any] = []
-    due: dict[str, tuple[float, float]] = {}
-    bounds: tuple[float, float] = (float("-inf"), float("inf"))
-    n_state: int = -1
-    missing: list[str] = []
-    stall_after: float | None = None
-    busy_silence: tuple[float | None, float | None] = (None, None)
-    place: dict[str, int] | None = None
-    again: frozenset[str] = frozenset()
-    gen: int = -1
+    stall_after: float
+    busy_silence: float | None = None
+    busy_silence_tool: float | None = None
 
 
 _INF = float("inf")
+NEXT_TICK = -_INF   # a judge's due time meaning "look at this agent again on the next tick"
 
 
 def _window(obs: AgentObs, cls: Cls, stall_after: float, busy_silence: float | None = None,
@@ -238,57 +217,29 @@ def _window(obs: AgentObs, cls: Cls, stall_after: float, busy_silence: float | N
     return t, _INF
 
 
+def detect(prev: dict[str, Any], snap: Snapshot, now: float, limits: Limits,
+           absent: dict[str, int] | None = None) -> tuple[list[Any], dict[str, int]]:
+    """Transitions from the folded state ``prev`` to this tick's ``snap``, every agent judged:
+    the source edges, each agent's :func:`judge` in id order, then :func:`missing`. Returns
+    (events, new miss counts). The watcher gives the same events judging only the agents that
+    changed or are due (watcher/runtime/schedule.py; tests/test_schedule_differential.py)."""
+    out = source_edges(prev, snap)
+    agents, cur, blind = prev["agents"], snap.agents, snap.tmux_unknown
+    for aid in sorted(cur):
+        ev, _due = judge(aid, cur[aid], agents.get(aid), now, limits, blind)
+        if ev is not None:
+            out.append(ev)
+    return out, missing(prev, snap, absent or {}, out)
+
+
 def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
          absent: dict[str, int] | None = None, busy_silence: float | None = None,
          busy_silence_tool: float | None = None) -> tuple[list[Any], dict[str, int]]:
-    """Transitions from the folded state ``prev`` to this tick's ``snap``.
-
-    ``absent`` counts consecutive ticks an agent was not seen; an agent becomes CERRADO on its
-    second miss (one resync of grace, so a file replaced by rename is not reported gone). Agents
-    whose source failed this tick keep their class. Returns (events, new absent counts).
-    Every agent is classified (no memo); ``step`` is the same with the per-tick memo.
-    """
-    out, memo = step(prev, snap, now, stall_after=stall_after, memo=Memo(absent=dict(absent or {})),
-                     busy_silence=busy_silence, busy_silence_tool=busy_silence_tool)
-    return out, memo.absent
+    """:func:`detect` with the policy as keywords."""
+    return detect(prev, snap, now, Limits(stall_after, busy_silence, busy_silence_tool), absent)
 
 
-def step(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
-         memo: Memo | None = None, busy_silence: float | None = None,
-         busy_silence_tool: float | None = None) -> tuple[list[Any], Memo]:
-    """``diff`` with a memo (see :class:`Memo`): the same events as ``diff`` given the same
-    state, snapshot and clock, but agents whose observation and state record did not change
-    since the memo (and whose class cannot change by time yet) are not classified again.
-    ``busy_silence``/``busy_silence_tool``: the busy backstop (see ``classify``; None: off).
-
-    Stages: source edges; which agents to look at (``_hinted`` when the snapshot's change hint
-    applies to this memo, else ``_compared``: every agent against the memo); the ones the clock
-    made due (``_due``); classify those (``_look``); close the missing ones (``_missing``)."""
-    memo = memo or Memo()
-    silence = (busy_silence, busy_silence_tool)
-    if memo.stall_after != stall_after or memo.busy_silence != silence:
-        memo = Memo(absent=memo.absent)
-    cur = snap.agents
-    agents = prev["agents"]
-    out = _source_edges(prev, snap)
-    seen = _hinted(memo, snap, agents) or _compared(memo, cur, agents)
-    keys, vals, recs, index, todo, same_ids = seen
-    todo.update(a for a in memo.again if a in cur)  # their event may not have been committed
-    due, bounds = _due(memo, cur, now, todo, same_ids)
-    again: set[str] = set()
-    if todo:
-        due = dict(due)
-        if index is None:
-            index = dict(zip(keys, range(len(keys))))
-        bounds = _look(sorted(todo), cur, recs, index, now, out, due, bounds, again,
-                       stall_after, busy_silence, busy_silence_tool, snap.tmux_unknown)
-    absent, missing = _missing(memo, snap, agents, same_ids, out)
-    return out, Memo(absent=absent, keys=keys, vals=vals, recs=recs, due=due, bounds=bounds,
-                     n_state=len(agents), missing=missing, stall_after=stall_after, busy_silence=silence,
-                     place=index, again=frozenset(again), gen=snap.gen)
-
-
-def _source_edges(prev: dict[str, Any], snap: Snapshot) -> list[Any]:
+def source_edges(prev: dict[str, Any], snap: Snapshot) -> list[Any]:
     """source.failed / source.recovered: edges only."""
     out: list[Any] = []
     for res in snap.results:
@@ -302,136 +253,51 @@ def _source_edges(prev: dict[str, Any], snap: Snapshot) -> list[Any]:
     return out
 
 
-_Seen = tuple[list[str], list[Any], list[Any], "dict[str, int] | None", set[str], bool]
-
-
-def _hinted(memo: Memo, snap: Snapshot, agents: dict[str, Any]) -> _Seen | None:
-    """The agents to look at from the snapshot's change hint: only the ``dirty`` ones whose
-    observation or record is not the memo's. Applies when the memo was made from the previous
-    snapshot, the hint names only agents the memo knows and the snapshot still has (no agent
-    came or went) and the state has as many agents as then (none pruned); else None. O(dirty),
-    plus two list copies in C (the new memo's) once a dirty agent did change: an idle tick's
-    empty hint hands the memo's own lists on (never mutated: copied before a change; at 10,000
-    agents the copies were ~7 ms of an idle tick, run cache-cold after its sleep)."""
-    dirty, index = snap.dirty, memo.place
-    if dirty is None or index is None or memo.gen != snap.gen - 1 or len(agents) != memo.n_state \
-            or len(snap.agents) != len(memo.keys):
-        return None
-    cur = snap.agents
-    if not all(aid in index and aid in cur for aid in dirty):
-        return None
-    vals, recs = memo.vals, memo.recs
-    todo: set[str] = set()
-    for aid in dirty:
-        i, o, r = index[aid], cur[aid], agents.get(aid)
-        if o is not vals[i] or r is not recs[i]:
-            if not todo:  # the first change: copies of the memo's lists from here on
-                vals, recs = list(vals), list(recs)
-            vals[i], recs[i] = o, r
-            todo.add(aid)
-    return memo.keys, vals, recs, index, todo, True
-
-
-def _compared(memo: Memo, cur: dict[str, Any], agents: dict[str, Any]) -> _Seen:
-    """The agents to look at, every one compared with the memo (in C: a list compare is
-    identity first, then equality; per agent, identity: a new but equal object is merely
-    classified again)."""
-    keys = list(cur)
-    vals: list[AgentObs | None] = list(cur.values())
-    recs = list(map(agents.get, keys))
-    same_ids = keys == memo.keys
-    if same_ids:
-        todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
-        if recs != memo.recs:
-            todo.update(compress(keys, map(is_not, recs, memo.recs)))
-        return memo.keys, vals, recs, memo.place, todo, True
-    m_obs = dict(zip(memo.keys, memo.vals))
-    m_rec = dict(zip(memo.keys, memo.recs))
-    todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
-    todo.update(compress(keys, map(is_not, map(m_rec.get, keys), recs)))
-    return keys, vals, recs, None, todo, False
-
-
-def _due(memo: Memo, cur: dict[str, Any], now: float, todo: set[str],
-         same_ids: bool) -> tuple[dict[str, tuple[float, float]], tuple[float, float]]:
-    """Agents whose class may have changed by time alone join ``todo``; returns the windows
-    kept and their bounds (looked at one by one only when the clock left the bounds)."""
-    due = memo.due
-    lo_max, hi_min = memo.bounds
-    if not same_ids and due:
-        due = {k: v for k, v in due.items() if k in cur}
-    if not lo_max <= now < hi_min:
-        lo_max, hi_min = -_INF, _INF
-        for aid, (lo, hi) in due.items():
-            if lo <= now < hi:
-                lo_max, hi_min = max(lo_max, lo), min(hi_min, hi)
-            else:
-                todo.add(aid)
-    return due, (lo_max, hi_min)
-
-
-def _look(todo: list[str], cur: dict[str, Any], recs: list[Any], index: dict[str, int], now: float,
-          out: list[Any], due: dict[str, tuple[float, float]], bounds: tuple[float, float],
-          again: set[str], stall_after: float, busy_silence: float | None,
-          busy_silence_tool: float | None, blind: bool = False) -> tuple[float, float]:
-    """Classify the agents of ``todo`` (in id order) against their records: an
-    ``agent.classified`` on a class change, else an ``agent.updated`` when something else
-    changed; each such agent is looked at again next tick (``again``). Updates ``due`` and
-    returns the new bounds. ``blind``: see ``tmuxfacts.recorded_tmux``."""
-    lo_max, hi_min = bounds
-    for aid in todo:
-        obs = cur[aid]
-        old = recs[index[aid]]
-        if blind and (obs := recorded_tmux(obs, old)) is None:
-            again.add(aid)
-            continue
-        gone = tmux_gone(obs, old)
-        if gone:
-            cls, reason = Cls.CERRADO, "tmux window gone"
-            lo, hi = -_INF, _INF
-        else:
-            cls, reason = classify(obs, now, stall_after, busy_silence, busy_silence_tool)
-            lo, hi = _window(obs, cls, stall_after, busy_silence, busy_silence_tool)
-        if old is None and cls is Cls.CERRADO and obs.last_activity is not None \
-                and now - obs.last_activity > CLOSED_KEEP_S:
-            due.pop(aid, None)  # history, not news: ended before the prune horizon (it would be
-            continue            # forgotten again and recorded again, once per prune)
-        if old is None or old["class"] != cls:  # a str Enum: compares as its value
-            again.add(aid)
-            out.append(AgentClassified(
-                agent=aid, from_=old["class"] if old else None, to=cls._value_,
-                state=obs.state if isinstance(obs.state, str) else None,
-                phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
-                reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
-                contract_len=obs.contract_len, task=obs.task, waiting_for=obs.waiting_for,
-                target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)))
-        elif not gone and (upd := updated(old, obs, reason)) is not None:
-            again.add(aid)
-            out.append(upd)
-        if lo == -_INF and hi == _INF:
-            due.pop(aid, None)
-        else:
-            due[aid] = (lo, hi)
-            if lo > lo_max:   # max() and min() without their calls (once per agent of a first tick)
-                lo_max = lo
-            if hi < hi_min:
-                hi_min = hi
-    return lo_max, hi_min
-
-
-def _missing(memo: Memo, snap: Snapshot, agents: dict[str, Any], same_ids: bool,
-             out: list[Any]) -> tuple[dict[str, int], list[str]]:
-    """Agents of the state the snapshot lacks: CERRADO on the second consecutive miss (one
-    resync of grace), never while their source failed. Returns (miss counts, the missing)."""
-    cur = snap.agents
-    absent = {k: v for k, v in memo.absent.items() if k not in cur} if memo.absent else {}
-    if same_ids and len(agents) == memo.n_state:
-        missing = memo.missing  # the state only grows: the same ids are missing
+def judge(aid: str, obs: AgentObs, old: Any, now: float, limits: Limits,
+          blind: bool = False) -> tuple[Any, float]:
+    """One agent's observation against its folded record ``old`` (None: never seen) at ``now``:
+    (the ``agent.classified`` of a class change, else the ``agent.updated`` of another change,
+    else None; the clock time from which judging it again may give something with neither its
+    observation nor its record changed: ``inf`` never, ``NEXT_TICK`` the next tick). ``blind``:
+    see ``tmuxfacts.recorded_tmux``."""
+    if blind:
+        known = recorded_tmux(obs, old)
+        if known is None:
+            return None, NEXT_TICK
+        obs = known
+    gone = tmux_gone(obs, old)
+    if gone:
+        cls, reason = Cls.CERRADO, "tmux window gone"
+        due = _INF
     else:
-        missing = sorted(agents.keys() - cur.keys())
-    for aid in missing:
+        cls, reason = classify(obs, now, *limits)
+        due = _window(obs, cls, *limits)[1]
+    if old is None and cls is Cls.CERRADO and obs.last_activity is not None \
+            and now - obs.last_activity > CLOSED_KEEP_S:
+        return None, _INF  # history, not news: ended before the prune horizon (it would be
+        #                    forgotten again and recorded again, once per prune)
+    if old is None or old["class"] != cls:  # a str Enum: compares as its value
+        return AgentClassified(
+            agent=aid, from_=old["class"] if old else None, to=cls._value_,
+            state=obs.state if isinstance(obs.state, str) else None,
+            phase=normalise_phase(obs.phase) if isinstance(obs.phase, str) else None,
+            reason=reason, source=obs.source, contract_sha256=obs.contract_sha256,
+            contract_len=obs.contract_len, task=obs.task, waiting_for=obs.waiting_for,
+            target=old.get("target") if gone and old else obs.target, last_activity=_la(obs)), NEXT_TICK
+    if not gone and (upd := updated(old, obs, reason)) is not None:
+        return upd, NEXT_TICK
+    return None, due
+
+
+def missing(prev: dict[str, Any], snap: Snapshot, absent: dict[str, int], out: list[Any]) -> dict[str, int]:
+    """Agents of the state the snapshot lacks: CERRADO on the second consecutive miss (one
+    resync of grace, so a file replaced by rename is not reported gone), never while their
+    source failed; their events are added to ``out``. Returns the new miss counts."""
+    agents, cur = prev["agents"], snap.agents
+    absent = {k: v for k, v in absent.items() if k not in cur} if absent else {}
+    for aid in sorted(agents.keys() - cur.keys()):
         old = agents[aid]
-        if old["class"] == Cls.CERRADO.value:
+        if old["class"] == CERRADO:
             continue
         if old.get("source") in snap.failed:
             continue  # a broken source never closes its agents
@@ -439,7 +305,7 @@ def _missing(memo: Memo, snap: Snapshot, agents: dict[str, Any], same_ids: bool,
         absent[aid] = misses
         if misses >= 2:
             absent.pop(aid, None)
-            out.append(AgentClassified(agent=aid, from_=old["class"], to=Cls.CERRADO.value,
+            out.append(AgentClassified(agent=aid, from_=old["class"], to=CERRADO,
                                        state=old.get("state"), phase=old.get("phase"),
                                        reason="no longer seen by any source", source=old.get("source") or ""))
-    return absent, missing
+    return absent

@@ -6,7 +6,7 @@ the first that answers wins (the contract's "first matching row"). Adding a clas
 # No `from __future__ import annotations` here: `status` loads this module, and a NamedTuple's or
 # msgspec's string annotations would be compiled at import (tests/test_cli_start.py)
 
-from typing import Any
+from typing import Any, cast
 
 from projections.classes import MATCH, Cls
 from projections.observations import AgentObs
@@ -86,7 +86,9 @@ def _stalled(obs: AgentObs, now: float, stall_after: float, limit: float | None)
 
 
 def _working(obs: AgentObs, now: float, stall_after: float, limit: float | None) -> tuple[Cls, str] | None:
-    return Cls.TRABAJANDO, "idle within stall_after" if obs.state == "idle" else obs.state
+    if obs.state == "idle" and obs.stop_error:  # the last turn ended on an API error (hook StopFailure)
+        return Cls.TRABAJANDO, f"idle after an API error: {obs.stop_error}"
+    return Cls.TRABAJANDO, "idle within stall_after" if obs.state == "idle" else cast(str, obs.state)  # one of STATES here
 
 
 RULES = {Cls.CERRADO: _closed, Cls.MAL_LANZADO: _mislaunched, Cls.RECLAMA: _needs_human,

@@ -10,10 +10,12 @@ import pytest
 from events.log import EventLog
 from projections import fleet
 from projections.classes import Cls
-from projections.fleet import Memo, _window, classify, step
+from projections.fleet import _window, classify
 from projections.observations import AgentObs, Snapshot
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
+from tests.support.fleetstep import step
+from watcher.runtime.schedule import FleetTicker
 
 NOW = 1_800_000_000.0
 BS, TOOL, STALL = 600.0, 3600.0, 900.0
@@ -66,7 +68,7 @@ def test_memo_turns_a_silent_busy_agent_estancado_by_time_alone():
     assert [e.to for e in evs if e.__struct_config__.tag == "agent.classified"] == []
     evs, memo = step(state, snap, NOW + BS, stall_after=STALL, busy_silence=BS, busy_silence_tool=TOOL, memo=memo)
     assert [(e.to, e.reason) for e in evs] == [("ESTANCADO", "busy, silent for 10m")]
-    assert isinstance(memo, Memo)
+    assert isinstance(memo, FleetTicker)
 
 
 def test_config_default_is_ten_minutes_through_the_watcher(tmp_path):

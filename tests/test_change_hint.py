@@ -107,7 +107,7 @@ def test_hinted_ticks_give_the_same_transitions_as_looking_at_everything(tmp_pat
         is_full = rng.random() < 0.3
         hinted.tick(t, is_full, paths)
         full.tick(t, True, None)
-        used_hint += hinted.merger._last is not None and hinted.memos.get("fleet") is not None
+        used_hint += hinted.merger._last is not None and hinted.fleet.sched.gen > 0
         assert _transitions(hlog) == _transitions(flog), f"diverged at step {step}"
     assert used_hint > 100
     assert len(_transitions(hlog)) > 150

@@ -8,11 +8,12 @@ import pytest
 
 from events.timefmt import iso
 from projections import fleet
-from projections.fleet import Cls, classify, step
+from projections.fleet import Cls, classify
 from projections.observations import Snapshot, SourceResult
 from tests.test_runs import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
 from tests.test_fleet import NOW, STALL, obs  # busy, haciendo, a contract, active at NOW
 from tests.test_runs_rules import EVID, HEX, violations
+from tests.support.fleetstep import step
 
 
 # ---- the termination machine --------------------------------------------------------------

@@ -7,6 +7,7 @@ from events.log import EventLog
 from projections import fleet
 from projections.fleet import Cls, classify, diff
 from projections.observations import AgentObs, Snapshot, SourceResult
+from tests.support.fleetstep import step
 
 NOW = 1_800_000_000.0
 STALL = 900.0
@@ -145,7 +146,7 @@ def test_fold_then_diff_is_quiet(tmp_path):
     assert [a for a, r in st["agents"].items() if r["class"] == "RECLAMA"] == ["a2"]
 
 
-# ---- step: diff with the per-tick memo -----------------------------------------------------
+# ---- step: the watcher's judge of the changed and due agents (runtime/schedule.py) -----------------------------------------------------
 def fold_classified(st, evs, when="t"):
     """Fold agent.classified events as fleet.fold does (a new record per event)."""
     for e in evs:
@@ -160,7 +161,7 @@ IDLE = obs(state="idle", last_activity=NOW)
 DONE = obs(state="idle", phase="hecho")
 STEP = [
     # (tick 1: observation, clock; tick 2: observation (SAME: the very same object), clock; folded?,
-    #  expected transitions of tick 2) -- step with the memo must give what diff gives from scratch
+    #  expected transitions of tick 2) -- step must give what diff gives from scratch
     (obs(), NOW, "SAME", NOW + 1, True, []),                                     # nothing changed: skipped
     (IDLE, NOW, "SAME", NOW + STALL - 1, True, []),                              # idle, not yet stalled
     (IDLE, NOW, "SAME", NOW + STALL, True, [("a1", "TRABAJANDO", "ESTANCADO")]),  # stalled by time alone, exact bound
@@ -177,10 +178,10 @@ STEP = [
 def test_step_memo_gives_what_diff_gives(o1, t1, o2, t2, folded, want):
     o2 = o1 if o2 == "SAME" else o2
     st = fleet.initial()
-    evs, memo = fleet.step(st, snap(o1), t1, stall_after=STALL)
+    evs, memo = step(st, snap(o1), t1, stall_after=STALL)
     if folded:
         st = fold_classified(st, evs)
-    evs2, memo = fleet.step(st, snap(o2), t2, stall_after=STALL, memo=memo)
+    evs2, memo = step(st, snap(o2), t2, stall_after=STALL, memo=memo)
     fresh, _ = diff(st, snap(o2), t2, stall_after=STALL)
     assert classes(evs2) == classes(fresh) == want
 
@@ -189,35 +190,23 @@ def test_step_skips_only_what_cannot_change():
     """Records replaced by a foreign fold, a new stall_after and gone agents are looked at again."""
     o1, o2 = obs(agent="a1"), obs(agent="a2", state="idle", last_activity=NOW)
     st = fleet.initial()
-    evs, memo = fleet.step(st, snap(o1, o2), NOW, stall_after=STALL)
+    evs, memo = step(st, snap(o1, o2), NOW, stall_after=STALL)
     st = fold_classified(st, evs)
-    _, memo = fleet.step(st, snap(o1, o2), NOW + 1, stall_after=STALL, memo=memo)
+    _, memo = step(st, snap(o1, o2), NOW + 1, stall_after=STALL, memo=memo)
     # another writer's event replaced a1's record (say it was closed): the same observation now differs
     st["agents"]["a1"] = dict(st["agents"]["a1"], **{"class": "CERRADO"})
-    evs, memo = fleet.step(st, snap(o1, o2), NOW + 2, stall_after=STALL, memo=memo)
+    evs, memo = step(st, snap(o1, o2), NOW + 2, stall_after=STALL, memo=memo)
     assert classes(evs) == [("a1", "CERRADO", "TRABAJANDO")]
     st = fold_classified(st, evs)
     # a shorter stall_after (config reload) applies at once
-    evs, memo = fleet.step(st, snap(o1, o2), NOW + 3, stall_after=2.0, memo=memo)
+    evs, memo = step(st, snap(o1, o2), NOW + 3, stall_after=2.0, memo=memo)
     assert classes(evs) == [("a2", "TRABAJANDO", "ESTANCADO")]
     st = fold_classified(st, evs)
     # a2 gone: one resync of grace, then CERRADO (as diff)
-    evs, memo = fleet.step(st, snap(o1), NOW + 4, stall_after=2.0, memo=memo)
+    evs, memo = step(st, snap(o1), NOW + 4, stall_after=2.0, memo=memo)
     assert classes(evs) == [] and memo.absent == {"a2": 1}
-    evs, memo = fleet.step(st, snap(o1), NOW + 5, stall_after=2.0, memo=memo)
+    evs, memo = step(st, snap(o1), NOW + 5, stall_after=2.0, memo=memo)
     assert classes(evs) == [("a2", "ESTANCADO", "CERRADO")]
-
-
-def test_step_is_pure():
-    """The memo given is never changed: stepping twice from it gives the same events."""
-    st = fold_classified(fleet.initial(), [fleet.AgentClassified(agent="a1", to="TRABAJANDO")])
-    o = obs(state="idle", last_activity=NOW)
-    _, memo = fleet.step(st, snap(o), NOW, stall_after=STALL)
-    before = (dict(memo.absent), list(memo.keys), list(memo.vals), dict(memo.due), memo.bounds)
-    a, _ = fleet.step(st, snap(o), NOW + STALL, stall_after=STALL, memo=memo)
-    b, _ = fleet.step(st, snap(o), NOW + STALL, stall_after=STALL, memo=memo)
-    assert classes(a) == classes(b) == [("a1", "TRABAJANDO", "ESTANCADO")]
-    assert before == (memo.absent, memo.keys, memo.vals, memo.due, memo.bounds)
 
 
 @pytest.mark.parametrize("la,stall", [(NOW, STALL), (0.1, 0.2), (1e9 + 0.3, 0.7), (NOW + 0.123456789, 899.99)])
@@ -244,12 +233,12 @@ def test_step_many_agents_some_due():
     os_ = [obs(agent=f"a{i:03d}") for i in range(n)]
     os_[7] = obs(agent="a007", state="idle", last_activity=NOW)
     st = fleet.initial()
-    evs, memo = fleet.step(st, snap(*os_), NOW, stall_after=STALL)
+    evs, memo = step(st, snap(*os_), NOW, stall_after=STALL)
     st = fold_classified(st, evs)
     os2 = list(os_)
     for i in (250, 3, 99):
         os2[i] = obs(agent=f"a{i:03d}", state="waiting")
-    evs, memo = fleet.step(st, snap(*os2), NOW + STALL, stall_after=STALL, memo=memo)
+    evs, memo = step(st, snap(*os2), NOW + STALL, stall_after=STALL, memo=memo)
     fresh, _ = diff(st, snap(*os2), NOW + STALL, stall_after=STALL)
     assert classes(evs) == classes(fresh)
     assert [a for a, _, _ in classes(evs)] == ["a003", "a007", "a099", "a250"]

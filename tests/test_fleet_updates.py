@@ -8,6 +8,7 @@ from events.types import AgentUpdated
 from projections import fleet
 from projections.observations import AgentObs, Snapshot, SourceResult
 from watcher.runtime.state import Projections, rebuild
+from tests.support.fleetstep import step
 
 NOW = 1_800_000_000.0
 STALL = 900.0
@@ -26,9 +27,9 @@ def snap(*agents: AgentObs) -> Snapshot:
 
 def tick(elog: EventLog, p: Projections, s: Snapshot, now: float, memo=None, stall: float = STALL,
          busy: float | None = None):
-    """fleet.step with ``stall_after`` ``stall`` (and ``busy_silence`` ``busy``), its events
+    """step (the watcher's fleet judge) with ``stall_after`` ``stall`` (and ``busy_silence`` ``busy``), its events
     appended and folded (as a tick)."""
-    evs, memo = fleet.step(p.states["fleet"], s, now, stall_after=stall, memo=memo, busy_silence=busy)
+    evs, memo = step(p.states["fleet"], s, now, stall_after=stall, memo=memo, busy_silence=busy)
     if evs:
         for seq in elog.append(evs, now):
             pass

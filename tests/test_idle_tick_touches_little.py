@@ -1,5 +1,5 @@
 """An idle tick of a big fleet does little: no catch-up query on a log nobody wrote to
-(watcher/runtime/walquiet.py), no copy of the detectors' memos when the change hint is empty,
+(watcher/runtime/walquiet.py), no fleet agent judged and no copy of dod's memo when the change hint is empty,
 and a rolling resync of at most ``watch.resync_rate`` files a second.
 
 Each was a measured cost of an idle 10,000-agent watcher (seventeenth session: an idle tick runs
@@ -112,25 +112,26 @@ def test_no_wal_file_means_read(tmp_path):
     assert q.maybe_changed() and q.maybe_changed()
 
 
-def test_an_idle_tick_hands_the_memos_on_and_a_change_never_mutates_the_last_one(tmp_path):
+def test_an_idle_tick_judges_no_agent_and_hands_the_dod_memo_on(tmp_path):
+    """An idle tick judges no fleet agent (the scheduler's record of what each was last judged
+    with stays the very same), and a changed file has only its own agent judged again; dod's memo
+    is handed on and a change never mutates the last one."""
     root, w, elog = _fleet(tmp_path)
     w.tick(T0, True, None)
     w.tick(T0 + 2, True, set())
-    f1, d1 = w.memos["fleet"], w.memos["dod"]
-    w.tick(T0 + 4, True, set())                    # nothing changed: the very lists go on
-    f2, d2 = w.memos["fleet"], w.memos["dod"]
-    assert f2.vals is f1.vals and f2.recs is f1.recs
+    s1, d1 = dict(w.fleet.sched.seen), w.memos["dod"]
+    w.tick(T0 + 4, True, set())                    # nothing changed: nobody judged, the very lists go on
+    s2, d2 = dict(w.fleet.sched.seen), w.memos["dod"]
+    assert s2.keys() == s1.keys() and all(s2[a] is s1[a] for a in s1)
     assert d2.vals is d1.vals and d2.sigs is d1.sigs
-    before_vals, before_sigs = list(f2.vals), list(d2.sigs)
+    before_sigs = list(d2.sigs)
     p = _write(root, "a07", {"agent": "a07", "state": "waiting", "dod_contract": "x", "last_activity": T0 + 5})
     w.tick(T0 + 6, True, {p})
-    f3, d3 = w.memos["fleet"], w.memos["dod"]
+    s3, d3 = dict(w.fleet.sched.seen), w.memos["dod"]
     assert w.proj["fleet"]["agents"]["a07"]["class"] == "RECLAMA"
-    assert f3.vals is not f2.vals and d3.vals is not d2.vals
-    assert [a is b for a, b in zip(f2.vals, before_vals)] == [True] * len(before_vals)  # the old memo unchanged
-    assert d2.sigs == before_sigs
-    i = f3.place["a07"]
-    assert f3.vals[i].state == "waiting" and f2.vals[i].state == "busy"
+    assert [a for a in s1 if s3[a] is not s2[a]] == ["a07"]
+    assert s3["a07"][0].state == "waiting" and s2["a07"][0].state == "busy"
+    assert d3.vals is not d2.vals and d2.sigs == before_sigs
     elog.close()
 
 

@@ -11,6 +11,7 @@ from projections import fleet
 from projections.fleet import Cls, classify, diff, initial
 from projections.observations import Snapshot, SourceResult
 from watcher.runtime.state import Projections
+from tests.support.fleetstep import step
 
 from tests.test_bounds_fleet import Fold
 from tests.test_fleet import NOW as FNOW, STALL, obs as fobs
@@ -80,7 +81,7 @@ def test_a_new_stall_after_applies_at_the_next_tick(tmp_path):
 
 
 def fleettick(p, s, now, stall_after, memo):
-    return fleet.step(p.states["fleet"], s, now, stall_after=stall_after, memo=memo)
+    return step(p.states["fleet"], s, now, stall_after=stall_after, memo=memo)
 
 
 @pytest.mark.parametrize("age,kept", [(7 * 86400, True), (7 * 86400 + 1, False)])

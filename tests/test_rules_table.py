@@ -13,10 +13,10 @@ import pytest
 
 from events.log import EventLog, iso, parse_iso
 from events.types import AgentClassified, DodVerdict
-from projections import fleet
 from projections.identity import identity, same_identity
 from projections.observations import AgentObs, RowObs, RunObs, Snapshot, SourceResult
 from watcher.runtime.state import Projections
+from tests.support.fleetstep import step
 
 T0 = parse_iso("2026-11-29T10:00:00Z")
 MIN = 60.0
@@ -94,7 +94,7 @@ class World:
 
     def tick(self, w: dict, now: float) -> list:
         snap = self.snapshot(w)
-        evs, self.memo = fleet.step(self.proj["fleet"], snap, now, stall_after=900.0, memo=self.memo)
+        evs, self.memo = step(self.proj["fleet"], snap, now, stall_after=900.0, memo=self.memo)
         for name in ("runs", "missions", "swarms", "fanout"):
             evs += self.proj.mods[name].detect(self.proj[name], snap, now, **POLICY[name])
         if evs:
@@ -366,7 +366,8 @@ def test_escalated_then_blocked_is_a_new_need_and_ready_clears_it(world):
 
 
 # ---- DoD: self-approval by identity, provenance, unevaluable ------------------------------------
-SELF = ["a1", "a 1", "a\t1", "a1\u200b", "\uff41\uff11", "\u04301", "agent:a1", "AGENT: A1", " a1 ", "\u0391\u0031"]
+SELF = ["a1", "a 1", "a\t1", "a1\u200b", "\uff41\uff11", "\u04301", "agent:a1", "AGENT: A1", " a1 ", "\u0391\u0031",
+        "a\u03011", "\u00e11", "\u00c11", "a1\u0301\u0308"]   # combining marks (issue 47): never another verifier
 OTHERS = ["a2", "b1", "a11", "human-lead", "agent:a2", "\u04302"]
 
 

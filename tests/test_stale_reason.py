@@ -16,6 +16,7 @@ from projections import fleet
 from watcher.cli import app
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
+from tests.support.fleetstep import step
 
 NOW = 1_800_000_000.0
 LIMIT = 4096  # the source's max_bytes
@@ -159,15 +160,15 @@ def test_estancado_ageing_reason_through_step_with_a_new_observation_each_tick()
                                                contract_sha256="c" * 64, contract_len=9, last_activity=NOW)})
 
     st = fleet.initial()
-    evs, memo = fleet.step(st, snap("idle"), NOW + 900, stall_after=900.0, busy_silence=600.0)
+    evs, memo = step(st, snap("idle"), NOW + 900, stall_after=900.0, busy_silence=600.0)
     assert [(e.to, e.reason) for e in evs] == [("ESTANCADO", "idle, no activity for 15m")]
     st["agents"]["a1"] = {"class": "ESTANCADO", "reason": evs[0].reason, "state": "idle", "phase": "haciendo",
                           "task": None, "target": None, "last_activity": evs[0].last_activity, "source": "fleet"}
     for i in range(1, 30):
-        evs, memo = fleet.step(st, snap("idle"), NOW + 900 + 60 * i, stall_after=900.0, busy_silence=600.0,
-                               memo=memo)
+        evs, memo = step(st, snap("idle"), NOW + 900 + 60 * i, stall_after=900.0, busy_silence=600.0,
+                         memo=memo)
         assert evs == []
-    evs, memo = fleet.step(st, snap("busy"), NOW + 4000, stall_after=900.0, busy_silence=600.0, memo=memo)
+    evs, memo = step(st, snap("busy"), NOW + 4000, stall_after=900.0, busy_silence=600.0, memo=memo)
     assert [(type(e), e.changed, e.reason) for e in evs] == [(AgentUpdated, ["state", "reason"],
                                                              "busy, silent for 66m")]
 

@@ -186,22 +186,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "at n == 512 both branches give 512",
         ("while t - la < stall_after:", "cmp Lt->LtE #0"):
             "a window one ulp shorter: the agent is classified again at the bound, same class",
-        ("if not lo_max <= now < hi_min:", "cmp LtE->Lt #0"):
-            "at now == lo_max the agents are only scanned once more: same classes, no event",
-        ("if not lo_max <= now < hi_min:", "cmp Lt->LtE #1"):
-            "hi is the last instant of the class (exclusive bound one ulp on): skipping at it changes nothing",
-        ("if lo <= now < hi:", "cmp LtE->Lt #0"):
-            "at now == lo the agent is classified again inside its window: same class, no event",
-        ("if lo <= now < hi:", "cmp Lt->LtE #1"):
-            "hi is the last instant of the class: skipping at it too, classify would give the same class",
         ("while t - la >= stall_after:", "cmp GtE->Gt #0"):
             "hi one ulp on (the first instant of the next class), still exclusive: only instants of the class skipped",
-        ("n_state: int = -1", "num 1->2"): _FRESH_N,
-        ("if not same_ids and due:", "bool and->or"):
-            "with the same ids every agent of due is in cur: the filter would keep them all",
-        ("if same_ids:", "branch body->pass"):
-            "_compared's shortcut for the same ids: the general path after it compares the same lists by dict",
-        ("gen: int = -1", "num 1->2"): _FRESH_GEN,
     },
 }
 

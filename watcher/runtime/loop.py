@@ -10,8 +10,9 @@ partial: file sources look only at the paths the :class:`Waker` collected, the o
 reuse their last result. While inotify is healthy, file sources stat every file once per
 ``watch.resync``, a slice of them on each full tick (the rolling resync; once in full after a
 queue overflow); without inotify, every ``interval``.
-Detectors with ``detect_memo`` (and ``fleet.step``) carry a memo from tick to tick in ``Watcher.memos``
-(pure: passed in, returned). Each Snapshot carries the change hint (``gen``, ``dirty``: the agents
+The fleet's judge runs only on the agents that changed or are due (``Watcher.fleet``,
+runtime/schedule.py); detectors with ``detect_memo`` carry a memo from tick to tick in
+``Watcher.memos`` (pure: passed in, returned). Each Snapshot carries the change hint (``gen``, ``dirty``: the agents
 whose observation the patched merge changed, runtime/merged.py, plus those whose records this
 watcher's folds changed since the last detect; None after another writer's events, a failed
 append or a full merge): with it a tick with one changed file costs O(changed), not O(agents).
@@ -33,6 +34,7 @@ from watcher.config import Config
 from watcher.runtime.counts import ClassCounts
 from watcher.runtime.logs import LineBudget
 from watcher.runtime.merged import Merger
+from watcher.runtime.schedule import FleetTicker
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
 from projections.base import encode_state
@@ -89,6 +91,7 @@ class Watcher:
         self.proj = Projections.load(elog)
         self.quiet = Quiet(elog.path)        # has the log had a commit since the last catch-up?
         self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
+        self.fleet = FleetTicker()       # the fleet judge's changed and due agents, and miss counts
         self.pending: list[Any] = []
         self.notifier = notifier
         self.census_seq: int | None = None   # the log's seq after this process's first complete look
@@ -180,13 +183,11 @@ class Watcher:
         c = self.cfg
         evs: list[Any] = []
         try:  # isolated like every other detector below
-            evs, self.memos["fleet"] = fleet.step(
-                self.proj["fleet"], snap, now, stall_after=c.dur("classify.stall_after"),
-                memo=self.memos.get("fleet"), busy_silence=c.dur("classify.busy_silence"),
-                busy_silence_tool=c.dur("classify.busy_silence_tool"))
+            evs = self.fleet.tick(self.proj["fleet"], snap, now, fleet.Limits(
+                c.dur("classify.stall_after"), c.dur("classify.busy_silence"), c.dur("classify.busy_silence_tool")))
         except Exception:
             log.exception("detector fleet failed on this tick's snapshot; skipped")
-            self.memos.pop("fleet", None)  # start afresh next tick
+            self.fleet.sched.reset()  # every agent judged next tick
             evs = []
         policy = {
             "dod": {"claim_unverified_after": c.dur("classify.claim_unverified_after")},
@@ -477,8 +478,8 @@ class Watcher:
         self.cfg = cfg
         self.sources = build_sources(cfg)
         self.merger.forget()
-        kept = self.memos.get("fleet")  # only the fleet's miss counts survive (the grace of an absent agent)
-        self.memos = {"fleet": fleet.Memo(absent=dict(kept.absent))} if kept is not None else {}
+        self.memos = {}
+        self.fleet.sched.reset()  # the fleet's miss counts survive (the grace of an absent agent)
 
     def close(self) -> None:
         self._end_round()

@@ -1,0 +1,88 @@
+"""The one guard of the watcher's incrementality (watcher/runtime/schedule.py): judging only the
+agents that changed or are due gives the very events of judging every agent (``fleet.detect``),
+tick by tick, on random fleets and histories — observations that change, agents that come and
+go, sources that fail, the clock moving on, standing still and going back, the policy changing,
+the change hint given, withheld and narrowed as the watcher narrows it."""
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from events.log import Recorded
+from events.timefmt import iso
+from events.types import AgentClassified, tag_of
+from projections import classes, fleet
+from projections.observations import AgentObs, Snapshot, SourceResult
+from watcher.runtime.schedule import FleetTicker
+
+T0 = 1_800_000_000.0
+STATES = ("busy", "idle", "waiting", "weird")
+PHASES = ("haciendo", "hecho", "preguntando", "done", None)
+
+
+def random_obs(rng: random.Random, aid: str, now: float) -> AgentObs:
+    return AgentObs(agent=aid, source=rng.choice(("goals", "other")), state=rng.choice(STATES),
+                    phase=rng.choice(PHASES), contract_sha256=rng.choice(("c" * 64, "c" * 64, None)),
+                    last_activity=rng.choice((None, now - rng.uniform(0, 3000))), task=rng.choice((None, "t1", "t2")),
+                    ended=rng.random() < 0.05, tool_open=rng.random() < 0.2,
+                    error=("unreadable" if rng.random() < 0.03 else None))
+
+
+def fold(state: dict, events: list, seq: list[int], now: float) -> None:
+    recs = []
+    for ev in events:
+        seq[0] += 1
+        recs.append(Recorded(seq[0], f"id{seq[0]}", iso(now), tag_of(ev), ev.subject, 1, ev, b"", b""))
+    fleet.fold_batch(state, recs)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), ticks=st.integers(5, 40), size=st.integers(1, 30))
+def test_judging_changed_and_due_gives_the_events_of_judging_everyone(seed, ticks, size):
+    rng = random.Random(seed)
+    now = T0
+    ids = [f"a{i:02d}" for i in range(size)]
+    cur = {a: random_obs(rng, a, now) for a in ids if rng.random() < 0.8}
+    state = fleet.initial()
+    seq = [0]
+    ticker = FleetTicker()
+    absent: dict[str, int] = {}
+    limits = fleet.Limits(900.0, 600.0, 1800.0)
+    gen = 0
+    touched: set[str] | None = set()
+    for _ in range(ticks):
+        changed: set[str] = set()
+        for a in rng.sample(ids, k=rng.randint(0, min(len(ids), 5))):   # some agents change, come or go
+            r = rng.random()
+            if r < 0.15 and a in cur:
+                del cur[a]
+            else:
+                cur = dict(cur)   # the merge hands out a new dict, never mutates one it handed out
+                cur[a] = random_obs(rng, a, now)
+            changed.add(a)
+        now += rng.choice((0.0, 1.0, 30.0, 600.0, 901.0, 3600.0, -120.0, -1500.0))   # standing, moving, going back
+        if rng.random() < 0.05:
+            limits = fleet.Limits(rng.choice((300.0, 900.0)), rng.choice((None, 600.0)), 1800.0)
+        failed = {"goals": "boom"} if rng.random() < 0.1 else {}
+        results = [SourceResult(name="goals", kind="goals", ok=not failed, error="boom" if failed else None)]
+        gen += 1
+        if touched is None or rng.random() < 0.1:
+            dirty = None   # another writer's events, a full merge: no hint
+        else:
+            dirty = frozenset(changed | touched)
+        snap = Snapshot(results=results, agents=cur, failed=failed, gen=gen, dirty=dirty)
+        want, absent = fleet.detect(state, snap, now, limits, absent)
+        got = ticker.tick(state, snap, now, limits)
+        assert got == want
+        assert ticker.absent == absent
+        fold(state, want, seq, now)
+        touched = {ev.agent for ev in want if hasattr(ev, "agent")}
+        if any(not hasattr(ev, "agent") for ev in want):
+            touched = None
+        if state["agents"] and rng.random() < 0.15:   # another writer's event: a record changes, no hint
+            a = rng.choice(sorted(state["agents"]))
+            fold(state, [AgentClassified(agent=a, to=rng.choice(sorted(classes.NAMES)), reason="elsewhere",
+                                         source="goals")], seq, now)
+            touched = None
