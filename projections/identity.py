@@ -1,11 +1,13 @@
 """Who is who: agent and verifier ids compared by identity, not spelling (pure).
 
-``identity(s)`` is the key two ids must share to be the same party: NFKC (full-width ``ａ１`` is
-``a1``), common Cyrillic and Greek homoglyphs mapped to the Latin letter they imitate (``а`` U+0430
-is ``a``), casefolded, every whitespace, control and format character removed (``a 1``, ``a\\t1``,
-``a1`` + zero-width space are ``a1``), and any ``agent:`` prefix dropped. The homoglyph map is a
-small skeleton of the confusables that pass for Latin letters in ids; it does not map digits to
-letters (``l1`` and ``11`` stay apart). ``blank(s)``: nothing visible in ``s``.
+``identity(s)`` is the key two ids must share to be the same party: NFKD (full-width ``ａ１`` is
+``a1``) with every combining mark removed (``á`` and ``a`` + U+0301 are ``a``), common Cyrillic and
+Greek homoglyphs mapped to the Latin letter they imitate (``а`` U+0430 is ``a``), casefolded (and
+decomposed again: a casefold can add a mark), every whitespace, control and format character
+removed (``a 1``, ``a\\t1``, ``a1`` + zero-width space are ``a1``), and any ``agent:`` prefix
+dropped. The homoglyph map is a small skeleton of the confusables that pass for Latin letters in
+ids; it does not map digits to letters (``l1`` and ``11`` stay apart). ``blank(s)``: nothing
+visible in ``s``.
 """
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ def _visible(s: str) -> str:
     return "".join(ch for ch in s if not ch.isspace() and unicodedata.category(ch) not in _INVISIBLE)
 
 
+def _unmarked(s: str) -> str:
+    """NFKD without its combining marks (categories Mn, Mc, Me)."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", s) if unicodedata.category(ch)[0] != "M")
+
+
 def identity(s: object) -> str:
     """The comparison key of an id ("" for a blank or non-string id)."""
     if not isinstance(s, str):
@@ -43,7 +50,7 @@ def identity(s: object) -> str:
     if s.isascii() and s.isprintable() and " " not in s:
         t = s.lower()   # the common id, same key: NFKC, the skeleton and _visible change no such text
     else:
-        t = unicodedata.normalize("NFKC", s).translate(_TABLE).casefold().translate(_TABLE)
+        t = _unmarked(_unmarked(s).translate(_TABLE).casefold()).translate(_TABLE)
         t = _visible(t)
     while t.startswith(PREFIX):
         t = t[len(PREFIX):]

@@ -57,10 +57,11 @@ def world(tmp: Path, db: str, extra: str = "", notify: str | None = None) -> tup
     return fleet, cfg
 
 
-def goal(fleet: Path, agent: str, checks: list, *, claim: bool = True, cwd: str | None = None, **kw) -> Path:
-    d = fleet / agent
+def goal(fleet: Path, folder: str, checks: list, *, claim: bool = True, cwd: str | None = None, **kw) -> Path:
+    """``folder``/goal.json (its agent id the folder's name unless ``agent=`` says otherwise)."""
+    d = fleet / folder
     d.mkdir(parents=True, exist_ok=True)
-    g = {"agent": agent, "state": "idle" if claim else "busy", "phase": "hecho" if claim else "haciendo",
+    g = {"agent": folder, "state": "idle" if claim else "busy", "phase": "hecho" if claim else "haciendo",
          "dod_contract": checks, "cwd": cwd or str(d), "last_activity": time.time(), **kw}
     (d / "g.tmp").write_text(json.dumps(g))
     os.replace(d / "g.tmp", d / "goal.json")

@@ -35,7 +35,7 @@ class UnknownTarget(FleetwatchError):
 
 def notice_keys(log: Any, notice: str) -> list[str] | None:
     """The condition ids a notice covered (None: no such notice in the log)."""
-    if not NOTICE_RE.match(notice):
+    if not NOTICE_RE.fullmatch(notice):
         return None
     found = None
     for rec in log.read(0, types=["notice.sent", "notice.escalated", "notice.failed", "notice.abandoned"],
@@ -62,7 +62,7 @@ def subject_conditions(state: dict, subject: str) -> list[str]:
 def resolve(log: Any, state: dict, target: str) -> tuple[str, list[str]]:
     """(notice, condition ids) for ``target``; raises UnknownTarget naming what was looked for."""
     t = target.strip()
-    if NOTICE_RE.match(t):
+    if NOTICE_RE.fullmatch(t):
         keys = notice_keys(log, t)
         if keys is None:
             raise UnknownTarget(f"unknown notice {t!r}", op="ack", hint="notice ids are in push links and `tail`")

@@ -116,9 +116,9 @@ def expired(key: bytes, notice: str, token: str | None, now: float) -> bool:
 
 
 def _verdict(key: bytes, notice: str, token: str | None, now: float) -> str:
-    if not token or not NOTICE_RE.match(notice or ""):
+    if not token or not NOTICE_RE.fullmatch(notice or ""):
         return "bad"
-    m = TOKEN_RE.match(token)
+    m = TOKEN_RE.fullmatch(token)   # whole: "$" alone also matches before a final newline
     if m is None:
         return "bad"
     exp = int(m.group(1), 36)
@@ -143,7 +143,7 @@ def items_of(key: bytes, notice: str, seqs: list[int]) -> str:
 
 def parse_items(key: bytes, notice: str, c: str | None) -> list[int]:
     """The seqs a ``c`` names when its MAC holds for ``key`` and ``notice``; [] otherwise."""
-    m = ITEMS_RE.match(c or "")
+    m = ITEMS_RE.fullmatch(c or "")
     if m is None or not hmac.compare_digest(m.group(2), _cmac(key, notice, m.group(1))):
         return []
     return [int(x, 36) for x in m.group(1).split(".")]

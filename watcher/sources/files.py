@@ -35,7 +35,7 @@ from typing import Any
 from projections.observations import AgentObs, RunObs, SourceResult
 from watcher.config import Source, expand
 from watcher.config_limits import NotRegular
-from watcher.sources import forkread
+from watcher.sources import forkread, pins
 from watcher.sources.filestat import DEFAULT_MAX_BYTES, _Entry, _folder_id, _not_regular, _stat, read_new, shown_name
 from watcher.sources.parse import parse_goal, parse_steps
 
@@ -472,7 +472,7 @@ class GlobSource:
 
 class GoalsSource(GlobSource):
     OBS = AgentObs
-
+    _update = pins.pinned(GlobSource._update)   # a folder's agent id, fixed at first sight (sources/pins.py)
     def parse(self, raw: bytes, path: str, folder_id: str, mtime: float):
         return parse_goal(raw, source=self.name, path=path, folder_id=folder_id, mtime=mtime)
 

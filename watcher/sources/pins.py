@@ -1,0 +1,60 @@
+"""A goal.json folder's agent is the id it named at first sight (the goals source's ``_update``).
+
+An agent that rewrote its own goal.json with another agent's id and that agent's contract, then
+claimed done, disappeared ("no longer seen") while a ``met`` was recorded for the other id. Now:
+
+Invariants
+- ``Pins.bound``: path -> the agent id the first observation read from the file there (for this
+  source's lifetime; observations that carry no id of the file's own, the folder-name fallback of
+  an unreadable or invalid file, bind nothing).
+- A later observation naming another id is the bound agent, MAL_LANZADO "agent id changed" (its
+  error), with nothing of what the file now says (no contract, checks, phase or verdict): never a
+  new agent, never another agent's contract. The other id keeps its own folder's observations.
+- An observation without an id of its own, or an id that is the bound one by identity
+  (``projections.identity``: case, width, homoglyphs), is filed under the bound id.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import msgspec
+
+from projections.identity import same_identity
+from projections.observations import AgentObs
+from watcher.sources.filestat import _folder_id
+
+CHANGED = "agent id changed"
+
+
+class Pins:
+    def __init__(self) -> None:
+        self.bound: dict[str, str] = {}
+
+    def pin(self, path: str, obs: Any) -> Any:
+        bound = self.bound.get(path)
+        fallback = obs.error is not None and obs.agent in (_folder_id(path), "?")   # no id of the file's own
+        if bound is None:
+            if not fallback:
+                self.bound[path] = obs.agent
+            return obs
+        if obs.agent == bound:
+            return obs
+        if fallback or same_identity(obs.agent, bound):
+            return msgspec.structs.replace(obs, agent=bound)
+        return AgentObs(agent=bound, source=obs.source, path=path, last_activity=obs.last_activity,
+                        error=f"{CHANGED}: goal.json now names {obs.agent[:60]!r}; the folder is {bound!r}'s")
+
+
+def pinned(update: Callable[..., Any]) -> Callable[..., Any]:
+    """``GlobSource._update`` filing each observation under its folder's agent (:class:`Pins`)."""
+
+    def _update(self: Any, path: str, st: Any, ent: Any, obs: Any = None) -> Any:
+        ent = update(self, path, st, ent, obs)
+        if ent is not None and ent.obs is not None:
+            pins = self.__dict__.get("pins")
+            if pins is None:
+                pins = self.pins = Pins()
+            ent.obs = pins.pin(path, ent.obs)
+        return ent
+
+    return _update
