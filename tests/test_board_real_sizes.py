@@ -61,6 +61,9 @@ def world(tmp_path_factory):
     (tmp / "tmux").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     env["TMUX_TMPDIR"] = str(tmp / "tmux")
+    # a session that outlives the boards: killing a board's session never stops the server while
+    # the next one starts (new-session then met a server on its way out)
+    subprocess.run(["tmux", "-L", "fwsizes", "new-session", "-d", "-s", "keep", "sleep 900"], check=True, env=env)
     yield db, env
     subprocess.run(["tmux", "-L", "fwsizes", "kill-server"], capture_output=True, env=env)
 
@@ -166,3 +169,32 @@ def test_enter_opens_the_agent_view_and_j_jumps(world):
     subprocess.run(["tmux", "-L", "fwsizes", "send-keys", "-t", "b", "j"], env=env)
     s = until(env, lambda s: "Class history" not in s and "a00:" in s)
     assert "a00: " in s                                   # the jump's answer (no such window on this server)
+
+
+def test_board_phone_and_summary_render_one_view_model(world):
+    """The board's rows are the phone page's rows (``views.agents_view``) at the same head and
+    time, and who needs you is the same set in the board's rows, the phone's sections and the
+    summary's attention groups (a met claim of done needs nobody anywhere)."""
+    from projections import views
+    from watcher.board.feed import Feed
+    from watcher.runtime.state import Projections
+
+    db, _ = world
+    feed = Feed(db)
+    try:
+        feed.poll()
+        now = time.time()
+        board_rows = feed.doc(now)["agents"]
+        log = EventLog(db, create=False, readonly=True)
+        try:
+            states = Projections.load(log).states
+        finally:
+            log.close()
+        assert board_rows == views.agents_view(states, now)
+        phone = {r["agent"] for _, needs, rows in views.fleet_sections(board_rows) if needs for r in rows}
+        summary = {line.split(":", 1)[0] for g, lines in views.summary_groups(states, now) if g in views.ATTENTION
+                   for line in lines}
+        board = {r["agent"] for r in board_rows if views.needs_you(r)}
+        assert board == phone == summary and "a01" not in board and {"a00", "a05", "a06"} <= board
+    finally:
+        feed.close()
