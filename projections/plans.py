@@ -36,6 +36,7 @@ TYPES = frozenset(("agent.launched", "plan.recorded", "plan.stopped", "dod.verdi
                    "agent.classified"))
 KEEP = 200           # launch-to-met durations kept for status and report
 MAX_TASKS = 200      # tasks in one plan
+MAX_AGENTS = 5000    # launched agents kept; past it the oldest CERRADO of no plan still running are forgotten
 TASK_STATES = ("met", "running", "ready", "waiting", "failed", "unevaluable", "closed", "stopped")
 
 
@@ -48,11 +49,22 @@ def _launched(st: dict[str, Any], ev: Any, rec: Any) -> None:
         "task": ev.task, "contract_sha256": ev.contract_sha256, "cwd": ev.cwd, "target": ev.target,
         "socket": ev.socket, "plan": ev.plan, "task_id": ev.task_id, "at": rec.time, "seq": rec.seq, "pin": ev.pin, "by": ev.by,
         "class": None, "verdict": None}
+    if len(st["agents"]) > MAX_AGENTS:
+        _forget(st)
     st["todo"].pop(ev.agent, None)      # a new life: an old verdict is not this one's
     st["closing"].pop(ev.agent, None)
     p = st["plans"].get(ev.plan) if ev.plan else None
     if p is not None and ev.task_id:
         p["launched"][ev.task_id] = ev.agent
+
+
+def _forget(st: dict[str, Any]) -> None:
+    """The oldest CERRADO launched agents of no plan still running, down to MAX_AGENTS * 9 / 10."""
+    running = {p for p, v in st["plans"].items() if v["stopped"] is None}
+    old = sorted((a["seq"], aid) for aid, a in st["agents"].items()
+                 if a["class"] == CERRADO and a["plan"] not in running)
+    for _, aid in old[:len(st["agents"]) - MAX_AGENTS * 9 // 10]:
+        del st["agents"][aid]
 
 
 def _verdict(st: dict[str, Any], ev: Any, rec: Any) -> None:
@@ -266,3 +278,12 @@ def amend(state: dict[str, Any], events: list[Any]) -> list[Any]:
                 continue
         out.append(e)
     return out
+
+
+def figures(state: dict[str, Any]) -> dict[str, Any]:
+    """The report's closed-loop figures: agents launched, launch -> verified met (seconds), verdicts
+    acted on by action."""
+    done = sorted(d[2] for d in state["done"])
+    return {"launched": len(state["agents"]), "acted": dict(state["acted"]),
+            "launch_to_met": {"count": len(done), "p50_s": done[len(done) // 2] if done else None,
+                              "max_s": done[-1] if done else None}}

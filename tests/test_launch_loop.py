@@ -56,6 +56,10 @@ def test_a_launched_agent_that_does_the_work_is_verified_met_and_closed_with_no_
     assert launched[0]["agent"] == "a1" and launched[0]["cwd"] == str(w.work) and launched[0]["target"].startswith("@")
     st = json.loads(w.fw("status", "--json").stdout)
     assert st["plans"]["acted"] == {"close": 1} and st["plans"]["launch_to_met_s"]["count"] == 1
+    rep = json.loads(w.fw("report", "--json").stdout)["loop"]
+    assert rep["launched"] == 1 and rep["acted"] == {"close": 1} and rep["launch_to_met"]["count"] == 1
+    assert 0 <= rep["launch_to_met"]["p50_s"] < 600
+    assert "closed loop: 1 launched" in w.fw("report").stdout
 
 
 def test_an_agent_that_claims_done_half_way_gets_exactly_one_nudge_naming_the_gap_and_stays_open(world):

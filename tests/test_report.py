@@ -151,7 +151,9 @@ def test_cli_json_fields_are_stable(db):
     r = run_cli("report", "--json", "--db", db, "--until", iso(T0 + 10 * 3600))
     assert r.returncode == 0, r.stderr
     fig = json.loads(r.stdout)
-    assert set(fig) == {"schema", "range", "dod", "load", "stalls", "agents", "runs", "missions", "watcher", "days"}
+    assert set(fig) == {"schema", "range", "dod", "load", "stalls", "agents", "runs", "missions", "watcher", "days",
+                        "loop"}
+    assert fig["loop"] == {"launched": 0, "acted": {}, "launch_to_met": {"count": 0, "p50_s": None, "max_s": None}}
     assert set(fig["dod"]) == {"met", "failed", "unevaluable", "claims", "false_done", "caught_by_checks", "false_done_rate",
                                "never_verified", "open_claims", "claim_to_verdict", "self_approvals_refused"}
     assert set(fig["load"]["reclama"]) == {"count", "total_s", "p50_s", "p90_s", "max_s", "episodes",

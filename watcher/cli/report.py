@@ -47,8 +47,10 @@ def parse_bound(text: str | None, now: float, key: str) -> tuple[str, float] | N
                           op="report", key=key, hint="e.g. --since 7d, --since 1200, --since 2026-11-24T00:00:00Z") from None
 
 
-def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] | None) -> tuple[dict, float | None]:
-    """Fold the report over the range; (state, since as epoch or None). Folded as a replay is
+def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] | None,
+            loop: dict | None = None) -> tuple[dict, float | None]:
+    """Fold the report over the range; (state, since as epoch or None). ``loop``: a dict that gets
+    the ``plans`` projection folded over the same range (its ``"state"``). Folded as a replay is
     (watcher/runtime/state.py): each distinct time parsed once (an append's events share it), the
     cyclic GC paused (bench_report's row: 0.51 -> 0.69x its floor, CPU, 2026-12-01)."""
     from projections import report
@@ -60,8 +62,12 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
     t_from = since[1] if since and since[0] == "time" else None
     seq_to = int(until[1]) if until and until[0] == "seq" else None
     t_to = until[1] if until and until[0] == "time" else None
+    from projections import plans
+
+    mine, lp = report.TYPES, (plans.initial() if loop is not None else None)
     with gc_paused():
-        for rec in log.read(max(0, start_seq - 1) if start_seq else 0, types=sorted(report.TYPES)):
+        for rec in log.read(max(0, start_seq - 1) if start_seq else 0,
+                            types=sorted(mine | (plans.TYPES if lp is not None else frozenset()))):
             if seq_to is not None and rec.seq > seq_to:
                 break
             if t_from is not None or t_to is not None:
@@ -70,7 +76,12 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
                     continue
                 if t_to is not None and t > t_to:
                     break
-            st = report.fold(st, rec, times)
+            if lp is not None and rec.type in plans.TYPES:
+                lp = plans.fold(lp, rec)
+            if rec.type in mine:
+                st = report.fold(st, rec, times)
+    if loop is not None:
+        loop["state"] = lp
     return st, (t_from if t_from is not None else st["first"])
 
 
@@ -146,6 +157,12 @@ def render(fig: dict[str, Any]) -> None:
         ("agent-hours waiting", f"{r['agent_hours']:.1f}"), ("p50", _dur(r["p50_s"])), ("p90", _dur(r["p90_s"])),
         ("max", _dur(r["max_s"])), ("acks", str(ld["acks"])), ("escalations", str(ld["escalations"]))]))
     con.print(f"pushes by hour (UTC 0–23): {spark(ld['pushes_by_hour'])}")
+    lp = fig.get("loop")
+    if lp and (lp["launched"] or sum(lp["acted"].values())):
+        con.print(f"closed loop: {lp['launched']} launched, launch → verified met p50 "
+                  f"{_dur(lp['launch_to_met']['p50_s'])} (max {_dur(lp['launch_to_met']['max_s'])}, "
+                  f"{lp['launch_to_met']['count']} met); verdicts acted on: "
+                  + (", ".join(f"{k} {v}" for k, v in sorted(lp["acted"].items())) or "none"))
     helped = sum(n for c, n in st["after_nudge"].items() if c in (classes.TRABAJANDO, classes.DICE_TERMINADO))
     nudged = sum(st["after_nudge"].values())
     con.print(f"stalls: {st['episodes']} (p50 {_dur(st['p50_s'])}, max {_dur(st['max_s'])}), "
@@ -216,7 +233,8 @@ def register(app: typer.Typer) -> None:
         _, path = context(config, db)
         log = EventLog(path, create=False, readonly=True)
         try:
-            st, t_from = collect(log, s, u)
+            loop: dict = {}
+            st, t_from = collect(log, s, u, loop)
             note = damaged_note(log.damaged)
         finally:
             log.close()
@@ -229,6 +247,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--since {since!r} is in the future: the range holds nothing", op="report",
                               key="--since", hint="e.g. --since 7d, --since 2026-11-24T00:00:00Z")
         fig = figures(st, end if end is not None else now, t_from)
+        from projections.plans import figures as loop_figures
+
+        fig["loop"] = loop_figures(loop["state"])   # launch -> verified met, verdicts acted on
         if html:
             from watcher.cli.report_html import write_html
 
