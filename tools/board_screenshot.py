@@ -39,7 +39,7 @@ async def shoot(out: str, rows: bool) -> None:
         db = str(Path(d) / "events.db")
         sample_log(db)
         app = Board(Feed(db), compact=False if rows else None)
-        async with app.run_test(size=(120, 32) if rows else (80, 24)) as pilot:
+        async with app.run_test(size=(120, 40) if rows else (80, 24)) as pilot:
             await pilot.pause()
             app.save_screenshot(filename=Path(out).name, path=str(Path(out).parent))
 
