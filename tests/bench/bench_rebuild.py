@@ -8,7 +8,7 @@
    each process reading the log itself; the row gives each process's CPU time, so it says how
    even the halves are; info: the same in one process) against the floor
    measured in the same run: the raw row fetch + msgspec decode of each row's data into its event
-   Struct + a dict fold (count per type, last seq per subject). Target: rebuild ≥ 0.35× the
+   Struct + a dict fold (count per type, last seq per subject). Target: rebuild ≥ 0.2× the
    floor's events/s (every projection folds every event it reads; the floor folds nothing).
    The rebuild runs twice and the floor three times, interleaved; the row takes the best of each
    and prints every sample (one sample of each swung 0.27-0.40x between runs of one day).
@@ -40,6 +40,7 @@ from events.types import (AgentClassified, CircuitChanged, DodVerdict, SourceFai
                           SourceRecovered, StepChanged, SwarmChanged, WpChanged, decode_data)
 
 FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
+REBUILD_TARGET = 0.2   # the user-facing target (issue 46): rebuild of 1M events >= 0.2x its floor
 CLASSES = ("TRABAJANDO", "RECLAMA", "DICE_TERMINADO", "ESTANCADO", "TRABAJANDO", "TRABAJANDO")
 WP_STATES = ("READY", "RUNNING", "CHECKING", "DONE", "FAILED")
 SW = ("queued", "running", "done", "failed")
@@ -189,7 +190,7 @@ def status_rows(path: str, n: int, tmp: str, label: str) -> list[dict]:
         m = statistics.median(v)
         rows.append({"name": f"`fleetwatch {k}` start to first output, {n:,} events{label}, vs `python -c pass`",
                      "figure": f"{m:.0f} ms; python -c pass {b:.0f} ms", "ratio": round(m / b, 2),
-                     "target": "<= 5x python -c pass", "ok": m <= 5 * b})
+                     "target": "<= 5x python -c pass", "ok": m <= 5 * b, "user": True})
     return rows
 
 
@@ -266,7 +267,8 @@ def run(quick: bool = False, budget_s: float = 300.0, log: str | None = None) ->
             rows.append({"name": f"rebuild {len(rates)} projections on {n:,} events vs floor",
                          "figure": f"skipped: estimated >= {est:,.0f} s from the sample; {slow} folds at "
                                    f"{rates[slow]:,.0f} ev/s; floor {frate:,.0f} ev/s",
-                         "ratio": round(combined / frate, 3), "target": ">= 0.35x floor", "ok": False})
+                         "ratio": round(combined / frate, 3), "target": f">= {REBUILD_TARGET}x floor", "ok": False,
+                         "user": True})
             small = os.path.join(tmp, "small.db")
             generate_apart(small, 100_000)
             rebuild_and_snapshot(small)
@@ -292,7 +294,8 @@ def run(quick: bool = False, budget_s: float = 300.0, log: str | None = None) ->
                                f"{'/'.join(f'{r[2]:.2f}' for r in runs)} s; {min(cores(), 2)} processes: CPU "
                                f"{mine:.2f} s here, {theirs:.2f} s in the worker); floor {frate:,.0f} ev/s "
                                f"({fdt:.2f} s, best of {'/'.join(f'{x:.2f}' for x in fdts)} s)",
-                     "ratio": round(ratio, 3), "target": ">= 0.35x floor", "ok": ratio >= 0.35})
+                     "ratio": round(ratio, 3), "target": f">= {REBUILD_TARGET}x floor", "ok": ratio >= REBUILD_TARGET,
+                     "user": True})
         rows.append({"name": "rebuild in one process vs floor (info)",
                      "figure": f"rebuild {n / odt:,.0f} ev/s ({odt:.2f} s); floor {frate:,.0f} ev/s",
                      "ratio": round((n / odt) / frate, 3), "target": "info", "ok": None})

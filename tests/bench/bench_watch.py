@@ -5,8 +5,8 @@
    settled as ``fleetwatch run`` does) against the floor measured in the same run on the same
    files, interleaved with the ticks: plain ``glob`` + ``open().read()`` + ``json.loads`` of every
    goal.json (what any watcher must do to see the level at all). First tick (every agent new:
-   N events appended and folded), best of 3 on a fresh log each; targets ≤ 1.5× the floor at
-   10k and ≤ 2× at 50k. A full resync with 1 % changed (≤ 0.3×) and with none (≤ 0.2×). Info:
+   N events appended and folded), best of 3 on a fresh log each; targets ≤ 2× the floor at
+   10k and ≤ 2.5× at 50k. A full resync with 1 % changed (≤ 0.3×) and with none (≤ 0.2×). Info:
    µs per agent at each size (linearity), and where a first tick goes (observe / detect / commit).
    From 2,000 files the watcher's first poll runs in two processes (watcher/sources/forkread.py);
    the floor is one process, and the row says so. (info) The same first tick over a fleet in
@@ -48,7 +48,7 @@ from watcher.sources import forkread  # noqa: E402
 
 FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 CLK = os.sysconf("SC_CLK_TCK")
-FIRST_TARGET = {10_000: 1.5, 50_000: 2.0}
+FIRST_TARGET = {10_000: 2.0, 50_000: 2.5}   # user-facing targets (issue 46)
 P99_TARGET_MS = {10_000: 250.0, 50_000: 500.0}
 IDLE_TARGET = {10_000: 1.0, 50_000: 5.0}
 RSS_TARGET_MB = {10_000: 150.0}
@@ -173,7 +173,7 @@ def tick_rows(n: int, tmp: Path, reps: int = 3) -> list[dict]:
     rows.append({"name": f"first tick, {n:,} agents vs read+json.loads floor",
                  "figure": f"{first * 1000:.0f} ms ({first / n * 1e6:.1f} µs/agent); floor {fl * 1000:.0f} ms{procs}",
                  "ratio": round(first / fl, 3), "target": f"<= {ft}x floor" if ft else "info",
-                 "ok": first / fl <= ft if ft else None})
+                 "ok": first / fl <= ft if ft else None, "user": bool(ft)})
     rows.append({"name": f"first tick stages, {n:,} agents (info)",
                  "figure": f"observe {(t1 - t0) * 1000:.0f} ms ({(t1 - t0) / fl:.2f}x), detect {(t2 - t1) * 1000:.0f} ms "
                            f"({(t2 - t1) / fl:.2f}x), append+fold {(t3 - t2) * 1000:.0f} ms ({(t3 - t2) / fl:.2f}x)",
@@ -357,12 +357,14 @@ def run_rows(n: int, tmp: Path, idle_s: float, churn_s: float) -> list[dict]:
     rows.append({"name": f"idle `fleetwatch run`, {n:,} agents, {idle_s:g} s (interval 2 s, resync 30 s)",
                  "figure": f"CPU {cpu:.2f} % (all classified {ready:.1f} s, start-up settled {settled:.1f} s after start; "
                            f"inotify overflows logged: {overflow})",
-                 "ratio": None, "target": f"< {it:g} % CPU" if it else "info", "ok": cpu < it if it else None})
+                 "ratio": None, "target": f"< {it:g} % CPU" if it else "info", "ok": cpu < it if it else None,
+                 "user": bool(it)})
     rt = RSS_TARGET_MB.get(n)
     rows.append({"name": f"RSS of `fleetwatch run`, {n:,} agents",
                  "figure": f"{rss:.0f} MB idle, {churn_rss:.0f} MB after churn (bare python {base_rss:.0f} MB)",
                  "ratio": round(rss / rt, 3) if rt else None,
-                 "target": f"< {rt:g} MB (ratio: of the target)" if rt else "info", "ok": rss < rt if rt else None})
+                 "target": f"< {rt:g} MB (ratio: of the target)" if rt else "info", "ok": rss < rt if rt else None,
+                 "user": bool(rt)})
     lat.sort()
     pt = P99_TARGET_MS[n] if n in P99_TARGET_MS else None
     if lat:
@@ -375,7 +377,7 @@ def run_rows(n: int, tmp: Path, idle_s: float, churn_s: float) -> list[dict]:
         fig, ok, p99 = f"no write committed ({lost} lost)", False, None
     rows.append({"name": f"goal.json write -> committed event, {n:,} agents, 1 % churn per 2 s, {churn_s:g} s",
                  "figure": fig, "ratio": round(p99 / pt, 3) if (pt and p99 is not None) else None,
-                 "target": f"p99 < {pt:g} ms (ratio: of the target)" if pt else "info", "ok": ok})
+                 "target": f"p99 < {pt:g} ms (ratio: of the target)" if pt else "info", "ok": ok, "user": bool(pt)})
     return rows
 
 

@@ -3,7 +3,8 @@
 Usage: ``python tests/bench/run_all.py [--quick] [--only NAME ...] [--out PATH]``
 
 Each module exposes ``run(quick: bool = False) -> list[dict]`` with rows
-``{"name", "figure", "ratio", "target", "ok"}``; ratios are against baselines measured in the same
+``{"name", "figure", "ratio", "target", "ok"}`` (and ``"user": True`` for the user-facing rows of
+issue 46, printed first in a table of their own); ratios are against baselines measured in the same
 run. ``--quick`` (or ``FW_BENCH_QUICK=1``) is a smoke test at smaller sizes and shorter windows:
 its figures are not the report (the rows name the size they measured). What each row measures and
 against what: docs/bench.md. Each module runs in a fresh interpreter of its own (``--child``), as pyperf
@@ -149,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     for path in discover(args.only):
         print(f"running {path.name}{' (quick)' if args.quick else ''} ...", file=sys.stderr, flush=True)
         results[path.stem], seconds[path.stem] = run_one(path, args.quick)
-    print(table(results))
+    user = {b: [r for r in rows if r.get("user")] for b, rows in results.items()}
+    rest = {b: [r for r in rows if not r.get("user")] for b, rows in results.items()}
+    if any(user.values()):
+        print("User-facing figures (docs/bench.md: The user-facing rows)\n" + table(user) + "\n\nEverything else\n")
+    print(table(rest))
     failed = sum(1 for rows in results.values() for r in rows if r.get("ok") is False)
     load1, steal = os.getloadavg(), steal_pct(ticks0, cpu_ticks())
     stolen = "" if steal is None else f"; {steal:.1f} % of CPU time stolen by the host"
