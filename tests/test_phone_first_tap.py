@@ -14,6 +14,7 @@ import urllib.request
 
 import pytest
 
+from tests.fwcli import fw
 from tests.support.browser import chromium, phone
 from tests.support.fleet import Held, Ntfy, Watcher, config, events, free_port, goal, run_until
 from tests.support.receiver import Sink
@@ -135,3 +136,29 @@ def test_without_web_an_ntfy_push_has_no_buttons(tmp_path):
     finally:
         nt.close()
     assert nt.pushes[0]["actions"] == [] and "/n/" not in nt.pushes[0]["json"]["message"]
+
+
+def test_the_fleet_page_and_summary_agree_on_who_needs_you(tmp_path):
+    """Found: agents with a met verdict were still listed under "claim done" and counted in
+    "need attention" on the phone's fleet page, while `summary` left them out."""
+    rx = Sink()
+    port = free_port()
+    g = tmp_path / "goals"
+    goal(g, "a1", state="waiting", task="Fix login")
+    goal(g, "a9", state="idle", phase="hecho", task="Docs")
+    cfg = config(tmp_path, [rx.url()], web_port=port)
+    w = Watcher(cfg)
+    try:
+        wait_for(lambda: rx.bodies, timeout=60)
+        r = fw("verdict", "a9", "met", "--verifier", "ana", "--evidence", "read the docs", "--config", str(cfg))
+        assert r.returncode == 0, r.stderr
+        fleet = LINK.search(rx.bodies[0]["message"]).group(1).replace("?t=", "/fleet?t=")
+        with urllib.request.urlopen(fleet, timeout=20) as resp:
+            html = resp.read().decode()
+        summary = fw("summary", "--config", str(cfg)).stdout
+    finally:
+        w.stop()
+        rx.close()
+    assert "fleet · 1 need attention · 2 agents" in html
+    assert html.index("a1") < html.index("done, DoD met · 1") < html.index("a9")
+    assert "RECLAMA (1)" in summary and "DICE_TERMINADO" not in summary and "a9: DoD met by ana" in summary
