@@ -13,7 +13,7 @@ State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "so
 
 Within a class, ``agent.updated`` records what else changed (state, phase, task, target; last
 activity when it moved by ``ACTIVITY_STEP`` or more; the reason when its ``cause`` changed), so
-the state holds the values of the last tick, not of the last class change (CONTRACT: status
+the state holds the values of the last tick, not of the last class change (docs/contract.md: status
 agrees with the files within one tick).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each

@@ -5,7 +5,7 @@ returning a named reason; the survivors are grouped per destination (apprise tag
 message each when their group is due. Delivery is the caller's edge (``watcher.runtime.notifier``);
 ``notice.*`` events it records come back through the fold.
 
-Timing (CONTRACT.md "Writers and notification timing"):
+Timing (docs/contract.md "Writers and notification timing"):
 - an urgent item is sent at most ``group_wait`` after it became due, with everything else due
   by then; ``group_interval`` never holds it back;
 - non-urgent items wait ``group_wait`` and at least ``group_interval`` after the destination's

@@ -64,7 +64,7 @@ def _new_run(time: str) -> dict:
             "abandoned": None, "stamp": ""}
 
 
-# ---- fold: one small function per event type, to read against CONTRACT.md ----------------------
+# ---- fold: one small function per event type, to read against docs/contract.md ----------------------
 def _step_changed(r: dict, ev: Any, rec: Any) -> None:
     """A step's status changed: its record follows; the attempt number grows when it begins again."""
     steps = r["steps"]

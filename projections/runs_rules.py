@@ -1,4 +1,4 @@
-"""The per-run hard rules of the outer loop (CONTRACT.md), as pure checks over one tick's changes.
+"""The per-run hard rules of the outer loop (docs/contract.md), as pure checks over one tick's changes.
 
 The seven of the contract plus ``reconciled-no-reupload``, ``launch-request-stable`` and
 ``upload-needs-audit``; the cross-run rules (quota, duplicates, concurrency, daily cap, inactive

@@ -1,5 +1,5 @@
 """Contract rules of the termination machine and the run rules, one test per rule a surviving
-mutant broke (issue 23). Named after the rule (CONTRACT.md), checked on observable outcomes:
+mutant broke (issue 23). Named after the rule (docs/contract.md), checked on observable outcomes:
 the class and the events of a tick, the violations reported through the real log.
 """
 from __future__ import annotations

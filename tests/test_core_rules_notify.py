@@ -1,6 +1,6 @@
 """Contract rules of the notify pipeline, one test per rule a surviving mutant broke (issue 23).
 
-Each test is named after the rule it pins (CONTRACT.md "Writers and notification timing", the
+Each test is named after the rule it pins (docs/contract.md "Writers and notification timing", the
 class table) and checks the observable outcome — the messages a plan sends, their severity,
 destination, lines and covers — never the code's own helpers.
 """

@@ -1,4 +1,4 @@
-"""Every command takes --config and --db (CONTRACT.md: "all take --config, --db"). Real
+"""Every command takes --config and --db (docs/contract.md: "all take --config, --db"). Real
 subprocesses.
 
 Before: `fleetwatch schema goal --config X` and `fleetwatch init --db X` were usage errors

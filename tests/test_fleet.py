@@ -21,7 +21,7 @@ def obs(**kw) -> AgentObs:
 
 
 CLASSIFY = [
-    # (observation, expected class) -- one row per rule of CONTRACT.md, first match wins
+    # (observation, expected class) -- one row per rule of docs/contract.md, first match wins
     (None, Cls.CERRADO),                                                   # seen by no source
     (obs(ended=True), Cls.CERRADO),                                        # hook marked SessionEnd
     (obs(pane_dead=True, pane_dead_status=1), Cls.CERRADO),                # tmux pane died

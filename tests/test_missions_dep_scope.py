@@ -1,5 +1,5 @@
 """A dep was looked up among every mission's WPs: a DONE ``wp1`` of mission A satisfied mission
-B's dep on B's own ``wp1``, still READY. WPs are keyed by (mission, wp) (CONTRACT.md: ``key =
+B's dep on B's own ``wp1``, still READY. WPs are keyed by (mission, wp) (docs/contract.md: ``key =
 ["mission", "wp"]``), so two missions may both have a ``wp1``. Found attacking the missions
 source from the CLI with such a database: B's ``wp2`` went RUNNING with no ``deps-not-done``,
 and a READY WP waiting on its own mission's unfinished ``wp1`` was listed as runnable. A dep now

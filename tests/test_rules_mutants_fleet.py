@@ -1,5 +1,5 @@
 """Rules of the fleet projection that a mutant broke with no test noticing (the full mutation run,
-tests/mutation/mutate.py), one test each, named after the rule (CONTRACT.md, docs/readme/03-goal.md,
+tests/mutation/mutate.py), one test each, named after the rule (docs/contract.md, docs/readme/03-goal.md,
 status.md). Real log, virtual clock."""
 from __future__ import annotations
 

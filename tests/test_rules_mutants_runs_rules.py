@@ -1,5 +1,5 @@
 """Run rules that a mutant broke with no test noticing (the full mutation run,
-tests/mutation/mutate.py), one test each, named after the rule (CONTRACT.md, steps.json)."""
+tests/mutation/mutate.py), one test each, named after the rule (docs/contract.md, steps.json)."""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,4 @@
-"""The seven rules of CONTRACT.md: one table per rule, with its negative cases.
+"""The seven rules of docs/contract.md: one table per rule, with its negative cases.
 
 Each row: (steps before, steps after) of run R1 (plus optional other runs), run through the real
 log and fold; we check which occurrences of the rule were reported, and that a persisting
@@ -182,6 +182,6 @@ def test_rule_names_are_the_contract():
     assert sorted(r.value for r in runs.Rule) == sorted([
         "upload-intent-evidence", "single-open-intent", "launch-request-id", "deploy-gate",
         "audit-branch", "no-redo", "retry-backoff",
-        # issue 22 (CONTRACT.md "More rules")
+        # issue 22 (docs/contract.md "More rules")
         "reconciled-no-reupload", "launch-request-stable", "upload-needs-audit", "board-daily-quota",
         "duplicate-upload", "session-concurrency", "session-daily-cap", "inactive-board"])

@@ -3,7 +3,7 @@
 Readers never take the writer lock, never create the log and open it read-only (a read-only copy
 can be read, verified, exported and backed up): if it does not exist yet, `tail` and `export` say
 so on stderr and print nothing (exit 0; `tail -f` waits for it to appear), `verify` exits 2.
-`--json` / `export` lines are exactly ``Recorded.to_json()`` (CONTRACT.md). A damaged row (its
+`--json` / `export` lines are exactly ``Recorded.to_json()`` (docs/contract.md). A damaged row (its
 data not a blob or not decodable) is reported by seq on stderr and the command goes on: `tail`
 prints a marked line, `export` a raw, marked JSON line (``{"seq", "damaged", "raw"}``), `verify`
 exits 1 naming it. Never a traceback.
@@ -418,7 +418,7 @@ def register(app: Any) -> None:
         db: DbOpt = None,
     ) -> None:
         """Print events from the log: the last 20 by default, -f to follow live. --json prints
-        one JSON object per line exactly as CONTRACT.md (as `export`)."""
+        one JSON object per line exactly as docs/contract.md (as `export`)."""
         tail(follow, lines, since, type_, subject, verbose, as_json, config, db)
 
     @app.command("verify")
@@ -476,7 +476,7 @@ def register(app: Any) -> None:
 
             raise StoreError("the backup path names a folder; nothing written", op="backup", path=dest,
                              hint="name the new file inside it, e.g. DIR/events-$(date +%F).db")
-        dest = os.path.abspath(expand(dest))  # ~ and $VARS, as in every path (CONTRACT.md); printed as written
+        dest = os.path.abspath(expand(dest))  # ~ and $VARS, as in every path (docs/contract.md); printed as written
         _, log = open_log(config, db, readonly=True)
         try:
             res = log.backup(dest, as_is=as_is)  # StoreError: a refused destination (2); BackupFailed (1)

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         files with any JSON Schema tool, e.g. `check-jsonschema --schemafile`)."""
         from watcher.schema import goal_schema_text
 
-        del config, db  # taken as by every command (CONTRACT.md); the schema depends on neither
+        del config, db  # taken as by every command (docs/contract.md); the schema depends on neither
 
         if name not in SCHEMAS:
             print(f"fleetwatch: unknown schema {name[:40]!r}; known: {', '.join(SCHEMAS)}", file=sys.stderr)
