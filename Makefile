@@ -53,7 +53,7 @@ clean:
 # README.md = these parts of docs/readme/ in this order (tools/build_readme.py: numbered parts whole,
 # area parts up to <!-- more --> or their first ### with the full text in docs/guide/; missing
 # parts are skipped, so a part can be listed before it is written).
-README_PARTS := 00-intro 02-quickstart 03-goal 04-board 05-commands 20-config sources status checks log \
+README_PARTS := 00-intro 02-quickstart 03-goal 04-board 05-commands 20-config sources status checks launch log \
 	hook notify phone/notify runs rules/runs missions report hostile hub service demo 80-operations 99-dev
 readme:
 	@$(PY) tools/build_readme.py $(README_PARTS)
