@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from typing import Any
 
 from watcher.config_limits import file_kind, open_regular, read_fd
@@ -45,13 +46,49 @@ def _not_regular(mode: int) -> str | None:
 
 
 class _Entry:
-    __slots__ = ("key", "obs", "fails", "good")
+    __slots__ = ("key", "obs", "fails", "good", "racy")
 
     def __init__(self) -> None:
         self.key: tuple[int, int, int] | None = None
         self.obs: Any = None        # what this file reports now (None: nothing yet)
         self.good: Any = None       # last successfully parsed observation
         self.fails = 0
+        self.racy = False           # read within its mtime's grain: read once more (reread_racy)
+
+
+COARSE_GRAIN_NS = 2_000_000_000   # mtimes in whole seconds: a coarse file system (FAT's are 2 s)
+AHEAD_NS = 10_000_000_000         # an mtime this far ahead of our clock still counts (a skewed NFS server)
+
+
+def racy(mtime_ns: int, now_ns: int) -> bool:
+    """A read at ``now_ns`` cannot tell this file from a same-size rewrite stamped with the same
+    mtime: the mtime is coarse (whole seconds) and the grain has not passed since it."""
+    return mtime_ns % 1_000_000_000 == 0 and -AHEAD_NS < now_ns - mtime_ns < COARSE_GRAIN_NS
+
+
+def reread_racy(update: Any) -> Any:
+    """A file source's ``_update`` that does not trust (inode, size, mtime) alone where mtimes are
+    coarse: a file read within its whole-second mtime's grain (:func:`racy`) can be rewritten to the
+    same size within the same second, and the key would hide it. Such an entry waits for one more
+    read, as a first failed read does (``fails`` 1: the source's suspects, read on its next poll;
+    the watcher's --once reads again), its view kept; that read is a fresh first read (the two-read
+    rule holds), and an equal result keeps the observation object it had (no change to fold).
+    Re-reading and parsing compares the content, as a hash would."""
+
+    def _update(self: Any, path: str, st: Any, ent: Any, obs: Any = None) -> Any:
+        prev = None
+        if ent is not None and ent.racy and obs is None:
+            prev, ent.racy, ent.fails, ent.key = ent.obs, False, 0, None
+        ent = update(self, path, st, ent, obs)
+        if ent is None or ent.key is None or isinstance(st, OSError):
+            return ent
+        if prev is not None and ent.obs is not prev and ent.obs == prev:
+            ent.obs = ent.good = prev
+        if ent.fails == 0 and racy(ent.key[2], time.time_ns()):
+            ent.racy, ent.fails = True, 1
+        return ent
+
+    return _update
 
 
 def read_new(path: str, limit: int) -> tuple[os.stat_result, bytes, str | None]:

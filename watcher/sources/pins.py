@@ -21,7 +21,7 @@ import msgspec
 
 from projections.identity import same_identity
 from projections.observations import AgentObs
-from watcher.sources.filestat import _folder_id
+from watcher.sources.filestat import _folder_id, reread_racy
 
 CHANGED = "agent id changed"
 
@@ -46,7 +46,9 @@ class Pins:
 
 
 def pinned(update: Callable[..., Any]) -> Callable[..., Any]:
-    """``GlobSource._update`` filing each observation under its folder's agent (:class:`Pins`)."""
+    """``GlobSource._update`` filing each observation under its folder's agent (:class:`Pins`),
+    and reading a file once more when its key cannot be trusted (``filestat.reread_racy``)."""
+    update = reread_racy(update)
 
     def _update(self: Any, path: str, st: Any, ent: Any, obs: Any = None) -> Any:
         ent = update(self, path, st, ent, obs)
