@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FW = [str(Path(sys.executable).parent / "fleetwatch")]
+FW = [FLEETWATCH]
 
 
 def once_and_tail(cfg: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 from events.log import EventLog
 from events.types import AgentClassified
+from tests.support.exe import FLEETWATCH
 
-EXE = str(Path(sys.executable).parent / "fleetwatch")
+EXE = FLEETWATCH
 
 
 def fw(*args):

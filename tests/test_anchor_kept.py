@@ -9,15 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from events import anchor
 from events.log import EventLog
 from events.types import SourceFailed
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 def fw(*args: str) -> subprocess.CompletedProcess:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.fsencode(os.path.join(os.path.dirname(sys.executable), "fleetwatch"))
+FLEETWATCH = os.fsencode(FLEETWATCH)
 
 
 def _env() -> dict[str, str]:

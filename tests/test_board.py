@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 
@@ -18,9 +17,10 @@ import pytest
 pytest.importorskip("textual")
 
 from events.log import EventLog  # noqa: E402
-from events.types import AgentClassified, DodVerdict, SourceFailed  # noqa: E402
+from events.types import AgentClassified, SourceFailed  # noqa: E402
 from watcher.board.app import Board, matches, visible  # noqa: E402
 from watcher.board.feed import Feed  # noqa: E402
+from tests.support.exe import FLEETWATCH
 
 CLASSES = ["RECLAMA", "TRABAJANDO", "ESTANCADO", "DICE_TERMINADO", "MAL_LANZADO"]
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
@@ -314,7 +314,7 @@ def test_real_terminal_board_follows_a_goal_json_change(tmp_path, tmux_server):
     cfg = tmp_path / "config.toml"
     cfg.write_text(f'[store]\npath = "{db}"\ndurability = "normal"\n[watch]\ninterval = "1s"\n'
                    f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n')
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     watcher = subprocess.Popen([exe, "run", "--config", str(cfg)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, env=env)
     try:

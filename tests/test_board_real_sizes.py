@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
@@ -17,10 +16,11 @@ import pytest
 from events.log import EventLog
 from events.types import AgentClassified, DodVerdict, SilenceAdded
 from tests.fwcli import fw
+from tests.support.exe import FLEETWATCH
 
 pytest.importorskip("textual")
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 KINDS = ["RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "TRABAJANDO"]
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 

@@ -15,8 +15,9 @@ from watcher.config import parse
 from watcher.runtime.checker import Checker
 from tests.test_dod_checker import _tick_until
 from watcher.runtime.loop import Watcher
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 
 
 def _world(tmp_path: Path, timeout: str = "120s") -> tuple[Path, Path]:

@@ -6,12 +6,10 @@ typed errors through ``error_text``, the one place that prints them). Real proce
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 EVIL = "evil\x1b]0;pwn\x07\nline2"
 
 

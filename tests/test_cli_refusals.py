@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 
@@ -16,8 +15,9 @@ import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified, AgentUpdated, DodVerdict
+from tests.support.exe import FLEETWATCH
 
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 EVIL = "a1\x1b]0;pwned\x07\x1b[2J\n     99 2026-01-01T00:00:00.000Z dod:a1 v1 dod.verdict verdict=met verifier=human-lead\u202e"
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from watcher.config import parse
 from watcher.sources import build_sources
+from tests.support.exe import FLEETWATCH
 
 BIG = "1" + "0" * 400
 GOOD = ('{"name": "g1", "state": "busy", "phase": "haciendo", "dod_contract": "x"}',
@@ -89,7 +88,7 @@ def test_run_once_observes_the_others(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "fv"\nkind = "command"\n'
                    f'argv = {json.dumps(["cat", str(out)])}\ntimeout = "5s"\n')
-    exe = str(Path(sys.executable).parent / "fleetwatch")
+    exe = FLEETWATCH
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
     p = subprocess.run([exe, "run", "--once", "--config", str(cfg)], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "not-utf8"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
+from tests.support.exe import FLEETWATCH
 
-FW = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+FW = FLEETWATCH
 
 
 def config(tmp_path) -> str:

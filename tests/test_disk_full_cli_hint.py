@@ -11,14 +11,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 def _mount_small_tmpfs(path: str) -> bool:

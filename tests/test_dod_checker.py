@@ -10,7 +10,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,8 +20,9 @@ from projections.dod_checks import compare, decide, parse_contract
 from watcher.config import parse
 from watcher.runtime.checker import Checker, run_check
 from watcher.runtime.loop import Watcher
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).parent / "fleetwatch")
+FW = FLEETWATCH
 PASS = {"id": "ok", "kind": "cmd", "cmd": ["sh", "-c", "echo all green; exit 0"], "required": True}
 FAIL = {"id": "tests", "kind": "cmd", "cmd": ["sh", "-c", "echo '1 failed, 9 passed'; exit 1"],
         "expect": {"exit": 0}, "required": True}

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 RAW = "wt\x1b[1m"
 SHOWN = "wt\\x1b[1m"
 

@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from watcher.cli import fast
+from tests.support.exe import FLEETWATCH
 
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 TYPER = "import sys; sys.argv[0] = 'fleetwatch'; from watcher.cli import app; app()"
 HEAVY = ("typer", "click", "rich", "apprise", "watchdog")
 

@@ -10,6 +10,7 @@ import sys
 from events.log import EventLog
 from events.types import AgentClassified, DodVerdict
 from watcher.runtime.state import rebuild
+from tests.support.exe import FLEETWATCH
 
 T0 = 1_800_000_000.0
 
@@ -27,7 +28,7 @@ def test_fast_status_prints_what_the_real_modules_print(tmp_path):
     rebuild(elog)
     elog.close()
     env = dict(os.environ, FLEETWATCH_DB=db, XDG_CONFIG_HOME=str(tmp_path / "cfg"))
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     usual = ("import datetime, msgspec, msgspec.inspect, sys, time\n"
              "time.time = lambda: 1_800_000_600.0\n"
              "from watcher.cli import status\n"

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from watcher.board.feed import Feed
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 def _log(tmp_path: Path, name: str, agents: list[str]) -> str:

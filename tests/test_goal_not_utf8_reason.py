@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 
 
 def test_a_goal_json_that_is_not_utf8_says_so_in_status_and_summary(tmp_path):

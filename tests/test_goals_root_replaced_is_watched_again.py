@@ -8,14 +8,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
 
 from tests.test_recovery_inotify import goal, wait_for
+from tests.support.exe import FLEETWATCH
 
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 
 
 def classes(db: str, agent: str) -> list[str]:

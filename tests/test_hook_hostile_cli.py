@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 def run(args: list[str], data: bytes = b"", timeout: float = 20, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -5,12 +5,11 @@ ID (or an empty --goals-dir) as a usage error, before touching settings.json."""
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 
 
 @pytest.mark.parametrize("args, shown", [(["--agent", "a\nb"], "'a\\nb' is no agent id"),

@@ -6,12 +6,11 @@ refused with one line and a hint, exit 1, the file untouched."""
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 TWICE = ('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "other-tool"}]}]},\n'
          ' "hooks": {"PreToolUse": []}}\n')
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 
 
 def test_a_session_past_the_4096_entries_scanned_is_reported_not_silently_dropped(tmp_path):

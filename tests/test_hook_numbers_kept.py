@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 NUMBERS = ('"extra": 1e400, "p": 0.10000000000000000555, "n": [-0, 1E5, 2.50, -1e-400], '
            '"big": ' + "9" * 5000)
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from watcher.cli import app
 from watcher.hook import goalfile
 from watcher.hook.adapter import run_hook
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 A01 = {"agent": "a01", "state": "busy", "phase": "haciendo", "dod_contract": "pytest passes", "n": 0}
 STOP = json.dumps({"hook_event_name": "Stop", "session_id": "s1", "cwd": "/w/a01"})
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 NASTY = "e\x1b]0;PWNED\x07\x1b[2J\nfleetwatch hook: forged\u009b31m\u202e"
 
 

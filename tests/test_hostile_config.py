@@ -8,7 +8,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import pytest
 from events.errors import ConfigError
 from events.log import EventLog
 from watcher.config import parse
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 def _err(text: str) -> ConfigError:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import apsw
@@ -21,9 +20,10 @@ from watcher.hub.hub import Hub, Seen, silent_changes
 
 from tests.support import hubkit
 from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, needs_nats, until  # noqa: F401
+from tests.support.exe import FLEETWATCH
 
 nats_server = hubkit.nats_server   # the fixture, by this name here and in tests/test_hub_hostile.py
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 
 
 def origin_of(rec, host="vm1", chain="00" * 8) -> wire.Origin:

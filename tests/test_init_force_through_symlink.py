@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 
 
 def test_init_force_over_a_symlinked_config_writes_its_target_and_keeps_the_link(tmp_path):

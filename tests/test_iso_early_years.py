@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 from events.timefmt import iso, parse_iso
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 
 
 def test_iso_pads_years_before_1000_to_four_digits():

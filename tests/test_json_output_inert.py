@@ -7,13 +7,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
 from events.types import AgentClassified, SilenceAdded
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 EVIL = "a\x9b2J\u202eevil\u200b\u2066x\u2069\x7f\ufeff\x85"
 RAW = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8b-\x8f\xa8-\xae]|\xe2\x81[\xa0-\xa9]|\xef\xbb\xbf|\xd8\x9c")
 

@@ -12,13 +12,13 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
 from watcher.runtime.logs import LineBudget
+from tests.support.exe import FLEETWATCH
 
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 
 
 class Clock:

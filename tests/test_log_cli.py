@@ -18,6 +18,7 @@ import pytest
 from events.log import EventLog
 from events.schema import restore_guards
 from events.types import AgentClassified, NoticeSent, RuleViolated, WatcherStarted
+from tests.support.exe import FLEETWATCH
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOW = 1_764_443_000.0
@@ -318,8 +319,6 @@ def test_bad_db_is_one_message_exit_2_untouched(cli, tmp_path, make, words, cmd)
 def test_tail_with_a_count_beyond_sqlites_limit_prints_everything(tmp_path):
     """`tail -n 99999999999999999999` was an OverflowError traceback (SQLite's LIMIT is 64-bit)."""
     import subprocess
-    import sys
-    from pathlib import Path
 
     from events.log import EventLog
     from events.types import WatcherStarted
@@ -328,7 +327,7 @@ def test_tail_with_a_count_beyond_sqlites_limit_prints_everything(tmp_path):
     log = EventLog(db, durability="normal")
     log.append([WatcherStarted(version="t", pid=1)], 1_800_000_000.0)
     log.close()
-    fw = str(Path(sys.executable).parent / "fleetwatch")
+    fw = FLEETWATCH
     for extra in ([], ["--json"]):
         r = subprocess.run([fw, "tail", "-n", "99999999999999999999", *extra, "--db", db],
                            capture_output=True, text=True, timeout=60)

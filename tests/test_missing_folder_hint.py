@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
-from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 def test_a_missing_folder_is_refused_with_a_hint_the_command_can_follow(tmp_path):

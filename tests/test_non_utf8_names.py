@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 GOOD = {"state": "busy", "phase": "haciendo", "dod_contract": "tests pass"}
 
 

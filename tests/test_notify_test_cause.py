@@ -8,12 +8,12 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.test_notify_e2e import rx  # noqa: F401  (the receiver fixture)
+from tests.support.exe import FLEETWATCH
 
-EXE = str(Path(sys.executable).parent / "fleetwatch")
+EXE = FLEETWATCH
 TOKEN = "SECRETTOKEN123"
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FW = [str(Path(sys.executable).parent / "fleetwatch")]
+FW = [FLEETWATCH]
 
 
 def _goal(root: Path, agent: str, expect: dict) -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).with_name("fleetwatch"))
+FW = FLEETWATCH
 
 
 def fw(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -6,12 +6,10 @@ Virtual clocks (wall and monotonic) unless a test is about a real process."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -21,6 +19,7 @@ import pytest
 from tests.test_notify_e2e import Driver, reclama, rx  # noqa: F401  (rx: the receiver fixture)
 from watcher.config import parse
 from watcher.runtime.notifier import PlanClock
+from tests.support.exe import FLEETWATCH
 
 T0 = 1_800_000_000.0
 # the page link of a push: its notice, its token and (optional) the signed conditions it is about
@@ -235,7 +234,7 @@ def test_heartbeats_stop_within_two_periods_of_the_watcher_dying(tmp_path, rx):
     cfgfile.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[watch]\ninterval = "200ms"\n'
                        f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n'
                        f'[notify]\nheartbeat_url = "http://127.0.0.1:{rx.port}/hb"\nheartbeat_every = "1s"\n')
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     p = subprocess.Popen([exe, "run", "--config", str(cfgfile)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -274,7 +273,7 @@ def test_onfailure_push_names_the_result(tmp_path, rx, monkeypatch):
     if shutil.which("systemd-analyze"):
         d = tmp_path / "units"
         d.mkdir()
-        for name, text in units.render_units(os.path.join(os.path.dirname(sys.executable), "fleetwatch")).items():
+        for name, text in units.render_units(FLEETWATCH).items():
             (d / name).write_text(text)
         v = subprocess.run(["systemd-analyze", "--user", "verify", str(d / "fleetwatch-onfailure.service")],
                            capture_output=True, text=True, timeout=60)

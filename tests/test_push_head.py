@@ -8,14 +8,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 from events.log import EventLog
 from tests.test_notify_e2e import Receiver
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).parent / "fleetwatch")
+FW = FLEETWATCH
 
 
 def test_push_body_names_the_log_head(tmp_path):

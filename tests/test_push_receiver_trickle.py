@@ -10,12 +10,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 HOLD_S = 120  # the receiver keeps each connection this long, a byte every TICK_S
 TICK_S = 0.25  # well within the 1 s read timeout
 

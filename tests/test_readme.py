@@ -9,12 +9,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import click
 import typer.main
 
 from watcher.cli import app
+from tests.support.exe import FLEETWATCH
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 README = os.path.join(ROOT, "README.md")
@@ -109,7 +109,7 @@ def test_goal_json_fields_are_documented_as_the_schema_ships_them():
 
 
 def test_schema_goal_prints_the_shipped_schema_and_the_example_is_valid():
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     r = subprocess.run([exe, "schema", "goal"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0
     schema = json.loads(r.stdout)

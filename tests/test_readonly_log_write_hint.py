@@ -11,15 +11,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.fwcli import AS_NOBODY, as_nobody_env
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
 
 
 @pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="root writes any file")

@@ -19,10 +19,11 @@ import time
 import pytest
 
 from events.log import EventLog
+from tests.support.exe import FLEETWATCH
 
 T0 = 1_800_000_000.0
 UID = 61_977            # no account, no process: its inotify instances are ours to exhaust
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 WARNING = "inotify unavailable"
 
 HOLDER = r"""

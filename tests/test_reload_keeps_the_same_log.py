@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
+from tests.support.exe import FLEETWATCH
 
-FW = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+FW = FLEETWATCH
 
 
 def conf(tmp_path, store: str, sources: int) -> str:

@@ -6,9 +6,7 @@ import json
 import os
 import re
 import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -18,10 +16,11 @@ from events.types import (AgentClassified, AgentNudged, DodFlagged, DodVerdict, 
                           SourceFailed, SourceRecovered, StepChanged, WatcherStarted, WatcherStopped)
 from projections import report
 from projections.report_view import figures, quantile, today_line
+from tests.support.exe import FLEETWATCH
 
 T0 = 1_795_132_800.0          # 2026-11-20T00:00:00Z (in the past: --since 30d covers it)
 MIN = 60.0
-FW = str(Path(sys.executable).parent / "fleetwatch")
+FW = FLEETWATCH
 
 
 def cls(agent, frm, to):

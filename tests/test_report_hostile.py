@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from html.parser import HTMLParser
@@ -15,8 +14,8 @@ pytest.importorskip("matplotlib")
 
 from events.log import EventLog  # noqa: E402
 from events.types import AgentClassified  # noqa: E402
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 HOSTILE = ["evil\u202etxt.exe", "nul\x00id", "esc\x1b]0;PWNED\x07", "x</td><script>alert(1)</script>"]
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
 from events.types import AgentClassified
 from watcher.cli.render import RICH_ROWS
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 
 
 def test_report_per_agent_section_of_a_big_fleet_is_one_aligned_line_per_agent(tmp_path):

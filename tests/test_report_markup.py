@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
 from events.types import AgentClassified, SourceFailed
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 IDS = ["mk[/]", "[bold red]boss[/]", "[link=http://evil]click[/link]"]
 
 

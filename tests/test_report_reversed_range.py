@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 EVIL = "a\x9b2J\u202eevil"
 
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 from events.log import EventLog
 from events.types import AgentClassified
+from tests.support.exe import FLEETWATCH
 
-EXE = str(Path(sys.executable).parent / "fleetwatch")
+EXE = FLEETWATCH
 
 
 def test_report_since_year_one_lists_only_the_days_the_log_covers(tmp_path):

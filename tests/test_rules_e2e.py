@@ -15,7 +15,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -23,8 +22,9 @@ import pytest
 
 from events.log import EventLog
 from tests.test_notify_e2e import Receiver
+from tests.support.exe import FLEETWATCH
 
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
 

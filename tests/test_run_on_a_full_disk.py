@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.hostile import fill
+from tests.support.exe import FLEETWATCH
 
-FW = str(Path(sys.executable).parent / "fleetwatch")
+FW = FLEETWATCH
 
 
 @pytest.fixture

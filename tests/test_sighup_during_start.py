@@ -4,17 +4,16 @@ the process (exit 129, nothing said, no watcher.stopped). It is now installed wi
 SIGTERM one, before the log opens, and the reload runs after the first tick."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 from events.log import EventLog
 from events.types import DodVerdict
+from tests.support.exe import FLEETWATCH
 
-FW = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+FW = FLEETWATCH
 
 
 def holds_lock(pid: int) -> bool:

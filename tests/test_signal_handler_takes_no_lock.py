@@ -13,8 +13,9 @@ import threading
 import time
 
 from watcher.runtime.signals import SignalRelay
+from tests.support.exe import FLEETWATCH
 
-FW = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+FW = FLEETWATCH
 
 
 def test_an_action_needing_a_lock_the_main_thread_holds_runs_once_it_is_released():

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
 from events.types import AgentClassified
 from projections.notify_policy import matching_silence
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 AGENTS = ("a*", "a1", "b[12]", "b1", "c?", "cx")
 
 

@@ -5,12 +5,11 @@ Python versions. Real processes / a real HTTP server."""
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 from tests.test_web import site  # noqa: F401  (the page fixture)
+from tests.support.exe import FLEETWATCH
 
-EXE = str(Path(sys.executable).parent / "fleetwatch")
+EXE = FLEETWATCH
 
 
 def test_hub_refuses_a_log_path_whose_folder_does_not_exist(tmp_path):

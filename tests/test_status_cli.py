@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import msgspec
@@ -22,6 +21,7 @@ from projections.base import decode_state, encode_state, registry
 from watcher.cli import app
 from watcher.cli.status import cap_evidence, check_verdict
 from watcher.runtime.state import Projections
+from tests.support.exe import FLEETWATCH
 
 runner = CliRunner()
 T0 = 1_800_000_000.0
@@ -170,7 +170,7 @@ def test_verdict_while_the_watcher_runs(env):
     cfg = env / "config.toml"
     cfg.write_text(f'[store]\npath = "{db}"\ndurability = "normal"\n[watch]\ninterval = "1s"\n'
                    f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n')
-    exe = [os.path.join(os.path.dirname(sys.executable), "fleetwatch")]
+    exe = [FLEETWATCH]
     run = subprocess.Popen([*exe, "run", "--config", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 20

@@ -8,12 +8,11 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 NOTE = "no watcher is running on this log"
 
 

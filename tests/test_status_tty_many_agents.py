@@ -7,14 +7,13 @@ import os
 import pty
 import re
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
 from events.types import AgentClassified
 from watcher.cli.render import RICH_ROWS
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 CLASSES = ["RECLAMA", "TRABAJANDO", "ESTANCADO", "DICE_TERMINADO", "MAL_LANZADO"]
 
 

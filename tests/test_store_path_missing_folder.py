@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
+from tests.support.exe import FLEETWATCH
 
-EXE = str(Path(sys.executable).parent / "fleetwatch")
+EXE = FLEETWATCH
 
 
 def fw(*args, env=None):

@@ -12,8 +12,8 @@ import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 TYPER = "import sys; sys.argv[0] = 'fleetwatch'; from watcher.cli import app; app()"
 
 

@@ -8,11 +8,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 
 
 def test_tail_follow_on_an_empty_log_file_shows_what_the_watcher_then_writes(tmp_path):

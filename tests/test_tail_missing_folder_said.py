@@ -8,10 +8,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 SAID = "does not exist (a typo?)"
 
 

@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from events.log import EventLog
@@ -16,6 +15,7 @@ from watcher.runtime.loop import Waker, Watcher
 
 from tests.test_watcher import _collect as wait_for
 from tests.test_watcher import goal
+from tests.support.exe import FLEETWATCH
 
 T0 = 1_800_000_000.0
 
@@ -91,7 +91,7 @@ def test_resync_finds_a_change_inotify_does_not_report(tmp_path):
     cfgp = tmp_path / "c.toml"
     cfgp.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[watch]\ninterval = "100ms"\nresync = "500ms"\n'
                     f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     p = subprocess.Popen([exe, "run", "--config", str(cfgp), "--log-level", "warning"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     fh = None

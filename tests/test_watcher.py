@@ -13,6 +13,7 @@ from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
 from tests.vclock import written_at
+from tests.support.exe import FLEETWATCH
 
 T0 = 1_800_000_000.0
 
@@ -124,7 +125,7 @@ def test_command_source_failure_keeps_agents(tmp_path):
 
 
 def fw(*args, **kw):
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60, **kw)
 
 
@@ -134,7 +135,7 @@ def test_run_sigterm_second_writer_and_bad_config(tmp_path):
     cfgp = tmp_path / "c.toml"
     cfgp.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[watch]\ninterval = "200ms"\n'
                     f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     p = subprocess.Popen([exe, "run", "--config", str(cfgp)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         elog = EventLog(str(tmp_path / "e.db"), create=True)
@@ -169,7 +170,7 @@ def test_kill9_mid_tick_loses_and_doubles_nothing(tmp_path):
     cfgp = tmp_path / "c.toml"
     cfgp.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[watch]\ninterval = "100ms"\n'
                     f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
-    exe = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+    exe = FLEETWATCH
     for delay in (0.05, 0.15, 0.3, 0.5):
         p = subprocess.Popen([exe, "run", "--config", str(cfgp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)

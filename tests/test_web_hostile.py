@@ -7,7 +7,6 @@ import os
 import resource
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -18,8 +17,8 @@ pytest.importorskip("werkzeug")
 from events.log import EventLog  # noqa: E402
 from tests.test_web import Site  # noqa: E402
 from watcher.web import server  # noqa: E402
+from tests.support.exe import FLEETWATCH
 
-FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,9 +25,10 @@ import pytest
 from events.log import EventLog
 from watcher.config import parse
 from tests.vclock import written_at
+from tests.support.exe import FLEETWATCH
 
 notifier_mod = pytest.importorskip("watcher.runtime.notifier", reason="watcher/runtime/notifier.py missing")
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 T0 = 1_800_000_000.0
 
 

@@ -25,7 +25,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -34,12 +33,13 @@ import apsw
 import pytest
 
 from events.log import EventLog, parse_iso
+from tests.support.exe import FLEETWATCH
 
 LONG = bool(os.environ.get("FW_DRILL_LONG"))
 CHANGES = 300 if LONG else 25
 LIMIT = 2.0     # s: the latency every change must meet in the long drill (make drills, like a bench row)
 WAIT = LIMIT if LONG else 30.0   # the short one in make test waits on events only (liveness, no timing)
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 SECRET = "https://user:hunter2@example.invalid/topic"
 MARK = "4711"   # `sleep 4711`: children the command sources leave behind (must all be killed)
 GOOD = {"phase": "haciendo", "dod_contract": "drill passes", "last_activity": None}

@@ -17,7 +17,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -28,9 +27,10 @@ import pytest
 from tests.drills.churn import Churn
 from tests.natsserver import MISSING, NatsServer, binary
 from tests.test_notify_e2e import Receiver
+from tests.support.exe import FLEETWATCH
 
 LONG = bool(os.environ.get("FW_DRILL_LONG"))
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 HOSTS = ("h1", "h2", "h3")
 CHURN_S = 90.0 if LONG else 12.0
 OUTAGE_S = 60.0 if LONG else 3.0

@@ -14,7 +14,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,10 +22,11 @@ import pytest
 from events.lock import holder_pid
 from events.log import EventLog
 from tests.drills.churn import Churn
+from tests.support.exe import FLEETWATCH
 
 LONG = bool(os.environ.get("FW_DRILL_LONG"))
 KILLS = 100 if LONG else 10
-EXE = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
+EXE = FLEETWATCH
 
 
 def fw(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
