@@ -15,7 +15,7 @@ from projections.notify_plan import plan
 from watcher.runtime.loop import Watcher
 from watcher.runtime.state import Projections
 
-from tests.test_watcher import T0, goal, make
+from tests.support.goalfleet import T0, goal, make
 
 DAY = 86400.0
 

@@ -14,7 +14,7 @@ from watcher.runtime.loop import Watcher
 from watcher.runtime.state import Projections
 from watcher.runtime.rebuild_par import rebuild
 
-from tests.test_watcher import goal
+from tests.support.goalfleet import goal
 
 T0 = 1_800_000_000.0
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the round forks")

@@ -14,7 +14,7 @@ from projections.base import encode_state
 from watcher.runtime.loop import Watcher
 from watcher.runtime.state import Projections, rebuild
 
-from tests.test_watcher import T0, goal, make
+from tests.support.goalfleet import T0, goal, make
 
 
 def history(tmp_path):

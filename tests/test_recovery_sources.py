@@ -14,7 +14,7 @@ from watcher.runtime.loop import Watcher
 from watcher.sources.files import GoalsSource
 
 from tests.test_runs import S, doc, snap as runs_snap
-from tests.test_watcher import T0, goal, make
+from tests.support.goalfleet import T0, goal, make
 
 
 class Flaky(GoalsSource):

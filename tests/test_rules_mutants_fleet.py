@@ -16,7 +16,7 @@ from tests.support.fleetstep import step
 from tests.test_bounds_fleet import Fold
 from tests.test_fleet import NOW as FNOW, STALL, obs as fobs
 from tests.test_fleet_updates import NOW, obs, snap, tick
-from tests.test_watcher import T0
+from tests.support.goalfleet import T0
 
 
 def test_status_target_is_the_last_ticks_target_across_class_changes(tmp_path):

@@ -13,8 +13,8 @@ from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Waker, Watcher
 
-from tests.test_watcher import _collect as wait_for
-from tests.test_watcher import goal
+from tests.support.goalfleet import wait_for
+from tests.support.goalfleet import goal
 from tests.support.exe import FLEETWATCH
 
 T0 = 1_800_000_000.0

@@ -12,36 +12,8 @@ import time
 from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
-from tests.vclock import written_at
 from tests.support.exe import FLEETWATCH
-
-T0 = 1_800_000_000.0
-
-
-def goal(root, agent, **kw):
-    g = {"agent": agent, "state": "busy", "phase": "haciendo", "dod_contract": f"tests for {agent}",
-         "dod": "private session text", "last_activity": T0}
-    g.update(kw)
-    d = root / agent
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "goal.json.tmp"
-    tmp.write_text(json.dumps(g))
-    written_at(tmp, g["last_activity"])  # on the virtual clock (tests/vclock.py)
-    os.replace(tmp, d / "goal.json")
-
-
-def make(tmp_path, stall="15m"):
-    fleet = tmp_path / "fleet"
-    fleet.mkdir(exist_ok=True)
-    # busy agents here keep a fixed last_activity for hours of virtual time: no busy_silence backstop
-    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n[classify]\nstall_after = "{stall}"\nbusy_silence = "30d"\n'
-                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
-    return fleet, cfg
-
-
-def classes(elog, agent):
-    return [r.event.to for r in elog.read(0, types=["agent.classified"], subject=f"agent:{agent}")]
-
+from tests.support.goalfleet import T0, classes, goal, make, wait_for
 
 def test_golden_edges_stall_gone_and_restart(tmp_path):
     fleet, cfg = make(tmp_path)
@@ -186,17 +158,6 @@ def test_kill9_mid_tick_loses_and_doubles_nothing(tmp_path):
     assert elog.verify().ok
 
 
-def _collect(waker, want: str, timeout: float = 10.0) -> set:
-    """Wait for inotify to report ``want``; returns every path noted meanwhile."""
-    got: set = set()
-    end = time.monotonic() + timeout
-    while want not in got and time.monotonic() < end:
-        waker.wait(0.2)
-        got |= waker.take() or set()
-    assert want in got, sorted(got)
-    return got
-
-
 def test_partial_ticks_from_inotify_and_the_full_resync(tmp_path):
     """Partial ticks (the Waker's paths only) see a change, a deletion and a rename into the
     root; a change inotify never reported waits for the periodic full resync."""
@@ -214,16 +175,16 @@ def test_partial_ticks_from_inotify_and_the_full_resync(tmp_path):
     assert waker.observer is not None
     try:
         goal(fleet, "a1", state="waiting")                                   # tmp + rename
-        w.tick(T0 + 1, full=False, changed=_collect(waker, str(fleet / "a1" / "goal.json")))
+        w.tick(T0 + 1, full=False, changed=wait_for(waker, str(fleet / "a1" / "goal.json")))
         assert classes(elog, "a1") == ["TRABAJANDO", "RECLAMA"]
         shutil.rmtree(fleet / "a2")                                           # deletion
-        w.tick(T0 + 2, full=False, changed=_collect(waker, str(fleet / "a2")))
+        w.tick(T0 + 2, full=False, changed=wait_for(waker, str(fleet / "a2")))
         w.tick(T0 + 3, full=False, changed=waker.take())
         assert classes(elog, "a2") == ["TRABAJANDO", "CERRADO"]
         staging = tmp_path / "staging" / "a9"                                 # rename into the root
         goal(staging.parent, "a9")
         os.rename(staging, fleet / "a9")
-        w.tick(T0 + 4, full=False, changed=_collect(waker, str(fleet / "a9")))
+        w.tick(T0 + 4, full=False, changed=wait_for(waker, str(fleet / "a9")))
         assert classes(elog, "a9") == ["TRABAJANDO"]
     finally:
         waker.close()
