@@ -52,6 +52,10 @@ def describe(rec: Any, arrow: str) -> tuple[str, str]:
         return f"dod   {e.agent:<4} verdict {e.verdict} by {e.verifier}", "green"
     if t == "dod.flagged":
         return f"dod   {e.agent:<4} flagged {e.flag}", "yellow"
+    if t == "dod.acted":
+        return f"dod   {e.agent:<4} verdict {e.verdict} acted on: {e.action}", "green"
+    if t == "agent.launched":
+        return f"agent {e.agent:<4} launched with its contract in window {e.target} of tmux -L {e.socket}", "bold"
     if t == "step.changed":
         return f"run   {e.run} step {e.step}: {g('from_') or 'new'} {arrow} {e.to}", "blue"
     if t == "rule.violated":
@@ -251,6 +255,7 @@ class Tour:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
             self._stop_watcher()
+            self._stop_tmux()
             if self.tail is not None:
                 self.tail.close()
             self.phone.close()
@@ -263,6 +268,7 @@ class Tour:
     def _tour(self, t0: float) -> int:
         p, world = self.pace, Fleet(self.root)
         self.cfg = world.build(self.phone.port, p)
+        self.tmux_socket = world.socket
         notify = importlib.util.find_spec("watcher.runtime.notifier") is not None
         self.say(Panel(Text.assemble(
             ("fleetwatch demo", "bold"), " - a simulated fleet of 8 AI coding agents, one pipeline run and two "
@@ -322,6 +328,7 @@ class Tour:
                 self.expect("dod.verdict for a03", of_type("dod.verdict", agent="a03"), since=mark)
             else:
                 self.skipped.append("verdict (the verdict command failed)")
+        self._launched(world)
         self.beat()
 
         self.act(4, "Silence, a bad launch, an exit", f"a04 goes idle mid-task and nothing changes on disk: "
@@ -350,6 +357,25 @@ class Tour:
         self.beat(0.5)
         return self._finish(t0)
 
+    def _launched(self, world: Any) -> None:
+        """a09 launched with a contract into a private tmux server: it does the work, says
+        `fleetwatch claim done`, its check passes and the watcher closes it, no human involved."""
+        if shutil.which("tmux") is None:
+            self.skipped.append("launch (tmux is not installed)")
+            return
+        self.say(Text("  Now the whole loop with no human: a09 is launched with a contract it will be checked "
+                      "against, does the work and says `fleetwatch claim done`.", style="italic"))
+        mark = self.tail.head()
+        os.makedirs(world.work, exist_ok=True)
+        contract = json.dumps([{"id": "built", "kind": "cmd", "cmd": ["test", "-s", "built.txt"]}])
+        r = self.run_cli("launch", "a09", "--task", "build the artefact", "--contract", contract, "--cwd", world.work)
+        if r.returncode != 0:
+            self.skipped.append("launch (" + (r.stderr.strip().splitlines() or ["failed"])[0][:120] + ")")
+            return
+        self.expect("a09 verified met", of_type("dod.verdict", agent="a09", verdict="met"), since=mark)
+        self.expect("a09 closed: verified met", lambda rec: rec.type == "agent.classified" and rec.event.agent == "a09"
+                    and rec.event.to == classes.CERRADO, since=mark)
+
     def _finish(self, t0: float) -> int:
         self._stop_watcher()
         self.tail.wait(of_type("watcher.stopped"), 3)
@@ -369,6 +395,7 @@ class Tour:
             "- every agent class: TRABAJANDO, RECLAMA, DICE_TERMINADO, ESTANCADO,\n"
             "  MAL_LANZADO, CERRADO - each change one event in an append-only log;\n"
             "- a claim of done checked by a verifier (`fleetwatch verdict`), not the agent;\n"
+            "- an agent launched with its contract, checked and closed with no human (`fleetwatch launch`);\n"
             "- a pipeline rule violation (audit-branch) and missions read from SQLite;\n"
             f"- {grouped};\n"
             "- the log is hash-chained: `fleetwatch tail`, `fleetwatch verify`.\n\n"
@@ -391,6 +418,11 @@ class Tour:
             err = ""
         self.say(Text("the watcher did not start; its output:\n" + err, style="red"))
         return 1
+
+    def _stop_tmux(self) -> None:
+        sock = getattr(self, "tmux_socket", None)
+        if sock and shutil.which("tmux"):
+            subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=10)
 
     def _stop_watcher(self) -> None:
         proc, self.proc = self.proc, None

@@ -1,6 +1,7 @@
 """The demo's world: the scripted fleet in a temporary folder and the phone (a push receiver).
 
-``Fleet`` writes eight goal.json agents, one steps.json run (fixture T2-heart-0007, adapted so a
+``Fleet`` writes eight goal.json agents (a ninth is launched with ``fleetwatch launch`` into a
+private tmux server, when tmux is installed), one steps.json run (fixture T2-heart-0007, adapted so a
 later act breaks the audit-branch rule), a missions SQLite database (a copy of
 fixtures/missions.sql, built with the stdlib sqlite3) and the config. Files are replaced
 atomically, as agents' hooks do. ``Phone`` is a local HTTP server receiving apprise ``json://``
@@ -87,6 +88,8 @@ class Fleet:
         self.runs_dir = os.path.join(root, "runs")
         self.missions_db = os.path.join(root, "missions.db")
         self.run_doc: dict[str, Any] = {}
+        self.socket = f"fwdemo{os.getpid()}"   # a private tmux server for the launched agent (killed at the end)
+        self.work = os.path.join(root, "work")
 
     def goal(self, agent: str, state: str, phase: str, *, contract: bool = True, **extra: Any) -> None:
         task, dod_contract = AGENTS.get(agent, ("write docs", ""))
@@ -166,6 +169,21 @@ entity = "circuit"
 path = {q(self.missions_db)}
 query = "SELECT scope, state FROM circuits"
 key = ["scope"]
+
+[launch]
+socket = {q(self.socket)}
+session = "demo"
+goals_dir = {q(self.agents_dir)}
+argv = ["sh", "-c", "sleep 1; echo built > built.txt; fleetwatch claim done; exec sleep 60"]
+
+[dod]
+run_checks = true
+on_met = "close"
+
+[[sources]]
+name = "panes"
+kind = "tmux"
+socket = {q(self.socket)}
 
 [notify]
 urls = ["json://127.0.0.1:{port}/demo"]
