@@ -1,6 +1,7 @@
 """The README's quickstart, copied line by line on a fresh machine (a new HOME, no tmux server):
-its shell block makes the goal.json atomically and starts the tmux server before `new-window`
-(issue 45: `tmux -L fleet new-window` failed with no server; `echo >` was not atomic). `claude`
+its shell block (`fleetwatch launch`, issue 44) makes the goal.json atomically and starts the tmux
+server before its window (issue 45: `tmux -L fleet new-window` failed with no server; `echo >` was
+not atomic). `claude`
 is a stand-in on PATH (the real client is not what this checks); tmux, the CLI and the log are real."""
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
+import sys
+
 from tests.fwcli import ENV, ROOT, fw
+
+FW_BIN = str(Path(sys.executable).with_name("fleetwatch"))
 
 QUICK = Path(ROOT) / "docs" / "readme" / "02-quickstart.md"
 
@@ -33,19 +38,20 @@ def test_the_quickstart_shell_block_runs_as_written(tmp_path):
            "TMUX_TMPDIR": str(tmp_path / "tmux"), "PATH": f"{home / 'bin'}:{os.environ['PATH']}"}
     env.pop("TMUX", None)
     [toml] = blocks("toml")
-    [sh] = [b for b in blocks("sh") if "goal.json" in b]
+    [sh] = [b for b in blocks("sh") if "fleetwatch launch" in b]
     cfgdir = home / ".config" / "fleetwatch"
     cfgdir.mkdir(parents=True)
     (cfgdir / "config.toml").write_text(re.sub(r"(?m)^urls = .*$", "", toml))   # no push to the internet
     try:
-        r = subprocess.run(["bash", "-euc", sh], env=env, capture_output=True, text=True, timeout=60)
+        env["PATH"] = f"{os.path.dirname(FW_BIN)}:{env['PATH']}"   # the installed fleetwatch, as a user has it
+        r = subprocess.run(["bash", "-euc", sh], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         for agent in ("a8",):  # the next agent the same way: the server and the session exist now
             r = subprocess.run(["bash", "-euc", sh.replace("a7", agent)], env=env, capture_output=True, text=True,
-                               timeout=60)
+                               timeout=60, cwd=tmp_path)
             assert r.returncode == 0, r.stderr
         goal = home / ".fleet" / "agents" / "a7" / "goal.json"
-        assert json.loads(goal.read_text())["target"] == "fleet:a7"
+        assert json.loads(goal.read_text())["cwd"] == str(tmp_path)
         assert not list(goal.parent.glob("*.tmp"))
         wins = subprocess.run(["tmux", "-L", "fleet", "list-windows", "-t", "fleet", "-F", "#W #{pane_current_command}"],
                               env=env, capture_output=True, text=True).stdout.split("\n")
@@ -57,6 +63,8 @@ def test_the_quickstart_shell_block_runs_as_written(tmp_path):
         st = json.loads(fw("status", "--json", env=fwenv).stdout)
         [a7] = [a for a in st["agents"] if a["agent"] == "a7"]
         assert a7["class"] == "TRABAJANDO" and a7["task"] == "fix login redirect", json.dumps(a7)
-        assert a7["target"] in ("fleet:a7", "=fleet:1"), json.dumps(a7)   # as written, or as tmux resolved it
+        assert a7["target"] in ("=fleet:0", "=fleet:0.0"), json.dumps(a7)   # the window launch opened
+        r = fw("launch", "a7", "--task", "again", "--contract", "x", env=fwenv)
+        assert r.returncode == 2, r.stderr                  # a7 is live: not launched twice
     finally:
         subprocess.run(["tmux", "-L", "fleet", "kill-server"], env=env, capture_output=True)
