@@ -38,6 +38,7 @@ class AgentObs(msgspec.Struct, kw_only=True):
     claude_pid: int | None = None
     session_id: str | None = None     # goal.json `session_id` (the hook records it): joins Claude Code's session list
     hook_at: float | None = None      # goal.json `hook_at`: epoch seconds of the hook's last activity write
+    stop_error: str | None = None     # goal.json `stop_error`: the API error that ended the last turn (hook StopFailure)
     tmux_exact: bool = False          # set by a tmux source: matched by recorded pane or goal.json target, not by name
     claude_gone: bool = False         # set by a tmux source: the recorded pane lives, no claude process runs in it
     waiting_for: dict[str, Any] | None = None  # {"kind", "tool"}: projections.waiting.clean (metadata only)

@@ -76,3 +76,91 @@ def test_claude_failures_are_a_failed_source(tmp_path, monkeypatch):
         (src,) = build_sources(cfg)
         res = merge([src], [src.poll(NOW)]).results[0]
         assert not res.ok and want in (res.error or ""), (body, res.error)
+
+
+def session_file(home, pid: int, **doc) -> None:
+    d = home / ".claude" / "sessions"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{pid}.json").write_text(json.dumps({"pid": pid, "kind": "interactive", "startedAt": 1, **doc}))
+
+
+def files_world(tmp_path, goal: dict):
+    """A goals source and a claude source reading Claude Code's session files (the real layout:
+    ~/.claude/sessions/<pid>.json, a <pid>.<hash>.key beside it) in one watcher."""
+    goals = tmp_path / "goals"
+    (goals / "a1").mkdir(parents=True)
+    (goals / "a1" / "goal.json").write_text(json.dumps({"agent": "a1", "dod_contract": "make test", **goal}))
+    os.utime(goals / "a1" / "goal.json", (NOW, NOW))  # written at the virtual clock's now
+    cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\n'
+                f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n'
+                f'[[sources]]\nname = "cc"\nkind = "claude"\nglob = "{tmp_path}/.claude/sessions/*.json"\n')
+    elog = EventLog(str(tmp_path / "e.db"))
+    return Watcher(cfg, elog), elog
+
+
+def test_a_session_joins_its_agent_by_session_id_never_as_a_second_agent(tmp_path):
+    """Regression: each interactive session got an automatic name (a1-32) and became a second,
+    MAL_LANZADO agent beside the goal.json one."""
+    w, elog = files_world(tmp_path, {"state": "idle", "session_id": "S1", "last_activity": NOW - 5})
+    session_file(tmp_path, 501, sessionId="S1", cwd="/elsewhere", name="a1-32", nameSource="derived",
+                 status="idle", statusUpdatedAt=int((NOW - 5) * 1000))
+    (tmp_path / ".claude" / "sessions" / "501.0123abcd.key").write_text("{}")
+    session_file(tmp_path, 502, sessionId="S2", cwd="/w/other", name="b7", status="busy")
+    w.tick(NOW)
+    agents = w.proj["fleet"]["agents"]
+    assert set(agents) == {"a1", "b7"}  # S2 has no agent: its own, under its name
+    assert agents["a1"]["source"] == "fleet" and agents["b7"]["class"] == "MAL_LANZADO"
+    elog.close()
+
+
+def test_an_approval_shows_as_busy_once_the_session_says_so_after_the_hook(tmp_path):
+    """No hook fires when a permission is approved: the session's own status, set after the hook's
+    last write (hook_at), turns waiting into busy; one set before it does not."""
+    goal = {"state": "waiting", "session_id": "S1", "last_activity": NOW - 3, "hook_at": NOW - 2.5,
+            "waiting_for": {"kind": "permission", "tool": "Bash"}}
+    w, elog = files_world(tmp_path, goal)
+    session_file(tmp_path, 501, sessionId="S1", status="busy", statusUpdatedAt=int((NOW - 2.6) * 1000))
+    w.tick(NOW)
+    assert w.proj["fleet"]["agents"]["a1"]["class"] == "RECLAMA"  # busy before the request: stale
+    session_file(tmp_path, 501, sessionId="S1", status="busy", statusUpdatedAt=int((NOW - 1) * 1000))
+    w.tick(NOW + 1)
+    a = w.proj["fleet"]["agents"]["a1"]
+    assert (a["class"], a["state"], a.get("waiting_for")) == ("TRABAJANDO", "busy", None)
+    elog.close()
+
+
+def test_a_status_without_a_time_is_timed_by_the_poll_that_first_saw_it(tmp_path):
+    """Claude Code 2.1.145 writes no statusUpdatedAt and fires no hook for a denial or an Esc: an
+    idle status first seen after the hook's last write makes the waiting agent idle."""
+    w, elog = files_world(tmp_path, {"state": "waiting", "session_id": "S1", "hook_at": NOW + 0.5,
+                                     "last_activity": NOW})
+    session_file(tmp_path, 501, sessionId="S1", status="waiting")
+    w.tick(NOW)
+    w.tick(NOW + 1)
+    assert w.proj["fleet"]["agents"]["a1"]["class"] == "RECLAMA"
+    session_file(tmp_path, 501, sessionId="S1", status="idle")
+    w.tick(NOW + 2)
+    assert w.proj["fleet"]["agents"]["a1"]["state"] == "idle"
+    elog.close()
+
+
+def test_idle_never_becomes_busy_from_the_session(tmp_path):
+    w, elog = files_world(tmp_path, {"state": "idle", "session_id": "S1", "hook_at": NOW - 9, "last_activity": NOW - 9})
+    session_file(tmp_path, 501, sessionId="S1", status="busy", statusUpdatedAt=int(NOW * 1000))
+    w.tick(NOW + 1)
+    a = w.proj["fleet"]["agents"]["a1"]
+    assert a["state"] == "idle"
+    elog.close()
+
+
+def test_hostile_session_files_are_skipped(tmp_path):
+    d = tmp_path / ".claude" / "sessions"
+    d.mkdir(parents=True)
+    os.mkfifo(d / "9.json")                                  # would block a plain open
+    (d / "8.json").write_text("x" * 100_000)                 # over the cap
+    os.symlink("/etc/passwd", d / "7.json")
+    (d / "6.json").write_text("[1, 2]")                      # not an object
+    cfg = parse(f'[[sources]]\nname = "cc"\nkind = "claude"\nglob = "{d}/*.json"\n')
+    (src,) = build_sources(cfg)
+    snap = merge([src], [src.poll(NOW)])
+    assert snap.results[0].ok and snap.agents == {}

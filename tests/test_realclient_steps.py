@@ -196,6 +196,14 @@ def test_steps_on_the_real_client(world):
     c.wait_status("idle")
     w.fake.clear()
 
+    # an API error ends the turn: idle, and the reason says so
+    w.fake.script(F.error(500))
+    c.type("this fails")
+    c.wait_screen("API Error")
+    a = w.expect("the API error in the reason", lambda a: "API error" in a["reason"])
+    assert a["state"] == "idle" and not_reclama(a) and "server_error" in a["reason"]
+    w.fake.clear()
+
     # /clear: the agent stays (idle), its new session recorded
     old = w.goal()["session_id"]
     c.type("/clear")
@@ -207,6 +215,23 @@ def test_steps_on_the_real_client(world):
     c.type("/exit")
     w.expect("CERRADO after /exit", lambda a: a["class"] == "CERRADO")
     wait_for(lambda: c.session() is None, 30, what="the session to leave claude agents")
+
+    # started again in a new window of the same name: back; the window killed -> CERRADO
+    c.start()
+    w.expect("back after a new start", lambda a: a["state"] == "idle" and not_reclama(a))
+    wait_for(lambda: w.goal().get("tmux", {}).get("pane") == c.pane_id(), 30, what="the new pane recorded")
+    c.tmux("kill-window", "-t", c.target())
+    w.expect("CERRADO after the window was killed", lambda a: a["class"] == "CERRADO")
+
+    # claude started in a shell pane, then killed (-9): the pane lives on, the agent is CERRADO
+    c.start_shell()
+    c.type(c.command_line())
+    c.wait_ready()
+    w.expect("back in a shell pane", lambda a: a["state"] == "idle" and not_reclama(a))
+    wait_for(lambda: w.goal().get("claude_pid") == c.claude_pid(), 30, what="the new claude pid recorded")
+    c.kill_claude()
+    w.expect("CERRADO after kill -9", lambda a: a["class"] == "CERRADO")
+    assert c.window_alive()
 
     print(f"\n{w.flavour}: denial {denial}\n esc in tool {esc_tool}\n esc thinking {esc_think}\n"
           f" installed besides hook install: {w.added}\n seen after: {w.took}")

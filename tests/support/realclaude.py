@@ -204,10 +204,9 @@ class Claude:
         cmd = [self.bin, "--debug-file", str(self.debug), *args]
         shell = " ".join(_q(c) for c in cmd)
         envs = [x for k, v in self.env.items() for x in ("-e", f"{k}={v}")]
-        if not self.started:
+        if not self.server_up():
             self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "fleet", "-n", self.win, "-x", "160", "-y", "50",
                       "-c", str(self.work), *envs, shell)
-            self.tmux("set-option", "-g", "remain-on-exit", "off")
             self.started = True
         else:
             self.tmux("new-window", "-d", "-t", "fleet:", "-n", self.win, "-c", str(self.work), *envs, shell)
@@ -218,13 +217,17 @@ class Claude:
     def start_shell(self) -> None:
         """A bash window (``claude`` typed into it later: ``type(self.bin ...)``)."""
         envs = [x for k, v in self.env.items() for x in ("-e", f"{k}={v}")]
-        if not self.started:
+        if not self.server_up():
             self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "fleet", "-n", self.win, "-x", "160", "-y", "50",
                       "-c", str(self.work), *envs, "bash --norc --noprofile")
             self.started = True
         else:
             self.tmux("new-window", "-d", "-t", "fleet:", "-n", self.win, "-c", str(self.work), *envs,
                       "bash --norc --noprofile")
+
+    def server_up(self) -> bool:
+        """The private tmux server runs with the session ``fleet`` (it exits with its last window)."""
+        return self.started and self.tmux("has-session", "-t", "=fleet", check=False).returncode == 0
 
     def command_line(self, *args: str) -> str:
         return " ".join(_q(c) for c in [self.bin, "--debug-file", str(self.debug), *args])
