@@ -199,6 +199,8 @@ class Board(App[None]):
                 yield DataTable(id="missions", cursor_type="row")
             with TabPane("Swarms", id="tab-swarms"):
                 yield DataTable(id="swarms", cursor_type="row")
+            with TabPane("Plans", id="tab-plans"):   # launch --plan: tasks by state, what waits on what
+                yield DataTable(id="plans", cursor_type="row")
             with TabPane("Events", id="tab-events"):
                 yield RichLog(id="events", max_lines=500, wrap=False, markup=False, highlight=False)
         yield Input(placeholder="filter: words in id, class, task, reason, target (enter: keep, esc: clear)",
@@ -248,7 +250,7 @@ class Board(App[None]):
         fit = max(1, self.size.height - chrome) if self.size.height else 10 ** 6
         self.compact = self.compact_pref if self.compact_pref is not None else len(self.rows) > fit
         self._fill_fleet()
-        for title, _, _ in (("Runs", 0, 0), ("Missions", 0, 0), ("Swarms", 0, 0)):
+        for title, _, _ in (("Runs", 0, 0), ("Missions", 0, 0), ("Swarms", 0, 0), ("Plans", 0, 0)):
             self._fill_other(title)
 
     def _fill_fleet(self) -> None:
