@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test drills bench mutation venv clean readme claude-code
+.PHONY: demo test drills bench mutation venv clean readme claude-code mypy
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 JOBS ?= 2
 test: $(STAMP)
 	$(BIN)/python -m pytest $(if $(filter 0,$(JOBS)),,-n $(JOBS))
+
+# mypy over the whole package ([tool.mypy] in pyproject.toml: its exceptions only shrink); also in make test
+mypy: $(STAMP)
+	$(BIN)/mypy
 
 drills: $(STAMP)
 	FW_DRILL_LONG=1 $(BIN)/python -m pytest -m drill -x

@@ -35,6 +35,21 @@ def test_mypy_is_clean_on_the_core():
     assert r.returncode == 0, f"mypy found problems (fix them or state why in pyproject):\n{r.stdout}{r.stderr}"
 
 
+MYPY_EXCEPTIONS_AT_MOST = 30   # lower it as modules come off the list; never raise it
+
+
+def test_mypy_covers_the_package_with_a_shrinking_list_of_exceptions():
+    """mypy checks events/, projections/ and watcher/; the modules it lets off are listed in
+    pyproject.toml, none of the pure core, and the list never grows."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert set(conf["files"]) == {"events", "projections", "watcher"}
+    excepted = [m for o in conf.get("overrides", []) if o.get("ignore_errors") for m in o["module"]]
+    assert not [m for m in excepted if m.split(".")[0] in ("events", "projections")], excepted
+    assert len(excepted) <= MYPY_EXCEPTIONS_AT_MOST, f"{len(excepted)} modules excepted from mypy: fix, do not add"
+
+
 def test_ruff_is_clean():
     r = _run([_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "events", "projections", "watcher"])
     assert r.returncode == 0, f"ruff found problems:\n{r.stdout}{r.stderr}"

@@ -96,10 +96,12 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
 
 def _command(name: str):
     if name in ("status", "summary"):
-        from watcher.cli import status as mod
-    else:
-        from watcher.cli import log as mod
-    return getattr(mod, name)
+        from watcher.cli import status
+
+        return getattr(status, name)
+    from watcher.cli import log
+
+    return getattr(log, name)
 
 
 def import_msgspec_lean() -> None:

@@ -11,7 +11,7 @@ full.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from projections import fleet
 from projections.agent_records import Agent
@@ -19,7 +19,7 @@ from projections.agent_records import Agent
 
 class ClassCounts:
     def __init__(self) -> None:
-        self.seq, self.counts = -1, {}
+        self.seq, self.counts = -1, cast(dict[str, int], {})
 
     def reset(self) -> None:
         self.seq, self.counts = -1, {}

@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from events.errors import AppendFailed, LogReplaced
 from events.log import EventLog
@@ -158,7 +158,7 @@ class Watcher:
             return
         aids = [getattr(r.event, "agent", None) for r in recs]
         if set(map(type, aids)) <= {str}:
-            t.update(aids)
+            t.update(cast(list[str], aids))
             return
         for rec, aid in zip(recs, aids):
             if isinstance(aid, str):
@@ -189,7 +189,7 @@ class Watcher:
             log.exception("detector fleet failed on this tick's snapshot; skipped")
             self.fleet.sched.reset()  # every agent judged next tick
             evs = []
-        policy = {
+        policy: dict[str, dict[str, Any]] = {
             "dod": {"claim_unverified_after": c.dur("classify.claim_unverified_after")},
             "runs": {"default_deadline": c.dur("steps.deadline"),
                      "deadlines": {k: c.dur(f"steps.deadlines.{k}") for k in c.steps.deadlines},

@@ -95,7 +95,7 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool,
     wanted = None
     if types:
         sets = [getattr(m, "TYPES", None) for m in p.mods.values()]
-        wanted = None if any(s is None for s in sets) else sorted(set().union(*sets))
+        wanted = None if any(s is None for s in sets) else sorted(set().union(*(s for s in sets if s is not None)))
     with gc_paused():
         n = 0
         for batch in replay_batches(log, 0, types=wanted, chunk=CHUNK, ids=p.reads_id, size=BATCH,
@@ -185,8 +185,8 @@ def worker_only(mods: dict[str, Any]) -> tuple[str, ...]:
     here = [getattr(m, "TYPES", None) for n, m in mods.items() if n not in WORKER]
     if any(t is None for t in here):
         return ()
-    theirs = [getattr(m, "TYPES", None) or () for n, m in mods.items() if n in WORKER]
-    return tuple(sorted(set().union(*theirs) - set().union(*here)))
+    theirs: list[Any] = [getattr(m, "TYPES", None) or () for n, m in mods.items() if n in WORKER]
+    return tuple(sorted(set[str]().union(*theirs) - set[str]().union(*(t for t in here if t is not None))))
 
 
 def row_hash_at(log: EventLog, seq: int) -> bytes:

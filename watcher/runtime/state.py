@@ -172,7 +172,7 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
     ``watcher.runtime.rebuild_par.rebuild``: half the folds in a second process when that pays.)"""
     p = Projections()
     snaps = log.snapshots()
-    at = {}
+    at: dict[int, list[str]] = {}
     for n, (s, d) in snaps.items():
         at.setdefault(s, []).append(n)
     diff: Difference | None = None
@@ -223,7 +223,7 @@ def batches(recs: Iterable[Any], stops: Collection[int] = ()) -> Iterator[list]:
         while batch := list(islice(it, FOLD_BATCH)):
             yield batch
         return
-    batch: list = []
+    batch = []
     for rec in recs:
         batch.append(rec)
         if len(batch) >= FOLD_BATCH or rec.seq in stops:
