@@ -209,3 +209,33 @@ def test_claim_sets_the_phase_and_refuses_an_unknown_agent(world):
     assert json.loads(g.read_text())["state"] == "idle"
     assert w.fw("claim", "done", "--agent", "nobody").returncode == 2
     assert w.fw("claim", "done").returncode == 2            # no agent at all
+
+
+def test_a_humans_verdict_is_acted_on_the_same_way(world, tmp_path):
+    w = world(dod={"on_met": "close"}, argv=["sleep", "600"])
+    (tmp_path / "contract.json").write_text(json.dumps("the screenshot shows the new login page"))
+    w.start()
+    r = w.fw("launch", "a8", "--task", "x", "--contract", f"@{tmp_path / 'contract.json'}", "--cwd", str(w.work))
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: [d for d in w.data("agent.classified") if d["agent"] == "a8"], 30)
+    r = w.fw("verdict", "a8", "met", "--verifier", "alice", "--evidence", "looked at it")
+    assert r.returncode == 0, r.stderr
+    acted = wait_for(lambda: w.data("dod.acted"), 30)
+    assert [(a["agent"], a["action"], a["verifier"]) for a in acted] == [("a8", "close", "alice")]
+    closed = wait_for(lambda: [d for d in w.data("agent.classified") if d["to"] == "CERRADO"], 30)
+    assert closed[0]["reason"] == "verified met"
+    wait_for(lambda: "a8" not in w.windows(), 30)
+
+
+def test_a_verifier_that_hangs_is_killed_at_its_timeout_and_unevaluable(world, tmp_path):
+    marker = f"fwhang{tmp_path.name[-6:]}"
+    w = world(dod={"verifier": [str(tmp_path / "hang.sh")], "verifier_timeout": "2s"},
+              argv=["sh", "-c", "fleetwatch claim done; exec sleep 600"])
+    w.script("hang.sh", f"exec bash -c 'cat >/dev/null; (exec -a {marker}-child sleep 600) & "
+                        f"exec -a {marker}-leader sleep 600'\n")
+    w.start()
+    assert w.fw("launch", "a9", "--task", "x", "--contract", "looks right", "--cwd", str(w.work)).returncode == 0
+    v = wait_for(lambda: w.data("dod.verdict"), 60)
+    assert v[0]["verdict"] == "unevaluable" and "no answer within 2s" in v[0]["evidence"]
+    import subprocess as sp
+    wait_for(lambda: sp.run(["pgrep", "-f", f"^{marker}-"], capture_output=True).returncode == 1, 30)
