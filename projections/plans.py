@@ -21,7 +21,8 @@ Invariants
   naming the plan and task), so a restart never launches it again.
 - ``judge`` launches a task only when every dep's agent has a ``met`` verdict, never more than
   ``max_parallel`` of a plan live (launched, not met, not CERRADO), and nothing of a plan whose
-  task was judged failed or unevaluable (``stop``: one ``plan.stopped``).
+  task was judged failed or unevaluable, or ended (CERRADO) with no met verdict (``stop``: one
+  ``plan.stopped``, pushed).
 """
 from __future__ import annotations
 
@@ -189,7 +190,7 @@ def judge(st: dict[str, Any], inflight: frozenset[tuple[str, str]] = frozenset()
         if p["stopped"] is not None:
             continue
         tasks = task_states(st, name)
-        bad = next(((tid, t) for tid, t in tasks.items() if t["state"] in ("failed", "unevaluable")), None)
+        bad = next(((tid, t) for tid, t in tasks.items() if t["state"] in ("failed", "unevaluable", "closed")), None)
         if bad is not None:
             stop.append((name, bad[0], bad[1]["agent"] or "", bad[1]["state"]))
             continue

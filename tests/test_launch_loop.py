@@ -208,6 +208,11 @@ def test_claim_sets_the_phase_and_refuses_an_unknown_agent(world):
         assert json.loads(g.read_text())["phase"] == phase
     assert json.loads(g.read_text())["state"] == "idle"
     assert w.fw("claim", "done", "--agent", "nobody").returncode == 2
+    evil = w.tmp / "evil" / "goal.json"       # an id that is a path never reaches outside goals_dir
+    evil.parent.mkdir()
+    evil.write_text('{"agent": "x", "state": "busy", "phase": "haciendo", "dod_contract": "x"}')
+    before = evil.read_text()
+    assert w.fw("claim", "done", "--agent", "../evil").returncode == 2 and evil.read_text() == before
     assert w.fw("claim", "done").returncode == 2            # no agent at all
 
 
@@ -239,3 +244,26 @@ def test_a_verifier_that_hangs_is_killed_at_its_timeout_and_unevaluable(world, t
     assert v[0]["verdict"] == "unevaluable" and "no answer within 2s" in v[0]["evidence"]
     import subprocess as sp
     wait_for(lambda: sp.run(["pgrep", "-f", f"^{marker}-"], capture_output=True).returncode == 1, 30)
+
+
+def test_a_plan_stops_at_a_failed_task_and_the_stop_is_pushed(world, tmp_path):
+    sink = Sink()
+    try:
+        w = world(dod={"run_checks": True}, launch={"follow": True}, notify_url=sink.url())
+        lazy = w.script("lazy.sh", "fleetwatch claim done\nexec sleep 600\n")     # claims without the work
+        plan = {"plan": "p2", "max_parallel": 2, "tasks": [
+            {"id": "u1", "task": "first", "argv": [lazy], "cwd": str(w.work),
+             "dod_contract": [{"id": "made", "kind": "cmd", "cmd": ["test", "-f", "made"]}]},
+            {"id": "u2", "task": "second", "deps": ["u1"], "argv": [lazy], "cwd": str(w.work),
+             "dod_contract": [{"id": "made", "kind": "cmd", "cmd": ["test", "-f", "made"]}]}]}
+        (tmp_path / "plan.json").write_text(json.dumps(plan))
+        w.start()
+        assert w.fw("launch", "--plan", str(tmp_path / "plan.json")).returncode == 0
+        stopped = wait_for(lambda: w.data("plan.stopped"), 60)
+        assert [(s["plan"], s["task"], s["verdict"]) for s in stopped] == [("p2", "u1", "failed")]
+        wait_for(lambda: any("p2" in json.dumps(b) and "stopped" in json.dumps(b) for b in sink.bodies), 30)
+        assert [d["agent"] for d in w.data("agent.launched")] == ["u1"]          # u2 never launched
+        st = json.loads(w.fw("status", "--json").stdout)["plans"]["plans"]["p2"]
+        assert st["stopped"]["task"] == "u1" and st["by_state"] == {"failed": ["u1"], "waiting": ["u2"]}
+    finally:
+        sink.close()

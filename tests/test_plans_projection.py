@@ -109,3 +109,9 @@ def test_rebuild_check_covers_the_plans_projection(tmp_path):
     st = json.loads(subprocess.run([*fw, "status", "--json", "--db", str(db)], capture_output=True, text=True,
                                    timeout=120).stdout)
     assert st["plans"]["plans"]["p"]["by_state"]["met"] == ["t1"] and st["plans"]["acted"] == {"close": 1}
+
+
+def test_a_task_that_ended_without_a_met_verdict_stops_its_plan(tmp_path):
+    st = _state(tmp_path, [_plan(mp=2), _launched("t1"),
+                           AgentClassified(agent="t1", from_="TRABAJANDO", to="CERRADO", reason="tmux window gone")])
+    assert plans.judge(st) == ([], [("p", "t1", "t1", "closed")])

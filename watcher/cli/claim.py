@@ -31,9 +31,10 @@ def goal_of(cfg, agent: str) -> str | None:
     """The agent's goal.json: under ``[launch] goals_dir``, else found by the goals sources."""
     from watcher.runtime.launcher import goal_path
 
-    p = goal_path(cfg.launch.goals_dir, agent)
-    if os.path.lexists(p):
-        return p
+    if "/" not in agent and agent not in (".", "..") and "\0" not in agent:   # a folder name, never a path
+        p = goal_path(cfg.launch.goals_dir, agent)
+        if os.path.lexists(p):
+            return p
     from watcher.cli.check import find_agent
 
     obs = find_agent(cfg, agent)
