@@ -71,7 +71,11 @@ class World:
         """Until ``ok(agent a1 as status --json shows it)`` holds; that row. How long it took is
         kept in ``took`` (reported, never asserted: speed is not what these tests check)."""
         t0 = time.monotonic()
-        row = wait_for(lambda: (a := self.a1()) and ok(a) and a, timeout, 0.2, f"a1 {what}")
+        try:
+            row = wait_for(lambda: (a := self.a1()) and ok(a) and a, timeout, 0.2, f"a1 {what}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nstatus: {self.a1()}\ngoal.json: {self.goal()}\nhooks: "
+                                 f"{self.c.recorded_events()[-8:]}\nscreen:\n{self.c.screen()[-1500:]}") from None
         self.took.append((what, round(time.monotonic() - t0, 1)))
         return row
 
@@ -96,6 +100,15 @@ def world(request, tmp_path):
     w = World(tmp_path, request.param)
     yield w
     w.close()
+
+
+def seen_kinds(recs: list[dict]) -> list[str]:
+    """Each event the client ran a hook for, with its notification type, source, reason or error."""
+    out = set()
+    for r in recs:
+        sub = next((r[k] for k in ("notification_type", "source", "reason", "error") if isinstance(r.get(k), str)), "")
+        out.add(f"{r['event']}:{sub}" if sub else r["event"])
+    return sorted(out)
 
 
 def not_reclama(a: dict) -> bool:
@@ -158,8 +171,9 @@ def test_steps_on_the_real_client(world):
 
     # Esc while the model thinks -> idle
     w.fake.script(F.hold())
+    held = w.fake.holds
     c.type("think")
-    wait_for(w.fake.holding.is_set, 30, what="the held turn")
+    wait_for(lambda: w.fake.holds > held, 30, what="the held turn")
     w.expect("busy thinking", lambda a: a["state"] == "busy")
     n = len(c.recorded())
     c.keys("Escape")
@@ -175,8 +189,12 @@ def test_steps_on_the_real_client(world):
     c.wait_screen("Which color")
     w.expect("RECLAMA at the question", lambda a: a["class"] == "RECLAMA"
              and a["waiting_for"] == {"kind": "question", "tool": None})
+    held = w.fake.holds
     c.keys("Enter")
-    wait_for(w.fake.holding.is_set, 30, what="the turn after the answer")
+    try:
+        wait_for(lambda: w.fake.holds > held, 30, what="the turn after the answer")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nrequests: {w.fake.requests[-4:]}\nscreen:\n{c.screen()[-1500:]}") from None
     a = w.expect("busy after the answer", lambda a: a["state"] == "busy" and not_reclama(a))
     assert a["waiting_for"] is None
     w.fake.release()
@@ -187,8 +205,9 @@ def test_steps_on_the_real_client(world):
     sub = F.call("Agent", {"description": "look around", "prompt": "look", "subagent_type": "general-purpose"})
     w.fake.script(F.tools(sub), F.text("started it"), F.text("all done"))
     w.fake.script_sub(F.hold(F.text("sub done")))
+    held = w.fake.holds
     c.type("use a subagent")
-    wait_for(w.fake.holding.is_set, 30, what="the subagent's held turn")
+    wait_for(lambda: w.fake.holds > held, 30, what="the subagent's held turn")
     a = w.expect("busy while the subagent works", lambda a: a["state"] == "busy" and not_reclama(a))
     w.fake.release()
     wait_for(lambda: "SubagentStop" in c.recorded_events(), 60, what="SubagentStop")
@@ -234,4 +253,4 @@ def test_steps_on_the_real_client(world):
     assert c.window_alive()
 
     print(f"\n{w.flavour}: denial {denial}\n esc in tool {esc_tool}\n esc thinking {esc_think}\n"
-          f" installed besides hook install: {w.added}\n seen after: {w.took}")
+          f" installed besides hook install: {w.added}\n seen after: {w.took}\n hooks: {seen_kinds(c.recorded())}")

@@ -103,6 +103,7 @@ class FakeAPI:
         self._cond = threading.Condition(self._lock)
         self._release = threading.Event()
         self.holding = threading.Event()   # set while a held turn streams pings
+        self.holds = 0                     # held turns begun so far
         self.hung_up = 0                   # held streams the client closed
         self.server: ThreadingHTTPServer | None = None
         self.thread: threading.Thread | None = None
@@ -201,7 +202,11 @@ class FakeAPI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # a client hanging up mid-request: not news
+                pass
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="fakeapi", daemon=True)
         self.thread.start()
@@ -305,6 +310,8 @@ class FakeAPI:
         """Pings until released; False when the client hung up (an Escape aborts the request). A
         ``release()`` before the hold began does not count: each held turn waits for its own."""
         self._release.clear()
+        with self._lock:
+            self.holds += 1
         self.holding.set()
         try:
             while not self._release.wait(0.25):
