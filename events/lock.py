@@ -33,8 +33,8 @@ def lock_path(db_path: str) -> str:
 class LocksRead:
     """``/proc/locks`` read in a thread of its own, from now on; :func:`writer_running` takes it.
 
-    Why: the kernel's first read of ``/proc/locks`` in a process takes 6-30 ms of wall time
-    (measured, 0 locks listed: the read waits for an RCU grace period, the file lock list's
+    Why: the kernel's first read of ``/proc/locks`` in a process takes milliseconds of wall time
+    (the read waits for an RCU grace period, the file lock list's
     percpu rwsem being taken for writing) and almost no CPU. A one-shot reader (`status`,
     `summary`) starts it first, so that it runs while the imports and the snapshots' decode do;
     `status` on a 1M-event log waited for it at its end otherwise. The answer is the locks at the

@@ -3,8 +3,7 @@
 A fold reads four fields of a record: ``seq``, ``time``, ``type`` and ``event`` (the runs fold
 also its ``id``, a run's stamp); never ``subject``, ``version``, ``data`` or ``hash``. A replay
 (``rebuild``, the watcher's start-up ``catch_up``) reads every row of the log, and the fetch of
-the columns no fold reads is a third of its read: on bench_rebuild's 1M-event log, the row fetch
-of every column took 0.61 s of CPU, of ``seq, time, type, data`` 0.42 s (eleventh session).
+the columns no fold reads is a third of its read (docs/bench.md).
 
 So :func:`replay` selects only those columns and yields :class:`Folded` records (or
 :class:`FoldedWithId` with ``ids``): Structs that *have* no ``subject`` or ``hash``, so a fold
@@ -68,7 +67,7 @@ def replay_batches(log: EventLog, since: int = 0, *, types: Sequence[str] | None
     """:func:`replay`'s records in lists of up to ``size`` (a fold's batch), each decoded just
     before it is handed over (a batch of ~100 records stays in the core's cache while each fold
     walks it; rebuild_par.fold_group). A list a step, not a record: a generator's step and
-    ``islice`` a record were ~1 % of a two-process rebuild's CPU (fifteenth session). ``exclude``:
+    ``islice`` a record cost more. ``exclude``:
     rows of those types are not read at all (rebuild_par: this process reads no row only the
     worker's projections fold)."""
     where, args = query.filters(types, None)
@@ -81,7 +80,7 @@ def replay_batches(log: EventLog, since: int = 0, *, types: Sequence[str] | None
 
 
 # _plain and _with_ids are twins on purpose: one loop for both (a fifth column NULL when no id is
-# read, a branch a row) cost 0.05 s of CPU a 1M-event replay, 5 % of the read (eleventh session).
+# read, a branch a row) costs a measurable part of the read (docs/bench.md).
 def _plain(log: EventLog, sql: str, since: int, args: tuple, chunk: int, size: int) -> Iterator[list[Folded]]:
     decs, slow, Rec, damaged = _decoders, decode_data, Folded, log.damaged
     last_t = None  # the last time checked: the events of one append share it

@@ -12,10 +12,9 @@ _iso_last: tuple[float, str] = (float("nan"), "")
 _iso_minutes: dict[int, str] = {}  # epoch minute -> its "YYYY-MM-DDTHH:MM:" text (bounded: MINUTES)
 MINUTES = 4096
 # "SS." and "mmmZ" of every second and millisecond: the tail of a minute's text is two look-ups
-# and one concatenation (~1 us less than formatting "{sec:02d}.{ms:03d}Z": a first tick formats
-# one last activity per agent)
-# (built from digit strings by concatenation: ~0.2 ms at import, where formatting each entry took
-# ~1.3 ms, paid by every CLI start)
+# and one concatenation, cheaper than formatting "{sec:02d}.{ms:03d}Z" (a first tick formats one
+# last activity per agent); the tables are built from digit strings by concatenation, cheaper at
+# import (every CLI start) than formatting each entry
 _DIGITS = "0123456789"
 _SECONDS = tuple([a + b + "." for a in "012345" for b in _DIGITS])
 _MILLIS = tuple([ab + c + "Z" for ab in [a + b for a in _DIGITS for b in _DIGITS] for c in _DIGITS])

@@ -2,8 +2,7 @@
 fleet's ``Agent`` and notify's ``NotifyAgent``.
 
 Why Structs: a first tick folds one record per agent into each projection, and an eleven-key dict
-was ~480 bytes an agent in fresh memory (a page fault every ~8 agents) where the Struct is ~100
-(fifteenth session: fleet's fold of 10,000 new agents 6.4 -> 2.0 ms, 1,256 -> 54 faults).
+takes several times a Struct's memory (and its page faults) in fresh memory (docs/bench.md).
 ``gc=False``: they hold strings, numbers and None only, so they can be in no reference cycle.
 
 Invariants:

@@ -23,8 +23,7 @@ Invariants
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it, and five such modules were ~12 M instructions of its
-# start (tests/test_cli_start.py: the fast paths compile nothing)
+# CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
 
 import enum
 from itertools import compress, repeat
@@ -68,7 +67,7 @@ def initial() -> dict[str, Any]:
 
 
 # an agent's record at first sight (every value immutable: each agent gets a copy, and a copy of
-# this dict is ~0.5 us cheaper than building the 16-key literal: a first tick makes one per agent)
+# this dict is cheaper than building the 16-key literal: a first tick makes one per agent)
 _NEW_AGENT: dict[str, Any] = {
     "contract_sha256": None,   # fixed at first sight
     "contract_len": 0,

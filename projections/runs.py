@@ -23,8 +23,7 @@ concurrency, daily cap, inactive boards): ``projections.runs_quota``, with the p
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it, and five such modules were ~12 M instructions of its
-# start (tests/test_cli_start.py: the fast paths compile nothing)
+# CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
 
 import math
 from typing import Any, Literal, NamedTuple, TypedDict

@@ -142,8 +142,8 @@ def unknown_agent(agent: str, known: Any) -> str | None:
 # ---- the commands' bodies (no typer: the typer commands below and watcher.cli.fast call these)
 def gc_paused(fn: Callable[..., None]) -> Callable[..., None]:
     """Run a one-shot reader with the cyclic GC off. Decoding the snapshots allocates ~10^5
-    containers at 1M events and each gen-0/1 collection on the way scans them again (7-13 ms of
-    `status` on bench_rebuild.py's log); they are JSON trees, never cycles, so reference counting
+    containers on a big log and each gen-0/1 collection on the way scans them again; they are JSON
+    trees, never cycles, so reference counting
     frees them all the same."""
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> None:

@@ -255,8 +255,8 @@ _swap: list = []  # [renameat2 or None, ctypes]: looked up once
 
 
 def _renameat2():
-    """renameat2 and ctypes, looked up once (3 ms: done before a check, never between a check and
-    the swap it guards)."""
+    """renameat2 and ctypes, looked up once (done before a check, never between a check and the
+    swap it guards)."""
     if not _swap:
         try:
             import ctypes

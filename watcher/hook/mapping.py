@@ -119,7 +119,7 @@ def actor_of(payload: dict) -> str:
 def tool_fingerprint(payload: dict) -> str:
     """The tool call an event is about: tool name + digest of its input (stable across the
     PreToolUse / PermissionRequest / PostToolUse of one call, which may lack ``tool_use_id``).
-    hashlib is imported here, not at the top: it loads OpenSSL (~3-4 ms of the hook's start), and
+    hashlib is imported here, not at the top: it loads OpenSSL (a part of the hook's start), and
     the tool events Claude Code sends carry ``tool_use_id``, so most hooks never get here."""
     import hashlib
 

@@ -1,6 +1,6 @@
 """Agents per class for sd_notify's status line (every tick, systemd or not), kept by the
-watcher's own commits instead of counted each tick (a full count of 50,000 agents was ~11 ms a
-tick in every write's path).
+watcher's own commits instead of counted each tick (a full count of a big fleet is in every
+write's path).
 
 Invariant: ``seq`` and ``counts`` are the fleet projection's class counts at ``seq``; -1 means
 none are known. A batch the watcher commits moves only the agents it names

@@ -66,8 +66,8 @@ def settle_gc() -> None:
     the first tick: one collection, then ``gc.freeze()`` moves every object alive now to the
     permanent generation (never scanned again; still freed by reference counting, only cycles
     among them would stay), and a higher young threshold so a tick that allocates 50,000
-    agents' records runs tens of collections, not thousands. With the defaults (700, 10, 10)
-    the collector took ~18 % of a first tick at 50,000 agents, rescanning the growing state."""
+    agents' records runs tens of collections, not thousands (with the defaults, 700, 10, 10, the
+    collector rescans the growing state thousands of times in a big first tick)."""
     gc.collect()
     gc.freeze()
     _, g1, g2 = gc.get_threshold()
@@ -151,8 +151,7 @@ class Watcher:
         """Remember whose folded records these events change (for the next tick's change hint):
         each event's own agent; an event of a type the hinted detectors fold that names no agent
         (none today but the source and fan-out edges, which change no agent record) makes it
-        unknown. (One pass over the batch when every event names an agent, a first tick's 10,000
-        or 50,000: a method call a record was ~0.27 µs of it.)"""
+        unknown. (One pass over the batch when every event names an agent, as a first tick's do.)"""
         t = self._touched
         if t is None:
             return
@@ -303,7 +302,7 @@ class Watcher:
         """Every ``max(SNAPSHOT_EVERY_EVENTS, agents)`` events (a snapshot's cost grows with the
         fleet: one per that many events keeps it O(1) per event), or every
         SNAPSHOT_EVERY_SECONDS when at least one event per SNAPSHOT_SHARE agents was folded
-        since (at least one): a round costs ~20 us an agent (~1 s of CPU at 50,000), and a few
+        since (at least one): a round's cost grows with the agents, and a few
         events after the last one cost a restart or a `status` next to nothing to fold — an
         idle big fleet's trickle (a source's edge, a notice) no longer buys a round a minute."""
         behind = self.proj.seq - self.snap_seq
@@ -396,17 +395,19 @@ class Watcher:
         t1 = t2 = time.perf_counter()
         n = 0
         try:
-            evs = self.detect(snap, now) if self.closing is None else \
-                self.closing.amend(self.proj.states, self.detect(snap, now))   # a close's CERRADO: "verified met"
+            evs = self.detect(snap, now)
+            if self.closing is not None:   # a CERRADO the watcher caused by a close is "verified met"
+                evs = self.closing.amend(self.proj.states, evs)
             t2 = time.perf_counter()
             n += self.commit(evs, now)
             if self.census_seq is None and not snap.failed:   # every source answered: the census is taken
                 self.census_seq = self.proj.seq
             if self.notifier is not None:
                 n += self.commit(self.notifier.step(self.proj.states, now), now)
-            for stage in (self.checker, self.closing):  # DoD checks; verifier, verdicts acted on, plans
-                if stage is not None:                   # (their workers run them: only events come back)
-                    n += self.commit(stage.step(self.proj.states, snap, now), now)
+            if self.checker is not None:   # DoD checks run in its worker; only verdicts come back
+                n += self.commit(self.checker.step(self.proj.states, snap, now), now)
+            if self.closing is not None:   # verifier, verdicts acted on, plans followed (their workers)
+                n += self.commit(self.closing.step(self.proj.states, snap, now), now)
         except AppendFailed:
             pass
         t3 = time.perf_counter()

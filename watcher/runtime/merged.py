@@ -15,7 +15,7 @@ Invariants (the same Snapshot content as a full ``merge`` of the same results):
   one id, or a command source's enrichment, go through the full merge and its rules);
 - ``runs`` and ``rows`` are merged again whenever any result's runs or rows changed (they are
   small); the agents dict is never mutated once handed out (a patch works on a copy: a copy of a
-  50,000-entry dict is a C memcpy, ~1 ms, against ~40 ms for the merge).
+  dict is a C memcpy, far cheaper than the merge).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ rebuild of 1M events takes ~40 % less wall time on two cores than in one process
 - An orphan stops: the worker is told this process's pid and ends (exit 1, nothing written)
   as soon as its parent is another one — this process killed (``kill -9`` a `rebuild`: its
   worker would otherwise fold on for seconds, a core's worth, for nobody), checked at its start
-  and every ORPHAN_CHECK batches (one ``getppid`` each, ~0.03 % of the fold).
+  and every ORPHAN_CHECK batches (one ``getppid`` each).
 Which projections go where is ``WORKER``; :func:`rebuild` decides when (not for ``--check``,
 which compares at each snapshot's seq, nor for a log under ``MIN_EVENTS``, nor on one core:
 then it is ``watcher.runtime.state.rebuild``, one process).

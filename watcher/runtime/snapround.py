@@ -34,18 +34,13 @@ class SnapshotRound:
 
     How: ``start`` forks; the child encodes every state (``encode_state``, the very bytes the
     loop would store: the fork is a copy of the states at ``seq``, between ticks) and writes
-    them to a pipe, one after the other; the loop goes on at once (the fork itself: ~12-30 ms
-    at 50,000 agents). A thread of this process reads each and stores it with
+    them to a pipe, one after the other; the loop goes on at once (after the fork itself). A thread of this process reads each and stores it with
     ``put_snapshots`` at ``seq`` through its own connection (durability normal: a snapshot is
     a cache), one projection a transaction under the watcher's ``write_lock``, so the loop's
     commit waits at most for one row being stored (another process's commit meeting it: tried
     again); then, the lock released, it fsyncs the WAL itself (``_sync_wal``), so the loop's next
-    commit does not flush the snapshot's megabytes in its own fsync (sixth session, 1 % churn at
-    50,000 agents with the round due at its start: a commit of 314 ms in the round, p99 650 ms;
-    with the thread's fsync the round's commits were at most 58-87 ms, p99 355 ms). ``done()`` says how
-    it went: None while running, then True/False. Measured in the churn at 50,000 agents
-    (quiet machine): the loop's longest call for the round 19 ms (the fork), the round ~1.7 s
-    of wall time, the loop's commits meanwhile 3-34 ms, one of 87 ms.
+    commit does not flush the snapshot's megabytes in its own fsync (docs/bench.md: what a round
+    costs the loop's commits). ``done()`` says how it went: None while running, then True/False.
 
     The child runs ``CHILD_NICE`` steps nicer than the watcher: on a machine whose cores are
     busy the loop's ticks (and the writes they commit) go first and the round takes longer.

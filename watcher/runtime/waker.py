@@ -20,8 +20,8 @@ class Waker:
     - An event filter passed to watchdog (so to the kernel's watch mask): close-after-write,
       create, move and delete only. Without it watchdog asks for IN_OPEN and IN_CLOSE_NOWRITE
       too, so the watcher's own reads (and watchdog's directory walks) fill the kernel queue
-      (``max_queued_events``, 16,384), which overflows, which makes watchdog walk again: ~100 %
-      CPU at 10,000 agents, idle.
+      (``max_queued_events``, 16,384), which overflows, which makes watchdog walk again: a core
+      busy on an idle big fleet.
     - A queue overflow (events were lost) means "look everywhere once": the next ``take()``
       returns None and the loop is woken; a burst of overflows within one debounce is one
       resync. watchdog re-adds its recursive watches itself and reports the overflow only in
@@ -292,9 +292,8 @@ def prompt_moves() -> bool:
     sleeps until the delay is over; when the IN_MOVED_TO comes meanwhile, the pair is taken out
     and queued again, but ``get`` sleeps on, and every event behind waits. That happens whenever
     the reading thread sees the first half of a rename before the inotify thread has queued the
-    second: measured at 50,000 agents in the 1 % churn (250 tmp + rename writes a second), 1-4
-    times per 30 s, each a gap of 0.50-0.52 s in which no event reached the Waker and 90-157
-    writes waited (the slowest 1 % of the run were those writes, then the snapshot's).
+    second: in a busy fleet's churn a few times a minute, each a half-second gap in which no event
+    reached the Waker (docs/bench.md).
 
     Here the module's ``DelayedQueue`` is replaced by a subclass whose ``get`` waits on the
     queue's own condition (woken by every ``put`` and ``remove``) and looks at the head again: a

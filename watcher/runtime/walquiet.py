@@ -4,8 +4,8 @@ instead of a query, on the ticks of an idle fleet.
 Each tick begins with the catch-up (``Projections.catch_up``: other writers' events, `ack`
 and `silence` among them, folded before the detectors run). On a log nobody wrote to, that is an
 empty query, but a query opens a read transaction, and on an idle watcher it runs cache-cold
-after the sleep between ticks: 3-10 ms of CPU a tick where it is 0.06 ms warm (seventeenth
-session, a 10,000-agent log; ~0.3 % of a core at a 2 s interval, whatever the fleet's size).
+after the sleep between ticks, many times its warm cost, whatever the fleet's size
+(docs/bench.md).
 
 Every commit, by any connection of any process, writes frames to the ``-wal`` file, so its
 (device, inode, size, mtime) moves with each one (a WAL restarted from its start after a

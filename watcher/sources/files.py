@@ -259,7 +259,7 @@ class GlobSource:
     def _first_poll(self, paths: list[str]) -> SourceResult:
         """A new cache from files never seen: each is opened at once and its descriptor's
         ``fstat`` is its stat (``filestat.read_new``: one syscall less per file than stat +
-        open, ~15 % of a first poll), under ``_update``'s rules; anything but a readable regular
+        open), under ``_update``'s rules; anything but a readable regular
         file (gone, a dangling symlink, a FIFO, a folder, unreadable) takes ``_update``'s path.
         From ``forkread.FORK_MIN`` files on, a forked second process reads part of them
         (watcher/sources/forkread.py: the very same reads, else this process's own); this

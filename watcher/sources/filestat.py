@@ -101,8 +101,7 @@ def read_new(path: str, limit: int) -> tuple[os.stat_result, bytes, str | None]:
         if st.st_size > limit:
             return st, b"", f"too large ({st.st_size} bytes > {limit})"
         # one byte past the fstat's size: a file that grew since reads on; os.read allocates all
-        # of ``want`` before it shrinks to what came (64 KiB of slack here cost ~1.3 µs a file,
-        # ~65 ms of a 50,000-file first poll)
+        # of ``want`` before it shrinks to what came (a fixed slack is paid on every file)
         want = min(st.st_size + 1, limit + 1)
         raw = os.read(fd, want)
         if len(raw) == want and want <= limit:  # grew past its fstat (or reports no size): read on to the limit
