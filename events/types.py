@@ -10,6 +10,7 @@ from typing import Any, Union, cast
 
 import msgspec
 from msgspec import Struct, field
+from events.types_checks import DodCheckStarted  # noqa: I001  (the checker's record)
 from events.types_hub import (HostEvent, HostGap, HostRefused, HostResumed, HostSilent,  # noqa: I001  (the hub's types)
                               HubConsumerTaken)
 from events.types_launch import AgentLaunched, DodActed, PlanRecorded, PlanStopped  # noqa: I001  (launch/verify/act)
@@ -85,19 +86,6 @@ class DodVerdict(_E, frozen=True, tag="dod.verdict"):
     evidence: str = ""
     source: str = "cli"  # cli | goal.json | checks
     checks: list[dict[str, Any]] = []  # the checker's per-check results (id, status, exit, duration_s, comparison, digest, lines)
-
-    @property
-    def subject(self) -> str:
-        return f"dod:{self.agent}"
-
-
-class DodCheckStarted(_E, frozen=True, tag="dod.check_started"):
-    """The checker is about to run a claim's checks (recorded before they run: a claim started
-    and never decided stopped the watcher, and is not run again)."""
-
-    agent: str
-    claim_seq: int = 0
-    isolation: str = ""   # bwrap | unshare | none
 
     @property
     def subject(self) -> str:

@@ -205,8 +205,8 @@ class Dod(_S):
     on_met: Literal["keep", "close"] | list[str] = "keep"   # close: the agent's window closed; argv: run instead
     on_failed: Literal["keep", "nudge"] = "keep"            # nudge: one message into its pane naming the gap
     check_max_file_bytes: int = 1000000000     # any one file a check writes (RLIMIT_FSIZE; beyond: unevaluable)
-    check_isolation: str = "auto"              # auto | bwrap | unshare | unshare-pid | none: each check in its own PID namespace
-    check_output_lines: int = 0                # last stdout lines kept as evidence (0: digest and exit status only)
+    check_isolation: Literal["auto", "bwrap", "unshare", "unshare-pid", "none"] = "auto"  # each check's PID namespace
+    check_output_lines: int = 0                # last stdout lines kept as evidence (0: digest and exit status; at most 20)
 
 
 class HookEndpoint(_S):
@@ -338,10 +338,6 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
             raise bad(key, f"must be between 0 and 1000000, got {v}")
     if cfg.dur("watch.interval") <= 0:
         raise bad("watch.interval", "must be greater than 0")
-    if cfg.dod.check_isolation not in ("auto", "bwrap", "unshare", "unshare-pid", "none"):
-        raise bad("dod.check_isolation", "must be auto, bwrap, unshare, unshare-pid or none")
-    if not 0 <= cfg.dod.check_output_lines <= 20:
-        raise bad("dod.check_output_lines", "must be between 0 and 20")
     if not (0 <= cfg.notify.flap_low <= cfg.notify.flap_high <= 100):
         raise bad("notify.flap_low", "need 0 <= flap_low <= flap_high <= 100")
     names: set[str] = set()

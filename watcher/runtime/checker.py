@@ -113,7 +113,7 @@ class Limits(NamedTuple):
     def from_config(cls, cfg: Any) -> Limits:
         d = cfg.dod
         return cls(cfg.dur("dod.check_timeout"), d.check_max_bytes, d.check_max_file_bytes or None,
-                   d.check_isolation, d.check_output_lines)
+                   d.check_isolation, min(d.check_output_lines, 20))
 
 
 def without_lines(ev: DodVerdict) -> DodVerdict:

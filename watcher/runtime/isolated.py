@@ -114,9 +114,10 @@ def wrapped(argv: list[str], iso: Isolation, budget: Budget) -> list[str]:
 
 
 def run_isolated(argv: list[str], cwd: str | None = None, timeout: float = 300.0, stdin: bytes | None = None,
-                 budget: Budget = Budget(), *, running: Running | None = None, isolate: str = "auto") -> RunResult:
+                 budget: Budget | None = None, *, running: Running | None = None, isolate: str = "auto") -> RunResult:
     """Run ``argv`` in ``cwd`` isolated (module invariants), ``stdin`` as its standard input
-    (None: /dev/null), killed at ``timeout`` s."""
+    (None: /dev/null), killed at ``timeout`` s, within ``budget`` (None: the default one)."""
+    budget = budget or Budget()
     if not argv:
         return RunResult(None, "cannot run an empty command", RunError.CANNOT_RUN)
     iso = isolation(isolate)

@@ -37,6 +37,7 @@ from watcher.runtime.merged import Merger
 from watcher.runtime.schedule import FleetTicker
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
+from watcher.runtime import spill
 from projections.base import encode_state
 from watcher.runtime.snapround import SnapshotRound
 from watcher.runtime.state import Projections, gc_paused
@@ -270,10 +271,7 @@ class Watcher:
         self.unwritten += 1
         if self.unwritten == 1:
             self._failed_since = self._failed_said = now
-            from watcher.runtime import spill
-
-            if spill.full(e):   # said once per outage: a push, the log cannot record a notice
-                spill.push_full(self.cfg, self.log.path, e)
+            spill.push_if_full(self.cfg, self.log.path, e)   # once per outage: the log cannot record a notice
             hint = (e.hint or "check the disk").split(", then run the command again")[0]  # (a command's wording)
             log.error("%d transitions not written: %s; %s. Each tick tries again; the first that commits records "
                       "every class as it is then (a change that came and went meanwhile is not)", n, e, hint)

@@ -154,6 +154,12 @@ def waiting(log_path: str) -> int:
     return len(take(log_path))
 
 
+def push_if_full(cfg: Any, log_path: str, err: BaseException) -> None:
+    """:func:`push_full` when ``err`` is a full disk (:func:`full`)."""
+    if full(err):
+        push_full(cfg, log_path, err)
+
+
 def push_full(cfg: Any, log_path: str, err: BaseException) -> None:
     """One direct push (the log cannot record a notice) that the log's disk is full, in a thread
     of its own: the tick never waits for a receiver."""
