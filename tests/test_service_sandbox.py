@@ -262,7 +262,7 @@ group_wait = "1s"
 
 
 # settings systemd-run cannot take as properties (the command line is the ExecStart)
-_NOT_PROPERTIES = ("ExecStart", "ExecReload")
+_NOT_PROPERTIES = ("ExecStart", "ExecReload", "ExecStop", "ExecStopPost")  # the command and its life, not the sandbox
 
 
 def service_properties(unit: Path) -> list[str]:
