@@ -3,8 +3,8 @@ and stopped, a verdict acted on. Part of the one union in ``events.types`` (same
 rules: stable tags, every later field with a default); kept apart so events/types.py stays small.
 They carry ids, digests, folders, tmux targets and short task titles, never a prompt, a contract's
 text or an agent's note."""
-from __future__ import annotations
-
+# No `from __future__ import annotations`: msgspec would compile each string annotation at start
+# (tests/test_cli_start.py: a fast path compiles no source text)
 from typing import Any
 
 from msgspec import Struct
