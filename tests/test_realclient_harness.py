@@ -14,7 +14,7 @@ from tests.support.realclaude import VERSIONS, Claude, wait_for
 pytestmark = pytest.mark.realclient
 
 
-@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")
+@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")  # both: ~5 s each
 def flavour(request):
     return request.param
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import fakeapi as F
-from tests.support.realclaude import FLEETWATCH, SCHEMA_EVENTS, VERSIONS, Claude, base_env, wait_for
+from tests.support.realclaude import FLEETWATCH, SCHEMA_EVENTS, Claude, base_env, flavour_params, wait_for
 
 pytestmark = pytest.mark.realclient
 
@@ -95,7 +95,7 @@ class World:
         self.fake.close()
 
 
-@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")
+@pytest.fixture(params=flavour_params())
 def world(request, tmp_path):
     w = World(tmp_path, request.param)
     yield w

@@ -51,6 +51,19 @@ MATCHER_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "
 KEY = "sk-ant-api03-dummy-fleetwatch-tests-0000000000000000AA"
 
 
+def flavour_params() -> list:
+    """pytest params of the versions a real-client test runs on: the current one always, the oldest
+    supported one in ``make drills`` (``FW_DRILL_LONG=1``), to keep ``make test`` short. Both are
+    marked ``drill`` (``make drills`` selects them)."""
+    import pytest
+
+    long = bool(os.environ.get("FW_DRILL_LONG"))
+    why = f"Claude Code {VERSIONS['oldest']} runs in make drills (FW_DRILL_LONG=1); make test runs {VERSIONS['current']}"
+    return [pytest.param("current", id=f"current-{VERSIONS['current']}", marks=pytest.mark.drill),
+            pytest.param("oldest", id=f"oldest-{VERSIONS['oldest']}",
+                         marks=[pytest.mark.drill, pytest.mark.skipif(not long, reason=why)])]
+
+
 def client(flavour: str) -> str | None:
     p = TOOLS / flavour / "node_modules" / ".bin" / "claude"
     return str(p) if p.exists() and os.access(p, os.X_OK) else None
