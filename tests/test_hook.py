@@ -428,7 +428,8 @@ def test_install_events_follow_the_installed_claude_version(tmp_path, monkeypatc
     events = set(json.loads(s.read_text())["hooks"])
     # all: every mapped event but PostToolBatch (its PostToolUse says the same), Interrupt where known
     interrupt = {"Interrupt"} if printed and printed.startswith("2.3") else set()
-    assert events == (set(HOOK_EVENTS) - {"PostToolBatch"} | interrupt if want == "all" else set(CORE_EVENTS))
+    assert events == (set(HOOK_EVENTS) - {"PostToolBatch", "PreToolUse"} | interrupt if want == "all"
+                      else set(CORE_EVENTS) - {"PreToolUse"})
     # later, on a newer Claude Code: --events all adds the rest, the core entries unchanged
     r = runner.invoke(app, ["hook", "install", "--settings", str(s), "--command", "fleetwatch", "--events", "all"])
     assert r.exit_code == 0 and set(json.loads(s.read_text())["hooks"]) == set(HOOK_EVENTS) | interrupt

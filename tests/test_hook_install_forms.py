@@ -43,7 +43,7 @@ def test_auto_is_http_with_an_endpoint_configured(tmp_path, monkeypatch):
     assert stop["headers"]["X-Fleetwatch-Pane"] == "$TMUX_PANE" and "TMUX_PANE" in stop["allowedEnvVars"]
     assert hooks["SessionStart"] == [{"matcher": "*", "hooks": [{"type": "command", "command": "/opt/fw/bin/fleetwatch",
                                                                  "args": ["hook"], "timeout": 10}]}]
-    assert "PostToolBatch" not in hooks and "Interrupt" in hooks
+    assert "PostToolBatch" not in hooks and "PreToolUse" not in hooks and "Interrupt" in hooks
     assert hooks["Notification"][0]["matcher"].split("|")[0] == "permission_prompt"
     again, r = install(tmp_path, "--config", str(cfg))
     assert "nothing to change" in r.output and again == hooks
@@ -53,8 +53,8 @@ def test_auto_without_an_endpoint_is_the_exec_form_and_shell_for_old_clients(tmp
     fake_claude(tmp_path, monkeypatch, "2.1.145")
     hooks, r = install(tmp_path, "--config", str(tmp_path / "absent.toml"))
     assert "form: exec" in r.output and "Interrupt" not in hooks
-    assert hooks["PreToolUse"][0]["hooks"][0] == {"type": "command", "command": "/opt/fw/bin/fleetwatch",
-                                                  "args": ["hook"], "timeout": 10}
+    assert hooks["PostToolUse"][0]["hooks"][0] == {"type": "command", "command": "/opt/fw/bin/fleetwatch",
+                                                   "args": ["hook"], "timeout": 10}
     fake_claude(tmp_path / "old", monkeypatch, "2.1.90")
     hooks, r = install(tmp_path / "old", "--config", str(tmp_path / "absent.toml"))
     assert "form: shell" in r.output and hooks["Stop"][0]["hooks"][0]["command"] == "/opt/fw/bin/fleetwatch hook"
@@ -74,7 +74,8 @@ def test_force_switches_forms_in_place_and_removes_events_no_longer_needed(tmp_p
     assert "removed" in r.output and "updated" in r.output
     assert hooks["PostToolBatch"] == [{"hooks": [{"type": "command", "command": "mine"}]}]
     assert hooks["Stop"][0]["hooks"][0]["type"] == "http"
-    assert [h["type"] for g in hooks["PreToolUse"] for h in g["hooks"]] == ["http"]
+    assert "PreToolUse" not in hooks          # installed before (--events all), not needed: removed
+    assert [h["type"] for g in hooks["PostToolUse"] for h in g["hooks"]] == ["http"]
 
 
 def test_http_without_an_endpoint_is_refused(tmp_path, monkeypatch):
@@ -94,3 +95,10 @@ def test_the_endpoint_listens_on_loopback_only(listen, ok):
     else:
         with pytest.raises(ConfigError):
             parse(text, check_paths=False)
+
+
+def test_events_all_adds_pretooluse_matched_to_the_tools_that_can_run_long(tmp_path, monkeypatch):
+    fake_claude(tmp_path, monkeypatch, "2.1.337")
+    hooks, _ = install(tmp_path, "--form", "http", "--url", "http://127.0.0.1:8799/hook", "--events", "all")
+    assert hooks["PreToolUse"][0]["matcher"].startswith("Bash|") and "PostToolBatch" in hooks
+    assert hooks["PostToolUse"][0]["matcher"] == "*"

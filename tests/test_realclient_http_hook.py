@@ -65,10 +65,10 @@ def test_http_hooks_reach_the_endpoint_and_record_the_exact_pane(tmp_path, flavo
             g = wait_for(lambda: (g := goal(c)).get("hook_event") == "Stop" and g, what="Stop through the endpoint")
             assert g["state"] == "idle" and g["agent"] == "a1"
             got = ep.counts["applied"]
-            assert got >= 1 + 3 * 2 + 1, ep.counts    # prompt, 3 x (Pre + Post), Stop: no process each
+            assert got >= 1 + 3 + 1, ep.counts    # prompt, 3 x PostToolUse (a Read is no long tool), Stop
             assert ep.counts["errors"] == 0 and ep.counts["refused"] == 0
             debug = c.debug_text()
-            assert len(re.findall(r"HTTP hook POST to http://127\.0\.0\.1", debug)) >= 8   # not blocked as SSRF
+            assert len(re.findall(r"HTTP hook POST to http://127\.0\.0\.1", debug)) >= 5   # not blocked as SSRF
             assert "response status 200" in debug
             where = g.get("tmux")
             if where is not None:      # the hook records the pane where it learns it (watcher/hook/adapter.py)

@@ -1,4 +1,7 @@
-"""Benchmark: start-to-exit time of ``fleetwatch hook`` against ``python -c pass`` (same run).
+"""Benchmark: what fleetwatch's hooks cost Claude Code, first on the real client (a turn of tool
+calls with the hooks `hook install` writes, against the same turn without hooks, same run), then the
+start-to-exit time of ``fleetwatch hook`` against ``python -c pass`` (same run), for the events that
+stay command hooks (SessionStart; every event where the watcher's endpoint is not configured).
 
 Each sample is one real process: the venv's console script ``fleetwatch hook`` reading a
 PreToolUse payload and rewriting a real goal.json (lock, fsync, rename), and, interleaved with it,
@@ -15,6 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))   # tests.support (the real-client harness)
 BIN = Path(sys.executable).parent
 FLEETWATCH = str(BIN / "fleetwatch")
 TARGET_MS = 100.0
@@ -71,7 +77,132 @@ def _rows(label: str, hook: list[float], base: list[float]) -> list[dict]:
     return rows
 
 
+TURN_CALLS = 12          # tool calls in the measured turn
+TURN_TARGET_MS = 15.0    # added per tool call by fleetwatch's hooks
+
+
+def _turn(c, fake, F, path: str, tool: str) -> list[float]:
+    """One turn of ``TURN_CALLS`` calls of ``tool`` (Read: read-only; Bash ``true``: allowed by the
+    sessions' settings; no dialog either way) in session ``c``; each call's cycle in ms: from the
+    model request that asked for it to the next one (the call, its hooks and Claude Code's own work
+    on it lie between)."""
+    start = len(fake.requests)
+    call = {"name": "Read", "input": {"file_path": path}} if tool == "Read" else \
+        {"name": "Bash", "input": {"command": "true", "description": "nothing"}}
+    fake.script(*[F.tools(F.call(call["name"], call["input"])) for _ in range(TURN_CALLS)], F.text("turn done"))
+    c.keys("C-l")
+    c.type(f"use {tool} {TURN_CALLS} times")
+    conv = lambda: [r for r in fake.requests[start:] if r["tools"]]  # noqa: E731
+    from tests.support.realclaude import wait_for
+
+    wait_for(lambda: len(conv()) >= TURN_CALLS + 1, timeout=180, what="the turn's model requests")
+    wait_for(lambda: (s := c.session()) and s.get("status") == "idle", timeout=60, what="the turn's end")
+    ats = [r["at"] for r in conv()]
+    return [(b - a) * 1000 for a, b in zip(ats[:TURN_CALLS], ats[1:TURN_CALLS + 1])]
+
+
+ALLOW = {"permissions": {"defaultMode": "default", "disableAutoMode": "disable", "allow": ["Bash(true)"]}}
+
+
+def real_turn(quick: bool) -> list[dict]:
+    """A turn of ``TURN_CALLS`` tool calls on the real Claude Code client (2.1.337, in tmux, against
+    tests/support/fakeapi.py), with fleetwatch's hooks as `hook install` writes them when the
+    watcher's endpoint is configured (http to a running `fleetwatch run`) against the same turn in a
+    session with no hooks, in the same run, turns interleaved. Figure: the median call cycle with
+    the hooks minus the median without (medians over every call: a load spike on a shared host
+    moves a few cycles, not the median)."""
+    import socket
+    import statistics
+
+    from tests.support import fakeapi as F
+    from tests.support.realclaude import Claude, missing
+
+    names = {t: f"hook wait per tool call, real client ({TURN_CALLS} {t} calls)" for t in ("Bash", "Read")}
+    why = missing("current")
+    if why:
+        return [{"name": name, "figure": f"not measured: {why}", "ratio": None,
+                 "target": f"<= {TURN_TARGET_MS:.0f} ms", "ok": None} for name in names.values()]
+    rounds = 2 if quick else int(os.environ.get("FW_BENCH_TURN_ROUNDS") or 12)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with tempfile.TemporaryDirectory(prefix="bench-turn-") as tmp, F.FakeAPI() as fake:
+        tmp = Path(tmp)
+        none = Claude(tmp / "none", "current", fake, agent="a1", win="none", settings=ALLOW)
+        hooked = Claude(tmp / "hooks", "current", fake, agent="a1", win="hooks", settings=ALLOW)
+        cfg = tmp / "fw.toml"
+        cfg.write_text(f'[store]\npath = "{tmp}/events.db"\n[hook]\nlisten = "127.0.0.1:{port}"\n'
+                       f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{hooked.goals}/*/goal.json"\n')
+        env = {**hooked.env, "FLEETWATCH_CONFIG": str(cfg)}
+        watcher = subprocess.Popen([FLEETWATCH, "run", "--config", str(cfg)], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for c in (none, hooked):
+                (c.work / "notes.txt").write_text("one line\n")
+            r = hooked.hook_install("--form", "http", "--url", f"http://127.0.0.1:{port}/hook")
+            if "form: http" not in r.stderr:
+                raise RuntimeError("hook install did not write http hooks")
+            for c in (none, hooked):
+                c.start()
+            for c in (none, hooked):   # warm-up of both sessions and both tools
+                for tool in ("Read", "Bash"):
+                    _turn(c, fake, F, str(c.work / "notes.txt"), tool)
+            got: dict = {(t, h): [] for t in ("Bash", "Read") for h in (True, False)}
+            for i in range(rounds):   # interleaved, the order alternating: drift hits both
+                order = (none, hooked) if i % 2 == 0 else (hooked, none)
+                for tool in ("Bash", "Read"):
+                    for c in order:
+                        got[tool, c is hooked] += _turn(c, fake, F, str(c.work / "notes.txt"), tool)
+            waits = _http_waits(hooked.debug_text())
+            goal = json.loads((hooked.goals / "a1" / "goal.json").read_text())
+            posts = hooked.debug_text().count("HTTP hook POST to")
+            if goal.get("hook_event") not in ("Stop", "PostToolUse") or posts < rounds * 2 * TURN_CALLS:   # a PostToolUse per call
+                raise RuntimeError(f"the hooks did not run ({posts} POSTs, goal.json {goal.get('hook_event')})")
+        finally:
+            for c in (none, hooked):
+                c.close()
+            watcher.terminate()
+            watcher.wait(10)
+    rows = []
+    for tool, name in names.items():  # noqa: B007 (rows first, the debug log's row after)
+        hmed, bmed = statistics.median(got[tool, True]), statistics.median(got[tool, False])
+        added = hmed - bmed
+        rows.append({"name": name,
+                     "figure": f"{added:+.1f} ms a call (cycle {hmed:.0f} vs {bmed:.0f} ms without hooks; "
+                               f"{len(got[tool, True])} calls each, http)",
+                     "ratio": round(hmed / bmed, 3), "target": f"<= {TURN_TARGET_MS:.0f} ms",
+                     "ok": added <= TURN_TARGET_MS})
+    p50, p99 = _pct(waits, 50), _pct(waits, 99)
+    rows.append({"name": "http hook wait in Claude Code's debug log",
+                 "figure": f"p50 {p50:.0f} ms, p99 {p99:.0f} ms (POST to response, n={len(waits)}; a tool call: one)",
+                 "ratio": None, "target": f"<= {TURN_TARGET_MS:.0f} ms", "ok": p50 <= TURN_TARGET_MS})
+    return rows
+
+
+def _http_waits(text: str) -> list[float]:
+    """Milliseconds from each ``HTTP hook POST to`` line of a ``--debug-file`` log to its
+    response (or error) line: how long Claude Code waited for each http hook."""
+    from datetime import datetime
+
+    def at(line: str) -> float:
+        return datetime.fromisoformat(line[:23]).timestamp()
+
+    lines, out = text.splitlines(), []
+    for i, line in enumerate(lines):
+        if "Hooks: HTTP hook POST to" in line:
+            end = next((m for m in lines[i + 1:i + 40] if "HTTP hook response" in m or "HTTP hook error" in m), None)
+            if end is not None:
+                out.append((at(end) - at(line)) * 1000)
+    return out or [float("nan")]
+
+
 def run(quick: bool = False) -> list[dict]:
+    rows = real_turn(quick)   # first among the hook rows: what Claude Code waits for
+    return rows + _command_rows(quick)
+
+
+def _command_rows(quick: bool) -> list[dict]:
     runs = 30 if quick else 200
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",) and not k.startswith(("FLEETWATCH_", "CLAUDE_"))}
     with tempfile.TemporaryDirectory(prefix="bench-hook-") as tmp:

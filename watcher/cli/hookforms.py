@@ -13,10 +13,11 @@ Command hooks stay synchronous: two ``async`` hooks of one agent race each other
 event's write could land before an earlier one's (an agent's state would go back).
 
 Events: only those the mapping needs (``needed``), never one the installed version does not know
-(a settings file naming an unknown event is skipped whole): ``PostToolBatch`` is left out (the
-``PostToolUse`` before it says the same: one delivery less per tool call), ``Interrupt`` is added
-where the version has it. ``Notification`` gets a matcher naming the notification types the
-mapping reads; the other events with a matcher match every value (``*``).
+(a settings file naming an unknown event is skipped whole): ``PostToolBatch`` and ``PreToolUse``
+are left out (``REDUNDANT``: a tool call costs one delivery, its ``PostToolUse``), ``Interrupt``
+is added where the version has it. ``Notification`` gets a matcher naming the notification types the
+mapping reads, ``PreToolUse`` (when asked for) one naming the tools that can run long
+(``LONG_TOOLS``); the other events with a matcher match every value (``*``).
 """
 from __future__ import annotations
 
@@ -27,11 +28,19 @@ from typing import Any
 HTTP_SKIPPED = frozenset({"SessionStart", "Setup"})   # Claude Code runs no http hook for these
 EXEC_SINCE = (2, 1, 145)        # the `args` exec form and http hooks: in the settings schema of 2.1.145 on
 INTERRUPT_SINCE = (2, 1, 337)   # the first version the Interrupt event was seen in (its settings schema)
-REDUNDANT = frozenset({"PostToolBatch"})
+# not installed by default: PostToolBatch says what the PostToolUse before it said; PreToolUse only
+# opens a tool call (``tools_open``: a longer silence allowed while a tool runs), which the pane's
+# activity (the client's spinner ticks while a tool runs) and Claude Code's session list already
+# show, and it is the dearest hook on the real client (docs/bench.md); `--events all` adds both
+REDUNDANT = frozenset({"PostToolBatch", "PreToolUse"})
 HTTP_TIMEOUT = 2                # seconds: a loopback POST answered once queued (a down watcher: refused at once)
 NOTIFICATION_TYPES = ("permission_prompt", "worker_permission_prompt", "idle_prompt", "elicitation_dialog",
                       "elicitation_url_dialog", "elicitation_complete", "elicitation_response",
                       "agent_needs_input")
+# PreToolUse only opens a tool call (``tools_open``: a longer silence is allowed while one runs):
+# worth a delivery for the tools that can run for minutes; a Read, Edit or Grep ends within its
+# second, and its PostToolUse (every tool: it also answers a permission request) says it ran
+LONG_TOOLS = "Bash|BashOutput|Task|Agent|WebFetch|WebSearch|Skill|mcp__.*"
 ENV_HEADERS = {"X-Fleetwatch-Agent": "FLEETWATCH_AGENT", "X-Fleetwatch-Tmux": "TMUX",
                "X-Fleetwatch-Pane": "TMUX_PANE", "X-Fleetwatch-Goals-Dir": "FLEETWATCH_GOALS_DIR"}
 FORMS = ("auto", "http", "exec", "shell")
@@ -59,6 +68,8 @@ def form_for(form: str, version: tuple[int, int, int] | None, url: str | None) -
 def matcher(event: str, matcher_events: frozenset[str]) -> str | None:
     if event == "Notification":
         return "|".join(NOTIFICATION_TYPES)
+    if event == "PreToolUse":
+        return LONG_TOOLS
     return "*" if event in matcher_events else None
 
 
