@@ -131,16 +131,22 @@ _HANDLERS = {"agent.launched": _launched, "dod.verdict": _verdict, "dod.acted": 
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    h = _HANDLERS.get(rec.type)
-    if h is not None:
-        h(state, rec.event, rec)
-    return state
+    return fold_batch(state, (rec,))
 
 
 def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
+    """:func:`fold` of each of ``recs``; a classification of an agent this state does not hold (a
+    first tick's 50,000) costs three look-ups, not a call."""
     get = _HANDLERS.get
+    agents, todo, closing = state["agents"], state["todo"], state["closing"]
     for rec in recs:
-        h = get(rec.type)
+        t = rec.type
+        if t == "agent.classified":
+            aid = rec.event.agent
+            if aid in agents or aid in todo or aid in closing:
+                _classified(state, rec.event, rec)
+            continue
+        h = get(t)
         if h is not None:
             h(state, rec.event, rec)
     return state
