@@ -267,3 +267,19 @@ def test_a_plan_stops_at_a_failed_task_and_the_stop_is_pushed(world, tmp_path):
         assert st["stopped"]["task"] == "u1" and st["by_state"] == {"failed": ["u1"], "waiting": ["u2"]}
     finally:
         sink.close()
+
+
+def test_an_agent_not_launched_by_fleetwatch_is_closed_the_same_way(world):
+    w = world(dod={"run_checks": True, "on_met": "close"})
+    w.tmux("-f", "/dev/null", "new-session", "-d", "-s", "fleet", "-n", "h1", "sleep 600")
+    (w.work / "ok").write_text("x")
+    d = w.goals / "h1"
+    d.mkdir()
+    (d / "goal.json").write_text(json.dumps({"agent": "h1", "task": "by hand", "state": "idle", "phase": "hecho",
+                                             "cwd": str(w.work), "dod_contract": [
+                                                 {"id": "ok", "kind": "cmd", "cmd": ["test", "-f", "ok"]}]}))
+    w.start()
+    closed = wait_for(lambda: [x for x in w.data("agent.classified") if x["to"] == "CERRADO"], 60)
+    assert closed[0]["agent"] == "h1" and closed[0]["reason"] == "verified met"
+    assert json.loads((d / "goal.json").read_text())["ended"] is True
+    wait_for(lambda: "h1" not in w.windows(), 30)

@@ -59,6 +59,7 @@ class Actor:
         self.planned: dict[str, tuple[str, int, dict[str, Any]]] = {}   # agent -> recorded, not yet folded
         self.reclosed: dict[str, float] = {}
         self._marks: dict[str, tuple[float, float]] = {}
+        self._seen: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.jobs: queue.Queue = queue.Queue()
         self._stop = threading.Event()
@@ -73,8 +74,9 @@ class Actor:
         with self._lock:
             return dict(self._marks)
 
-    def step(self, states: dict[str, Any], now: float) -> list[Any]:
+    def step(self, states: dict[str, Any], snap: Any, now: float) -> list[Any]:
         st = states.get("plans")
+        self._seen = snap.agents if snap is not None else {}
         if st is None:
             return []
         fleet = (states.get("fleet") or {}).get("agents", {})
@@ -108,8 +110,8 @@ class Actor:
         rec = st["agents"].get(aid)
         if rec is not None:
             return rec.get("socket") or self.socket, rec.get("target") or "", launcher.goal_path(self.goals_dir, aid)
-        f = fleet.get(aid)
-        return self.tmux_socket, (f["target"] if f is not None else None) or "", None
+        f, obs = fleet.get(aid), self._seen.get(aid)   # not launched here: its goal.json as the sources saw it
+        return self.tmux_socket, (f["target"] if f is not None else None) or "", getattr(obs, "path", None)
 
     def _work(self) -> None:
         while not self._stop.is_set():

@@ -30,7 +30,7 @@ class Closing:
             if stage is None:
                 continue
             try:
-                out += stage.step(states, snap, now) if name == "verifier" else stage.step(states, now)
+                out += stage.step(states, snap, now)
             except Exception:   # a bug: logged, the tick goes on
                 log.exception("%s stage failed on this tick", name)
         return out

@@ -55,7 +55,7 @@ class Follower:
             self.copies[sha] = launcher.load(launcher.plans_dir(self.db_path), sha)
         return self.copies[sha]
 
-    def step(self, states: dict[str, Any], now: float) -> list[Any]:
+    def step(self, states: dict[str, Any], snap: Any, now: float) -> list[Any]:
         st = states.get("plans")
         if st is None:
             return []
