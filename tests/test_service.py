@@ -220,7 +220,7 @@ def test_init_writes_a_parsable_complete_config(home):
                 assert re.search(rf"^#? ?{k.encode_name} = ", text, re.M), f"{f.encode_name}.{k.encode_name}"
     # the commented source examples are valid when uncommented
     cfg = parse(text + "\n" + svc.SOURCE_EXAMPLES, check_paths=False)
-    assert {s.kind for s in cfg.sources} == {"goals", "command", "tmux", "steps", "sqlite"}
+    assert {s.kind for s in cfg.sources} == {"goals", "command", "tmux", "steps", "sqlite", "claude"}
     for k in msgspec.structs.fields(type(cfg.sources[0])):
         if k.encode_name not in ("max_bytes",):
             assert re.search(rf"^# #? ?{k.encode_name} = ", text, re.M) or k.encode_name in text, k.encode_name

@@ -324,8 +324,11 @@ kind = "tmux"                  # pane activity and dead panes
 # session = "fleet"            # only this session's windows (exact name)
 # agent_windows = ["exec-*"]   # window names that are agents without a goal.json (else: a claude process in it)
 # exclude_windows = ["board"]  # window names never an agent (the board's, a scratch shell)
-# agent_windows = ["exec-*"]   # window names that are agents without a goal.json (else: a claude process in it)
-# exclude_windows = ["board"]  # window names never an agent (the board's, a scratch shell)
+
+[[sources]]
+name = "claude"
+kind = "claude"                # Claude Code's own session status: an approved permission shows at once
+glob = "~/.claude/sessions/*.json"
 
 [[sources]]
 name = "runs"
