@@ -26,9 +26,8 @@ Invariants
 # CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
 
 import enum
-from itertools import compress, repeat
-from operator import eq, is_not, itemgetter, ne
-from typing import Any, NamedTuple
+from operator import itemgetter
+from typing import Any
 
 from events.timefmt import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
@@ -204,99 +203,29 @@ def _self_key(agent: str, status: str | None, verifier: str | None) -> str | Non
 
 def detect(state: dict[str, Any], snap: Any, now: float, claim_unverified_after: float = 1800.0,
            **_policy: Any) -> list[Any]:
-    """Contract changes, goal.json verdicts, self-approvals and unverified claims (edge-triggered).
-    Agents of a source that failed this tick are skipped (their last state stands)."""
-    return detect_memo(state, snap, now, None, claim_unverified_after)[0]
-
-
-class Memo(NamedTuple):
-    """Carried from one tick to the next by ``detect_memo`` (a new one is returned each tick).
-
-    ``keys``: the snapshot's agent ids in order; aligned with them, ``vals`` the observations
-    (None: look again) and ``sigs`` every state field an agent's events depend on (contract
-    digests and count, self-approval and goal.json verdict keys). The same (equal) observation
-    against the same fields gives the same (no) events, so it is not looked at again. ``seq``:
-    the state's seq the sigs and ``claims`` (agents in a claim, not yet flagged) were read at
-    (the same seq is the same state: they are not read again). ``since``: parsed
-    ``claim_since`` strings (a claim is due at since + claim_unverified_after). ``place``: id ->
-    its index in ``keys``; ``again``: agents looked at next tick whatever the hint says (an event was
-    found for them, or their source failed); ``gen`` and ``n_state``: the snapshot generation
-    and state size this memo was made at (see ``Snapshot.dirty``).
-    """
-
-    keys: list[str] = []
-    vals: list[Any] = []
-    sigs: list[Any] = []
-    seq: int | None = None
-    claims: list[str] = []
-    since: dict[str, float] = {}
-    place: dict[str, int] | None = None
-    again: frozenset[str] = frozenset()
-    gen: int = -1
-    n_state: int = -1
-
-
-_SIG = itemgetter("contract_sha256", "contract_changes", "current_sha256", "self_key", "goal_key")
-_NO_AGENT = {"contract_sha256": None, "contract_changes": 0, "current_sha256": None, "self_key": None,
-             "goal_key": None}
-_NO_SIG = _SIG(_NO_AGENT)  # the sigs of an agent the state does not know yet (a first tick: every one)
-_CLASS = itemgetter("class")
-
-
-def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None,
-                claim_unverified_after: float = 1800.0, seq: int | None = None,
-                **_policy: Any) -> tuple[list[Any], Memo]:
-    """``detect`` with a memo (see :class:`Memo`): the same events, fewer looks. Pure. ``seq``
-    (optional) names the state's version: the same seq as the memo's means the same state.
-    With the snapshot's change hint (``Snapshot.dirty``) for this memo, only the dirty agents
-    are compared and the claims are updated for them alone (``_hinted``)."""
-    memo = memo or Memo()
+    """Contract changes, goal.json verdicts, self-approvals (each agent's :func:`judge`, in id
+    order) and unverified claims (:func:`unverified_claims`), edge-triggered. Agents of a source
+    that failed this tick are skipped (their last state stands). The watcher gives the same events
+    judging only the agents that changed (watcher/runtime/schedule.py)."""
     failed = getattr(snap, "failed", {}) or {}
-    agents = state["agents"]
-    cur = snap.agents
-    seen = _hinted(memo, snap, agents, seq) or _compared(memo, cur, agents, seq)
-    keys, vals, sigs, index, todo, claims = seen
-    todo.update(a for a in memo.again if a in cur)  # their event may not have been committed
-    again: set[str] = set()
-    per: list[tuple[str, list[Any]]] = []
-    if todo:
-        sigs = list(sigs) if sigs is memo.sigs else sigs
-        vals = list(vals) if vals is memo.vals else vals
-        if index is None:
-            index = dict(zip(keys, range(len(keys))))
-        for aid in todo:
-            i = index[aid]
-            obs = vals[i]
-            if failed and obs.source in failed:
-                again.add(aid)  # its last state stands; look again once the source is back
-                continue
-            a = agents.get(aid)
-            sigs[i] = _SIG(a) if a is not None else _NO_SIG
-            evs = _agent_events(aid, obs, a)
-            if evs:
-                again.add(aid)  # look again next tick (once they are folded, or not)
-                per.append((aid, evs))
-        per.sort(key=lambda p: p[0])
-    out: list[Any] = [e for _, evs in per for e in evs]
-    since = {}
-    for aid in claims:
-        a = agents[aid]
-        v = a["verdict"]
-        if v is not None and v["seq"] >= a["claim_seq"]:
-            continue
-        cs = a["claim_since"]
-        t = memo.since.get(cs)
-        if t is None:
-            t = parse_iso(cs)
-        since[cs] = t
-        if now - t >= claim_unverified_after:
-            out.append(DodFlagged(agent=aid, flag=Flag.CLAIM_UNVERIFIED.value,
-                                  detail=f"no verdict {int(now - t)}s after the claim"))
-    return out, Memo(keys=keys, vals=vals, sigs=sigs, seq=seq, claims=claims, since=since, place=index,
-                     again=frozenset(again), gen=getattr(snap, "gen", 0), n_state=len(agents))
+    agents, cur = state["agents"], snap.agents
+    out: list[Any] = []
+    for aid in sorted(cur):
+        obs = cur[aid]
+        if not (failed and obs.source in failed):
+            out += judge(aid, obs, agents.get(aid))
+    return out + unverified_claims(state, now, claim_unverified_after)
 
 
-_Seen = tuple[list[str], list[Any], list[Any], "dict[str, int] | None", set[str], list[str]]
+# what of an agent's record its judge reads (the fold changes records in place: compared by value)
+_SIG = itemgetter("contract_sha256", "contract_changes", "current_sha256", "self_key", "goal_key")
+_NO_SIG = (None, 0, None, None, None)   # an agent the state does not know yet
+
+
+def signature(a: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The fields of ``a`` that :func:`judge` reads: the same observation against the same
+    signature gives the same (no) events."""
+    return _NO_SIG if a is None else _SIG(a)
 
 
 def _claiming(a: dict[str, Any] | None) -> bool:
@@ -304,69 +233,26 @@ def _claiming(a: dict[str, Any] | None) -> bool:
     return a is not None and a["class"] == CLAIM_CLASS and not a["claim_flagged"] and bool(a["claim_since"])
 
 
-def _hinted(memo: Memo, snap: Any, agents: dict[str, Any], seq: int | None) -> _Seen | None:
-    """The agents to look at from the snapshot's change hint (see ``projections.fleet._hinted``
-    for when it applies): the dirty ones whose observation or sigs differ; the claims updated for
-    the dirty ones only. None: compare everything."""
-    dirty, index = getattr(snap, "dirty", None), memo.place
-    cur = snap.agents
-    if dirty is None or index is None or memo.gen != getattr(snap, "gen", 0) - 1 \
-            or len(agents) != memo.n_state or len(cur) != len(memo.keys) \
-            or not all(aid in index and aid in cur for aid in dirty):
-        return None
-    vals, sigs = memo.vals, memo.sigs  # the memo's own until one changes (as fleet._hinted)
-    todo: set[str] = set()
-    claims = set(memo.claims)
-    for aid in dirty:
-        i, o, a = index[aid], cur[aid], agents.get(aid)
-        sig = _SIG(a) if a is not None else _NO_SIG
-        if o is not vals[i] or sig != sigs[i]:
-            if not todo:
-                vals, sigs = list(vals), list(sigs)
-            vals[i], sigs[i] = o, sig
-            todo.add(aid)
-        if _claiming(a):
-            claims.add(aid)
-        else:
-            claims.discard(aid)
-    return memo.keys, vals, sigs, index, todo, sorted(claims)
+def unverified_claims(state: dict[str, Any], now: float, claim_unverified_after: float) -> list[Any]:
+    """``claim-unverified`` for each agent in a claim not yet flagged, with no verdict since the
+    claim, ``claim_unverified_after`` after it (in id order)."""
+    agents = state["agents"]
+    out: list[Any] = []
+    for aid in sorted(a for a, r in agents.items() if r["class"] == CLAIM_CLASS and _claiming(r)):
+        a = agents[aid]
+        v = a["verdict"]
+        if v is not None and v["seq"] >= a["claim_seq"]:
+            continue
+        t = parse_iso(a["claim_since"])
+        if now - t >= claim_unverified_after:
+            out.append(DodFlagged(agent=aid, flag=Flag.CLAIM_UNVERIFIED.value,
+                                  detail=f"no verdict {int(now - t)}s after the claim"))
+    return out
 
 
-def _compared(memo: Memo, cur: dict[str, Any], agents: dict[str, Any], seq: int | None) -> _Seen:
-    """The agents to look at, every one compared with the memo (in C), and the claims read from
-    every agent unless the state is the memo's (same seq)."""
-    keys = list(cur)
-    vals = list(cur.values())
-    same_ids = keys == memo.keys
-    same_state = seq is not None and seq == memo.seq
-    index = memo.place if same_ids else None
-    if same_ids and same_state:
-        sigs = memo.sigs
-        todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
-    else:
-        if agents:
-            recs: list[Any] = list(map(agents.get, keys))
-            sigs = [_NO_SIG if r is None else _SIG(r) for r in recs] if None in recs else list(map(_SIG, recs))
-        else:  # a first tick: no agent known yet
-            sigs = [_NO_SIG] * len(keys)
-        if same_ids:
-            todo = set() if vals == memo.vals else set(compress(keys, map(is_not, vals, memo.vals)))
-            if sigs != memo.sigs:
-                todo.update(compress(keys, map(ne, sigs, memo.sigs)))
-        else:
-            m_obs, m_sig = dict(zip(memo.keys, memo.vals)), dict(zip(memo.keys, memo.sigs))
-            todo = set(compress(keys, map(is_not, map(m_obs.get, keys), vals)))
-            todo.update(compress(keys, map(ne, map(m_sig.get, keys), sigs)))
-    if same_state:
-        claims = memo.claims
-    else:
-        claims = sorted(aid for aid in compress(agents, map(eq, map(_CLASS, agents.values()), repeat(CLAIM_CLASS)))
-                        if not agents[aid]["claim_flagged"] and agents[aid]["claim_since"])
-    return (memo.keys if same_ids else keys), vals, sigs, index, todo, claims
-
-
-def _agent_events(aid: str, obs: Any, a: dict[str, Any] | None) -> list[Any]:
-    """One agent's contract change, goal.json verdict or self-approval (the per-observation part)."""
+def judge(aid: str, obs: Any, a: dict[str, Any] | None) -> list[Any]:
+    """One agent's contract change, goal.json verdict or self-approval: its observation against
+    its record (None: never seen). Reads only :func:`signature`'s fields of the record."""
     if obs.error:
         return []
     out: list[Any] = []

@@ -9,6 +9,7 @@ from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVer
 from projections import dod
 from projections.base import encode_state
 from projections.observations import AgentObs, Snapshot
+from tests.support.fleetstep import dod_step
 
 T0 = 1_800_000_000.0
 
@@ -177,11 +178,11 @@ def test_detect_memo_gives_what_detect_gives(before, o1, between, o2, fold_own, 
     o2 = o1 if o2 == "SAME" else o2
     st = fold_all(before)
     seq = len(before)
-    out, memo = dod.detect_memo(st, snap(o1), T0 + 10, None, claim_unverified_after=1800, seq=seq)
+    out, memo = dod_step(st, snap(o1), T0 + 10, None, claim_unverified_after=1800, seq=seq)
     for ev in (out if fold_own else []) + between:
         seq += 1
         st = dod.fold(st, rec(seq, ev, T0 + 11))
-    out2, memo = dod.detect_memo(st, snap(o2), T0 + 12, memo, claim_unverified_after=1800, seq=seq)
+    out2, memo = dod_step(st, snap(o2), T0 + 12, memo, claim_unverified_after=1800, seq=seq)
     assert tags(out2) == tags(dod.detect(st, snap(o2), T0 + 12, claim_unverified_after=1800)) == want
 
 
@@ -189,32 +190,32 @@ def test_detect_memo_claim_due_by_time_alone():
     """The same state (same seq) and no new observation: the claim is flagged when it is due, once."""
     st = fold_all([cls("a1", "DICE_TERMINADO")])                       # claim at T0+1
     o = obs(status="pending")
-    out, memo = dod.detect_memo(st, snap(o), T0 + 2, None, claim_unverified_after=60, seq=1)
+    out, memo = dod_step(st, snap(o), T0 + 2, None, claim_unverified_after=60, seq=1)
     assert out == []
-    out, memo = dod.detect_memo(st, snap(o), T0 + 60, memo, claim_unverified_after=60, seq=1)
+    out, memo = dod_step(st, snap(o), T0 + 60, memo, claim_unverified_after=60, seq=1)
     assert out == []
-    out, memo = dod.detect_memo(st, snap(o), T0 + 61, memo, claim_unverified_after=60, seq=1)
+    out, memo = dod_step(st, snap(o), T0 + 61, memo, claim_unverified_after=60, seq=1)
     assert tags(out) == [("dod.flagged", "claim-unverified")]
     st = dod.fold(st, rec(2, out[0], T0 + 61))
-    out, memo = dod.detect_memo(st, snap(o), T0 + 999, memo, claim_unverified_after=60, seq=2)
+    out, memo = dod_step(st, snap(o), T0 + 999, memo, claim_unverified_after=60, seq=2)
     assert out == []
 
 
 def test_detect_memo_failed_source_then_back():
     st = fold_all([cls("a1", "TRABAJANDO")])
     o = obs(sha="c2")
-    out, memo = dod.detect_memo(st, snap(o, failed={"fleet": "boom"}), T0, None, seq=1)
+    out, memo = dod_step(st, snap(o, failed={"fleet": "boom"}), T0, None, seq=1)
     assert out == []                                                   # its last state stands
-    out, memo = dod.detect_memo(st, snap(o), T0 + 1, memo, seq=1)
+    out, memo = dod_step(st, snap(o), T0 + 1, memo, seq=1)
     assert tags(out) == [("dod.contract_changed", "c2")]               # looked at again once it is back
 
 
 def test_detect_memo_many_agents_sorted():
     st = fold_all([cls(f"a{i:03d}", "TRABAJANDO") for i in range(200)])
     os_ = [obs(agent=f"a{i:03d}") for i in range(200)]
-    _, memo = dod.detect_memo(st, snap(*os_), T0, None, seq=200)
+    _, memo = dod_step(st, snap(*os_), T0, None, seq=200)
     os2 = list(os_)
     os2[150], os2[20] = obs(agent="a150", sha="c9"), obs(agent="a020", status="met")
-    out, _ = dod.detect_memo(st, snap(*os2), T0 + 1, memo, seq=200)
+    out, _ = dod_step(st, snap(*os2), T0 + 1, memo, seq=200)
     assert [(e.agent, tag_of(e)) for e in out] == [("a020", "dod.flagged"), ("a150", "dod.contract_changed")]
     assert tags(out) == tags(dod.detect(st, snap(*os2), T0 + 1))

@@ -11,6 +11,7 @@ from projections import dod
 from projections.observations import AgentObs, Snapshot
 from tests.test_dod import SELF, T0, V, cls, fold_all, obs, rec, snap
 from tests.test_rules_mutants_fleet import _hinted as _hint
+from tests.support.fleetstep import dod_step
 
 
 def test_status_counts_each_status_once_per_agent():
@@ -90,7 +91,7 @@ def test_claims_go_unverified_after_30_minutes_by_default():
     s = snap(obs(status="pending"))
     assert [e.flag for e in dod.detect(st, s, T0 + 1799)] == []
     assert [e.flag for e in dod.detect(st, s, T0 + 1800)] == ["claim-unverified"]
-    evs, _ = dod.detect_memo(st, s, T0 + 1800, None)
+    evs, _ = dod_step(st, s, T0 + 1800, None)
     assert [e.flag for e in evs] == ["claim-unverified"]
 
 
@@ -113,7 +114,7 @@ def test_a_claim_is_cleared_when_the_agent_leaves_dice_terminado():
 
 # ---- the detector's memo and change hint (as fleet's: tests/test_rules_mutants_fleet.py) ------
 class _Ticks:
-    """dod.detect_memo tick after tick, its events folded into the state, as the watcher does."""
+    """dod's detector (the watcher's DodTicker) tick after tick, its events folded into the state."""
 
     def __init__(self, *events):
         self.st = fold_all(list(events)) if events else dod.initial()
@@ -125,7 +126,7 @@ class _Ticks:
             self.st = dod.fold(self.st, rec(self.seq, ev, T0 + self.seq))
 
     def tick(self, s, now=T0 + 500.0):
-        evs, self.memo = dod.detect_memo(self.st, s, now, self.memo, seq=self.seq)
+        evs, self.memo = dod_step(self.st, s, now, self.memo, seq=self.seq)
         self.fold(*evs)
         return [(type(e).__name__, e.agent) for e in evs]
 

@@ -1,5 +1,5 @@
 """An idle tick of a big fleet does little: no catch-up query on a log nobody wrote to
-(watcher/runtime/walquiet.py), no fleet agent judged and no copy of dod's memo when the change hint is empty,
+(watcher/runtime/walquiet.py), no agent judged again when the change hint is empty,
 and a rolling resync of at most ``watch.resync_rate`` files a second.
 
 Each was a measured cost of an idle 10,000-agent watcher (seventeenth session: an idle tick runs
@@ -112,26 +112,25 @@ def test_no_wal_file_means_read(tmp_path):
     assert q.maybe_changed() and q.maybe_changed()
 
 
-def test_an_idle_tick_judges_no_agent_and_hands_the_dod_memo_on(tmp_path):
-    """An idle tick judges no fleet agent (the scheduler's record of what each was last judged
-    with stays the very same), and a changed file has only its own agent judged again; dod's memo
-    is handed on and a change never mutates the last one."""
+def test_an_idle_tick_judges_no_agent_and_a_change_only_its_own(tmp_path):
+    """An idle tick judges no agent, the fleet's or dod's (the schedulers' records of what each
+    was last judged with stay the very same), and a changed file has only its own agent judged
+    again."""
     root, w, elog = _fleet(tmp_path)
     w.tick(T0, True, None)
     w.tick(T0 + 2, True, set())
-    s1, d1 = dict(w.fleet.sched.seen), w.memos["dod"]
-    w.tick(T0 + 4, True, set())                    # nothing changed: nobody judged, the very lists go on
-    s2, d2 = dict(w.fleet.sched.seen), w.memos["dod"]
+    s1, d1 = dict(w.fleet.sched.seen), dict(w.dod.sched.seen)
+    w.tick(T0 + 4, True, set())                    # nothing changed: nobody judged
+    s2, d2 = dict(w.fleet.sched.seen), dict(w.dod.sched.seen)
     assert s2.keys() == s1.keys() and all(s2[a] is s1[a] for a in s1)
-    assert d2.vals is d1.vals and d2.sigs is d1.sigs
-    before_sigs = list(d2.sigs)
+    assert d2.keys() == d1.keys() and all(d2[a] is d1[a] for a in d1)
     p = _write(root, "a07", {"agent": "a07", "state": "waiting", "dod_contract": "x", "last_activity": T0 + 5})
     w.tick(T0 + 6, True, {p})
-    s3, d3 = dict(w.fleet.sched.seen), w.memos["dod"]
+    s3, d3 = dict(w.fleet.sched.seen), dict(w.dod.sched.seen)
     assert w.proj["fleet"]["agents"]["a07"]["class"] == "RECLAMA"
     assert [a for a in s1 if s3[a] is not s2[a]] == ["a07"]
+    assert [a for a in d1 if d3[a] is not d2[a]] == ["a07"]
     assert s3["a07"][0].state == "waiting" and s2["a07"][0].state == "busy"
-    assert d3.vals is not d2.vals and d2.sigs == before_sigs
     elog.close()
 
 

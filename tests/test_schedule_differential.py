@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.log import Recorded
 from events.timefmt import iso
-from events.types import AgentClassified, tag_of
-from projections import classes, fleet
+from events.types import AgentClassified, DodVerdict, tag_of
+from projections import classes, dod, fleet
 from projections.observations import AgentObs, Snapshot, SourceResult
-from watcher.runtime.schedule import FleetTicker
+from watcher.runtime.schedule import DodTicker, FleetTicker
 
 T0 = 1_800_000_000.0
 STATES = ("busy", "idle", "waiting", "weird")
@@ -86,3 +87,63 @@ def test_judging_changed_and_due_gives_the_events_of_judging_everyone(seed, tick
             fold(state, [AgentClassified(agent=a, to=rng.choice(sorted(classes.NAMES)), reason="elsewhere",
                                          source="goals")], seq, now)
             touched = None
+
+
+def random_dod_obs(rng: random.Random, aid: str, now: float) -> AgentObs:
+    base = random_obs(rng, aid, now)
+    return msgspec.structs.replace(
+        base, state=rng.choice(("busy", "idle")), phase=rng.choice(("haciendo", "hecho")),
+        contract_sha256=rng.choice(("c1", "c2", None)), contract_len=10,
+        dod_status=rng.choice((None, "pending", "met", "failed", " MET ")),
+        dod_verifier=rng.choice((None, "", aid, "v1", "v2")))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), ticks=st.integers(5, 40), size=st.integers(1, 20))
+def test_dod_judging_changed_agents_gives_the_events_of_judging_everyone(seed, ticks, size):
+    """dod's judge on the agents whose observation or record signature changed (its fold changes
+    records in place), and its unverified claims, against ``dod.detect``: the fleet's and dod's
+    events of each tick folded into both states, claims made and left to come due, verdicts from
+    another writer, failed sources, the clock moving on and going back."""
+    rng = random.Random(seed)
+    now = T0
+    ids = [f"a{i:02d}" for i in range(size)]
+    cur = {a: random_dod_obs(rng, a, now) for a in ids if rng.random() < 0.8}
+    fst, dst = fleet.initial(), dod.initial()
+    seq = [0]
+    ticker = DodTicker()
+    limits = fleet.Limits(900.0, None, None)
+    gen = 0
+    touched: set[str] | None = set()
+    for _ in range(ticks):
+        changed: set[str] = set()
+        for a in rng.sample(ids, k=rng.randint(0, min(len(ids), 5))):
+            cur = dict(cur)
+            if rng.random() < 0.1 and a in cur:
+                del cur[a]
+            else:
+                cur[a] = random_dod_obs(rng, a, now)
+            changed.add(a)
+        now += rng.choice((0.0, 60.0, 900.0, 1801.0, -300.0))
+        failed = {"goals": "boom"} if rng.random() < 0.1 else {}
+        gen += 1
+        dirty = None if touched is None or rng.random() < 0.1 else frozenset(changed | touched)
+        snap = Snapshot(agents=cur, failed=failed, gen=gen, dirty=dirty)
+        fleet_evs, _ = fleet.detect(fst, snap, now, limits, {})
+        want = dod.detect(dst, snap, now, claim_unverified_after=1800.0)
+        got = ticker.tick(dst, snap, now, 1800.0)
+        assert got == want
+        evs = fleet_evs + want
+        if dst["agents"] and rng.random() < 0.15:   # another writer's verdict: a record changes in place
+            evs.append(DodVerdict(agent=rng.choice(sorted(dst["agents"])), verdict=rng.choice(("met", "failed")),
+                                  verifier=rng.choice(("v1", "v9")), evidence="elsewhere",
+                                  source=rng.choice(("goal.json", "cli"))))
+            touched = None
+        else:
+            touched = {ev.agent for ev in evs if hasattr(ev, "agent")}
+        recs = []
+        for ev in evs:
+            seq[0] += 1
+            recs.append(Recorded(seq[0], f"id{seq[0]}", iso(now), tag_of(ev), ev.subject, 1, ev, b"", b""))
+        fleet.fold_batch(fst, recs)
+        dod.fold_batch(dst, recs)

@@ -26,15 +26,19 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-from projections import fleet
+from projections import dod, fleet
 
 _INF = float("inf")
 
 
 class Scheduler:
-    """The changed and due entities of one projection's judge, from one tick to the next."""
+    """The changed and due entities of one projection's judge, from one tick to the next.
+    ``sig``: what of a folded record the judge reads, compared by equality (a projection whose
+    fold changes its records in place); None: the record itself, compared by identity (a fold
+    that makes a new record for every change, as the fleet's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sig: Callable[[Any], Any] | None = None) -> None:
+        self.sig = sig
         self.reset()
 
     def reset(self, policy: Any = None) -> None:
@@ -64,10 +68,15 @@ class Scheduler:
                 self.seen = seen = {a: v for a, v in seen.items() if a in cur}
         self.gen, self.sizes = gen, sizes
         todo = set()
-        get = recs.get
+        get, sig = recs.get, self.sig
         for a in ids:
             last = seen.get(a)
-            if last is None or last[0] is not cur[a] or last[1] is not get(a):
+            if last is None or last[0] is not cur[a]:
+                todo.add(a)
+            elif sig is None:
+                if last[1] is not get(a):
+                    todo.add(a)
+            elif last[1] != sig(get(a)):
                 todo.add(a)
         heap, due = self.heap, self.due
         while heap and heap[0][0] <= now:
@@ -80,7 +89,7 @@ class Scheduler:
 
     def judged(self, aid: str, obs: Any, rec: Any, due_at: float) -> None:
         """``aid`` was judged with ``obs`` and ``rec``; judge it again from ``due_at`` on."""
-        self.seen[aid] = (obs, rec)
+        self.seen[aid] = (obs, rec if self.sig is None else self.sig(rec))
         if due_at == _INF:
             self.due.pop(aid, None)
         elif self.due.get(aid) != due_at:
@@ -101,6 +110,15 @@ class FleetTicker:
 
     def tick(self, state: dict[str, Any], snap: Any, now: float, limits: fleet.Limits,
              judge: Callable[..., tuple[Any, float]] = fleet.judge) -> list[Any]:
+        """This tick's events; if it raises, every agent is judged next tick."""
+        try:
+            return self._tick(state, snap, now, limits, judge)
+        except BaseException:
+            self.sched.reset()
+            raise
+
+    def _tick(self, state: dict[str, Any], snap: Any, now: float, limits: fleet.Limits,
+              judge: Callable[..., tuple[Any, float]]) -> list[Any]:
         out = fleet.source_edges(state, snap)
         agents, cur, blind = state["agents"], snap.agents, snap.tmux_unknown
         sched = self.sched
@@ -112,3 +130,34 @@ class FleetTicker:
             sched.judged(aid, obs, rec, due)
         self.absent = fleet.missing(state, snap, self.absent, out)
         return out
+
+
+class DodTicker:
+    """dod's detector as the watcher runs it: the judge on the agents whose observation or
+    record signature changed (``dod.signature``: its fold changes records in place), then the
+    claims left unverified too long (a scan of the state's claims, every tick)."""
+
+    def __init__(self) -> None:
+        self.sched = Scheduler(sig=dod.signature)
+
+    def tick(self, state: dict[str, Any], snap: Any, now: float, claim_unverified_after: float) -> list[Any]:
+        """This tick's events; if it raises, every agent is judged next tick."""
+        try:
+            return self._tick(state, snap, now, claim_unverified_after)
+        except BaseException:
+            self.sched.reset()
+            raise
+
+    def _tick(self, state: dict[str, Any], snap: Any, now: float, claim_unverified_after: float) -> list[Any]:
+        agents, cur, failed = state["agents"], snap.agents, snap.failed or {}
+        out: list[Any] = []
+        sched = self.sched
+        for aid in sched.pick(cur, agents, now, None, snap.gen, snap.dirty):
+            obs, rec = cur[aid], agents.get(aid)
+            if failed and obs.source in failed:   # its last state stands; judged once the source is back
+                sched.judged(aid, obs, rec, fleet.NEXT_TICK)
+                continue
+            evs = dod.judge(aid, obs, rec)
+            out += evs
+            sched.judged(aid, obs, rec, fleet.NEXT_TICK if evs else _INF)
+        return out + dod.unverified_claims(state, now, claim_unverified_after)
