@@ -10,6 +10,7 @@ records it (``plan.recorded``) and launches its runnable tasks, at most ``max_pa
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Annotated, Any, Optional
 
@@ -73,7 +74,7 @@ def register(app: typer.Typer) -> None:
         value = launcher.contract_arg(contract)
         spec = launcher.Spec(agent=agent, task=task[:launcher.MAX_TASK], contract=value, cwd=launcher.check_cwd(cwd),
                              argv=launcher.check_argv(args[1:] or list(cfg.launch.argv)),
-                             env=launcher.env_for(cfg.config_path, db))
+                             env=launcher.env_for(cfg, db))
         why = _live(_states(config, db), cfg, agent)
         if why:
             raise launcher.refuse(f"{why}: not launched again", "close it first, or pick another id")
@@ -81,6 +82,10 @@ def register(app: typer.Typer) -> None:
             _dry(spec, cfg, as_json)
             return
         got = launch_one(cfg, path, db, spec)
+        if launcher.unwatched(cfg, agent):
+            print(f"fleetwatch: note: no goals source reads {safe(launcher.goal_path(cfg.launch.goals_dir, agent), 300)}: "
+                  "the watcher will not see this agent\n  hint: add a [[sources]] kind = \"goals\" whose glob "
+                  "matches [launch] goals_dir/*/goal.json", file=sys.stderr)
         if as_json:
             print(json.dumps(got))
         else:

@@ -116,7 +116,7 @@ def launch_plan(cfg: Any, path: str, db: str | None, file: str, dry_run: bool, a
         stored = launcher.store(launcher.plans_dir(path), plan)
         assert stored == sha
         _append(cfg, path, db, [Pending(plan_file.recorded(plan, sha), id=f"plan:{name}:{sha[:32]}")])
-    env = launcher.env_for(cfg.config_path, db)
+    env = launcher.env_for(cfg, db)
     got = [launch_one(cfg, path, db, plan_file.spec_of(plan, tid, env), pending_id=f"launch:{name}:{tid}")
            for tid in now]
     if as_json:

@@ -36,7 +36,7 @@ class Follower:
     def __init__(self, cfg: Any, db_path: str) -> None:
         self.cfg, self.db_path = cfg, db_path
         self.socket, self.session = cfg.launch.socket, cfg.launch.session
-        self.env = launcher.env_for(cfg.config_path, db_path)
+        self.env = launcher.env_for(cfg, db_path)
         self.copies: dict[str, Any] = {}
         self.planned: dict[tuple[str, str], Any] = {}     # recorded, not yet folded
         self.resumed = False

@@ -162,8 +162,21 @@ def goal_doc(spec: Spec, now: float) -> dict[str, Any]:
             "dod_contract": spec.contract, "cwd": spec.cwd, "last_activity": iso(now), "launched_at": iso(now)}
 
 
+def goals_root(goals_dir: str) -> str:
+    return os.path.abspath(os.path.expanduser(os.path.expandvars(goals_dir)))
+
+
 def goal_path(goals_dir: str, agent: str) -> str:
-    return os.path.join(os.path.abspath(os.path.expanduser(os.path.expandvars(goals_dir))), agent, "goal.json")
+    return os.path.join(goals_root(goals_dir), agent, "goal.json")
+
+
+def unwatched(cfg: Any, agent: str) -> bool:
+    """True when no goals source's glob takes this agent's goal.json (the watcher would not see it)."""
+    import fnmatch
+
+    p = goal_path(cfg.launch.goals_dir, agent)
+    return not any(s.kind == "goals" and s.glob and fnmatch.fnmatch(p, os.path.abspath(os.path.expanduser(
+        os.path.expandvars(s.glob)))) for s in cfg.sources)
 
 
 def write_goal(path: str, doc: dict[str, Any]) -> None:
@@ -263,13 +276,15 @@ def send_text(socket: str, target: str, text: str) -> bool:
     return ok and tmux(socket, "send-keys", "-t", target, "Enter")[0]
 
 
-def env_for(config_path: str | None, db: str | None) -> dict[str, str]:
-    """What a launched agent's ``fleetwatch claim`` needs to find this fleet: the config, the log
-    and the folder of this fleetwatch on PATH."""
+def env_for(cfg: Any, db: str | None) -> dict[str, str]:
+    """What a launched agent's ``fleetwatch claim`` and Claude Code hook need to find this fleet:
+    the config, the log, the goals folder (``$FLEETWATCH_GOALS_DIR``, read by a hook installed
+    without ``--goals-dir``) and the folder of this fleetwatch on PATH."""
     import shutil
     import sys
 
-    env: dict[str, str] = {}
+    config_path = cfg.config_path
+    env: dict[str, str] = {"FLEETWATCH_GOALS_DIR": goals_root(cfg.launch.goals_dir)}
     if config_path:
         env["FLEETWATCH_CONFIG"] = os.path.abspath(config_path)
     if db:
