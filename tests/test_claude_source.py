@@ -106,9 +106,10 @@ def test_a_session_joins_its_agent_by_session_id_never_as_a_second_agent(tmp_pat
                  status="idle", statusUpdatedAt=int((NOW - 5) * 1000))
     (tmp_path / ".claude" / "sessions" / "501.0123abcd.key").write_text("{}")
     session_file(tmp_path, 502, sessionId="S2", cwd="/w/other", name="b7", status="busy")
+    session_file(tmp_path, 503, sessionId="S3", cwd="/w/third", name="c3-1f", status="idle", tmux="fleet:@4.%9")
     w.tick(NOW)
     agents = w.proj["fleet"]["agents"]
-    assert set(agents) == {"a1", "b7"}  # S2 has no agent: its own, under its name
+    assert set(agents) == {"a1", "b7"}  # S2 has no agent: its own, under its name; S3's window is tmux's
     assert agents["a1"]["source"] == "fleet" and agents["b7"]["class"] == "MAL_LANZADO"
     elog.close()
 

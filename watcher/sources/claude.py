@@ -25,7 +25,9 @@ The status's time is ``statusUpdatedAt`` where the session says it, else the pol
 that status (2.1.145's files and ``claude agents --json`` carry none). The session's pid fills a
 missing ``claude_pid``. A session no agent claims is an agent of
 its own (id: ``name``, else ``sessionId``; state from ``status``, else ``state``; phase working ->
-haciendo, blocked -> bloqueado, done -> hecho), with no ``dod_contract``.
+haciendo, blocked -> bloqueado, done -> hecho), with no ``dod_contract`` -- unless its session file
+says it runs in tmux: its window is then the tmux source's to report (a window running claude is
+an agent named after the window), never a second agent beside it.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ class Session(msgspec.Struct, frozen=True):
     status: str | None
     state: str | None
     updated: float | None     # epoch seconds of the status, when the list says
+    in_tmux: bool = False     # the session runs in a tmux pane (its file's ``tmux``, 2.1.337 on)
 
 
 def _s(v, cap: int = 200) -> str | None:
@@ -76,7 +79,8 @@ def session_of(item: object) -> Session | None:
                    cwd=_s(item.get("cwd"), 4096), name=_s(item.get("name")),
                    status=status if status in STATUSES else None,
                    state=state if isinstance(state, str) else None,
-                   updated=upd / 1000.0 if type(upd) in (int, float) and 0 < upd < 1e14 else None)
+                   updated=upd / 1000.0 if type(upd) in (int, float) and 0 < upd < 1e14 else None,
+                   in_tmux=isinstance(item.get("tmux"), str) and bool(item.get("tmux")))
 
 
 def own_agent(s: Session, source: str) -> AgentObs | None:
@@ -217,6 +221,8 @@ class ClaudeSource:
                 aid = s.name
             if aid is not None:
                 snap.agents[aid] = reconcile(snap.agents[aid], s)
+                continue
+            if s.in_tmux:  # its window is the tmux source's to call an agent (a claude runs in it): not twice
                 continue
             own = own_agent(s, self.name)
             if own is not None and own.agent not in snap.agents:
