@@ -302,6 +302,17 @@ check_max_bytes = 1048576        # stdout kept per check (beyond: killed, uneval
 check_max_file_bytes = 1000000000  # any one file a check writes (RLIMIT_FSIZE; beyond: unevaluable)
 check_isolation = "auto"         # each check in its own PID namespace: bwrap, else unshare (none: a warning)
 check_output_lines = 0           # last stdout lines kept as evidence (0: a digest and the exit status only)
+verifier = []                    # argv judging what checks cannot (docs/guide/launch.md: Claude Code as verifier)
+verifier_timeout = "10m"
+on_met = "keep"                  # "close": the agent's window closed, CERRADO "verified met"
+on_failed = "keep"               # "nudge": one message into its pane naming the failed checks
+
+[launch]                         # fleetwatch launch AGENT --task TEXT --contract JSON|@FILE
+socket = "fleet"                 # tmux -L socket of the agents' windows
+session = "fleet"
+goals_dir = "~/.fleet/agents"    # AGENT/goal.json is written here: a goals source must read it
+argv = ["claude", "{{prompt}}"]  # {{prompt}}: the task, the contract and how to claim done
+follow = false                   # the watcher launches a plan's next tasks when their deps are met
 '''
 
 SOURCE_EXAMPLES = '''\
