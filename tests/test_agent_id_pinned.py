@@ -54,3 +54,27 @@ def test_an_agent_renaming_itself_changes_nobody_s_verdict(tmp_path):
     finally:
         w.checker.close()
         w.close()
+
+
+def test_a_launched_agent_s_folder_stays_its_own_across_a_restart(tmp_path):
+    """The first sight after a restart is no first sight for a launched agent: ``agent.launched``
+    binds ``[launch] goals_dir/AGENT/goal.json`` to AGENT."""
+    import json
+
+    from events.types_launch import AgentLaunched
+    from tests.fwcli import fw
+
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n[launch]\ngoals_dir = "{fleet}"\n'
+                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
+    elog = EventLog(str(tmp_path / "e.db"), durability="normal")
+    elog.append([AgentLaunched(agent="r", contract_sha256="x", cwd=str(fleet / "r"))], time.time())
+    elog.close()
+    goal(fleet, "r", [check(["true"])], agent="r2")      # renamed while the watcher was stopped
+    r = fw("run", "--once", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(ln)["data"] for ln in fw("tail", "--json", "--db", str(tmp_path / "e.db")).stdout.splitlines()
+           if '"agent.classified"' in ln]
+    assert [(g["agent"], g["to"]) for g in got] == [("r", "MAL_LANZADO")] and "agent id changed" in got[0]["reason"]

@@ -75,6 +75,16 @@ def _record_last(w) -> None:
         log.exception("could not record the last deliveries")
 
 
+def _bind_launched(w, cfg, old_sources=()) -> None:
+    """Each goals source files a launched agent's goal.json under that agent whatever it says
+    later (watcher/sources/pins.py), across restarts; a reload keeps what the old sources bound."""
+    from watcher.sources import pins
+
+    pins.carry(old_sources, w.sources)
+    launched = (w.proj.states.get("plans") or {}).get("agents") or {}
+    pins.bind_launched(w.sources, list(launched), cfg.launch.goals_dir)
+
+
 UNASKED = "signal-unasked"
 
 
@@ -209,6 +219,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         ckpt = Checkpointer(elog.path).start()
     sd = SystemdNotifier.from_env()
     w = Watcher(cfg, elog)
+    _bind_launched(w, cfg)
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
     w.snap_budget = cfg.dur("watch.debounce")  # a due snapshot: a debounce's worth of it per tick at most
     w.snap_fork = not once  # ... or none of it in the loop: a forked child encodes, a thread stores (SnapshotRound)
@@ -266,7 +277,9 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                 sd.reloading()
                 try:
                     new = load(config_arg, required=True)
+                    old_sources = w.sources
                     w.reload(new, db_arg)  # refuses (before changing anything) what a reload cannot change
+                    _bind_launched(w, new, old_sources)
                 except Exception as e:  # an invalid new config keeps the old one
                     log.error("reload refused, keeping the running config: %s", e)
                 else:

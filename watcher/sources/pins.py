@@ -12,10 +12,15 @@ Invariants
   new agent, never another agent's contract. The other id keeps its own folder's observations.
 - An observation without an id of its own, or an id that is the bound one by identity
   (``projections.identity``: case, width, homoglyphs), is filed under the bound id.
+- Across a restart: ``agent.launched`` is the binding of record (:func:`bind_launched`: the
+  folder `fleetwatch launch` wrote, ``[launch] goals_dir/AGENT/goal.json``); across a reload the
+  new sources take the old ones' bindings (:func:`carry`). A folder never launched is bound
+  afresh at first sight after a restart.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import os
+from typing import Any, Callable, Iterable
 
 import msgspec
 
@@ -45,6 +50,37 @@ class Pins:
                         error=f"{CHANGED}: goal.json now names {obs.agent[:60]!r}; the folder is {bound!r}'s")
 
 
+def _pins(src: Any) -> Pins:
+    pins = src.__dict__.get("pins")
+    if pins is None:
+        pins = src.pins = Pins()
+    return pins
+
+
+def bind_launched(sources: Iterable[Any], agents: Iterable[str], goals_dir: str) -> int:
+    """Bind ``goals_dir/AGENT/goal.json`` to AGENT in every goals source that reads it (the
+    launched agents: the binding of record); a path bound already keeps its agent."""
+    from watcher.config import expand
+
+    root, n = os.path.normpath(expand(goals_dir)), 0
+    for src in sources:
+        if getattr(src, "OBS", None) is not AgentObs or not hasattr(src, "matches"):
+            continue
+        for agent in agents:
+            path = os.path.join(root, agent, "goal.json")
+            if agent and os.sep not in agent and src.matches(path):
+                n += _pins(src).bound.setdefault(path, agent) == agent
+    return n
+
+
+def carry(old: Iterable[Any], new: Iterable[Any]) -> None:
+    """A reload: each new source takes the bindings of the old source of its name."""
+    kept = {s.name: s.__dict__["pins"] for s in old if "pins" in s.__dict__}
+    for s in new:
+        if s.name in kept and getattr(s, "OBS", None) is AgentObs:
+            _pins(s).bound.update(kept[s.name].bound)
+
+
 def pinned(update: Callable[..., Any]) -> Callable[..., Any]:
     """``GlobSource._update`` filing each observation under its folder's agent (:class:`Pins`),
     and reading a file once more when its key cannot be trusted (``filestat.reread_racy``)."""
@@ -53,10 +89,7 @@ def pinned(update: Callable[..., Any]) -> Callable[..., Any]:
     def _update(self: Any, path: str, st: Any, ent: Any, obs: Any = None) -> Any:
         ent = update(self, path, st, ent, obs)
         if ent is not None and ent.obs is not None:
-            pins = self.__dict__.get("pins")
-            if pins is None:
-                pins = self.pins = Pins()
-            ent.obs = pins.pin(path, ent.obs)
+            ent.obs = _pins(self).pin(path, ent.obs)
         return ent
 
     return _update
