@@ -105,3 +105,29 @@ def test_doctor_says_how_checks_are_isolated(tmp_path):
     kind = isolation().kind
     assert (f"checks: each runs in its own PID namespace ({kind})" in out) if kind != "none" else \
         ("checks: run without isolation" in out), out
+
+
+def test_the_units_exec_stop_post_pushes_only_for_an_exit_it_did_not_ask_for(tmp_path):
+    """``ExecStopPost=fleetwatch notify-stopped --unasked`` runs after every exit of the watcher's
+    unit; systemd hands it $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS."""
+    from tests.fwcli import fw
+    from tests.support.receiver import Sink
+
+    sink = Sink()
+    try:
+        _, cfg = world(tmp_path, str(tmp_path / "e.db"), notify=sink.url())
+        asked = {"SERVICE_RESULT": "success", "EXIT_CODE": "exited", "EXIT_STATUS": "0"}
+        final = {"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "2"}   # OnFailure= says it
+        for env in (asked, final):
+            r = fw("notify-stopped", "--unasked", "--config", str(cfg), env=env)
+            assert r.returncode == 0 and "not pushed" in r.stdout, r.stdout + r.stderr
+        for env, result in (({"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "1"}, "exit-code"),
+                            ({"SERVICE_RESULT": "signal", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}, "signal")):
+            r = fw("notify-stopped", "--unasked", "--config", str(cfg), env=env)
+            assert r.returncode == 0 and "delivered" in r.stdout, r.stdout + r.stderr
+            body = wait_for(lambda result=result: [b for b in sink.bodies
+                                                   if b.get("title") == f"fleetwatch stopped: {result}"], timeout=30)[0]
+            assert "starts it again" in body["message"]
+        assert len(sink.bodies) == 2
+    finally:
+        sink.close()
