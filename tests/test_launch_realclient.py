@@ -36,53 +36,54 @@ def _world(tmp_path, flavour, fake):
     return c, w
 
 
+@pytest.fixture
+def agent_world(tmp_path, flavour):
+    """(fake model, client, world): the agent is this client, launched into the world's tmux."""
+    with F.FakeAPI() as fake:
+        c, w = _world(tmp_path, flavour, fake)
+        try:
+            yield fake, c, w
+        finally:
+            w.close()
+
+
 def _launch(w: World, c: Claude):
     r = w.fw("launch", "a1", "--task", "create part1 and part2", "--contract", json.dumps(TWO_PARTS),
              "--cwd", str(c.work))
     assert r.returncode == 0, r.stderr
 
 
-def test_real_client_that_does_the_work_and_claims_done_is_verified_met_and_closed(tmp_path, flavour):
-    with F.FakeAPI() as fake:
-        c, w = _world(tmp_path, flavour, fake)
-        try:
-            fake.script(F.bash("touch part1 part2"), F.bash("fleetwatch claim done"), F.text("done: both parts exist"))
-            w.start()
-            _launch(w, c)
-            acted = wait_for(lambda: w.data("dod.acted"), 120, what="the verdict acted on")
-            assert [(a["agent"], a["action"]) for a in acted] == [("a1", "close")]
-            assert [(v["verdict"], v["verifier"]) for v in w.data("dod.verdict")] == [("met", "fleetwatch-checks")]
-            closed = wait_for(lambda: [d for d in w.data("agent.classified") if d["to"] == "CERRADO"], 60,
-                              what="CERRADO")
-            assert closed[0]["reason"] == "verified met"
-            wait_for(lambda: "a1" not in w.windows(), 30, what="the window closed")
-        finally:
-            w.close()
+def test_real_client_that_does_the_work_and_claims_done_is_verified_met_and_closed(agent_world):
+    fake, c, w = agent_world
+    fake.script(F.bash("touch part1 part2"), F.bash("fleetwatch claim done"), F.text("done: both parts exist"))
+    w.start()
+    _launch(w, c)
+    acted = wait_for(lambda: w.data("dod.acted"), 120, what="the verdict acted on")
+    assert [(a["agent"], a["action"]) for a in acted] == [("a1", "close")]
+    assert [(v["verdict"], v["verifier"]) for v in w.data("dod.verdict")] == [("met", "fleetwatch-checks")]
+    closed = wait_for(lambda: [d for d in w.data("agent.classified") if d["to"] == "CERRADO"], 60, what="CERRADO")
+    assert closed[0]["reason"] == "verified met"
+    wait_for(lambda: "a1" not in w.windows(), 30, what="the window closed")
 
 
-def test_real_client_that_claims_done_half_way_gets_one_nudge_and_stays_open(tmp_path, flavour):
-    with F.FakeAPI() as fake:
-        c, w = _world(tmp_path, flavour, fake)
-        try:
-            fake.script(F.bash("touch part1"), F.bash("fleetwatch claim done"), F.text("done, I think"))
-            w.start()
-            _launch(w, c)
-            nudged = wait_for(lambda: w.data("dod.acted"), 120, what="the nudge")
-            assert [(a["agent"], a["action"], a["detail"]) for a in nudged] == [("a1", "nudge", "part2")]
-            before = len(fake.conversation_requests())
-            # the nudge is the client's next prompt: one more conversation request, answered "ok"
-            wait_for(lambda: len(fake.conversation_requests()) > before, 60, what="the nudge taken as a prompt")
-            goal = json.loads((w.goals / "a1" / "goal.json").read_text())
-            wait_for(lambda: json.loads((w.goals / "a1" / "goal.json").read_text()).get("state") == "idle", 60,
-                     what="the turn after the nudge ended")
-            goal = json.loads((w.goals / "a1" / "goal.json").read_text())
-            assert goal["phase"] == "haciendo"         # the refused claim withdrawn: its stop is no new claim
-            wait_for(lambda: w.data("agent.classified")[-1]["to"] == "TRABAJANDO", 30, what="back at work")
-            assert len(w.data("dod.acted")) == 1 and len(w.data("dod.verdict")) == 1
-            assert "a1" in w.windows()
-            assert not [d for d in w.data("agent.classified") if d["to"] == "CERRADO"]
-        finally:
-            w.close()
+def test_real_client_that_claims_done_half_way_gets_one_nudge_and_stays_open(agent_world):
+    fake, c, w = agent_world
+    fake.script(F.bash("touch part1"), F.bash("fleetwatch claim done"), F.text("done, I think"))
+    w.start()
+    _launch(w, c)
+    nudged = wait_for(lambda: w.data("dod.acted"), 120, what="the nudge")
+    assert [(a["agent"], a["action"], a["detail"]) for a in nudged] == [("a1", "nudge", "part2")]
+    before = len(fake.conversation_requests())
+    # the nudge is the client's next prompt: one more conversation request, answered "ok"
+    wait_for(lambda: len(fake.conversation_requests()) > before, 60, what="the nudge taken as a prompt")
+    wait_for(lambda: json.loads((w.goals / "a1" / "goal.json").read_text()).get("state") == "idle", 60,
+             what="the turn after the nudge ended")
+    goal = json.loads((w.goals / "a1" / "goal.json").read_text())
+    assert goal["phase"] == "haciendo"         # the refused claim withdrawn: its stop is no new claim
+    wait_for(lambda: w.data("agent.classified")[-1]["to"] == "TRABAJANDO", 30, what="back at work")
+    assert len(w.data("dod.acted")) == 1 and len(w.data("dod.verdict")) == 1
+    assert "a1" in w.windows()
+    assert not [d for d in w.data("agent.classified") if d["to"] == "CERRADO"]
 
 
 VERIFY = ("You are the independent verifier of a coding agent's claim that its task is done. The JSON "
@@ -103,37 +104,38 @@ def _verifier_world(tmp_path, flavour, fake):
     return c, w
 
 
-def test_claude_code_as_the_verifier_judges_a_free_text_contract(tmp_path, flavour):
+@pytest.fixture
+def judged(tmp_path, flavour):
+    """(fake model, world): Claude Code is the world's [dod] verifier; a stand-in agent "a1" launched
+    with a free-text contract claims done at once."""
     with F.FakeAPI() as fake:
         c, w = _verifier_world(tmp_path, flavour, fake)
         try:
-            fake.script(F.tools(F.call("StructuredOutput", {"verdict": "met", "evidence": [
-                {"check": "readme", "says": "README.md explains how to launch an agent"}]})), F.text("done"))
-            w.start()
-            r = w.fw("launch", "a1", "--task", "document launch", "--contract", "README.md explains how to launch",
-                     "--cwd", str(c.work))
-            assert r.returncode == 0, r.stderr
-            v = wait_for(lambda: w.data("dod.verdict"), 120, what="the verifier's verdict")
-            assert (v[0]["verdict"], v[0]["verifier"]) == ("met", "verifier:claude")
-            assert "README.md explains" in v[0]["evidence"]
-            assert [a["action"] for a in wait_for(lambda: w.data("dod.acted"), 60, what="acted")] == ["close"]
-            assert fake.conversation_requests() and "StructuredOutput" in fake.conversation_requests()[0]["tools"]
+            yield fake, w, lambda: w.fw("launch", "a1", "--task", "document launch", "--contract",
+                                        "README.md explains how to launch", "--cwd", str(c.work))
         finally:
             w.close()
 
 
-def test_claude_code_verifier_without_a_structured_answer_is_unevaluable_never_closed(tmp_path, flavour):
-    with F.FakeAPI() as fake:
-        c, w = _verifier_world(tmp_path, flavour, fake)
-        try:
-            fake.script(*[F.text("looks fine to me")] * 12)   # never the structured answer, whatever it is asked
-            w.start()
-            r = w.fw("launch", "a1", "--task", "document launch", "--contract", "README.md explains how to launch",
-                     "--cwd", str(c.work))
-            assert r.returncode == 0, r.stderr
-            v = wait_for(lambda: w.data("dod.verdict"), 180, what="the verdict")
-            assert v[0]["verdict"] == "unevaluable" and "verifier answer invalid" in v[0]["evidence"]
-            assert [a["action"] for a in wait_for(lambda: w.data("dod.acted"), 60, what="acted")] == ["escalate"]
-            assert "a1" in w.windows()
-        finally:
-            w.close()
+def test_claude_code_as_the_verifier_judges_a_free_text_contract(judged):
+    fake, w, launch = judged
+    fake.script(F.tools(F.call("StructuredOutput", {"verdict": "met", "evidence": [
+        {"check": "readme", "says": "README.md explains how to launch an agent"}]})), F.text("done"))
+    w.start()
+    assert launch().returncode == 0
+    v = wait_for(lambda: w.data("dod.verdict"), 120, what="the verifier's verdict")
+    assert (v[0]["verdict"], v[0]["verifier"]) == ("met", "verifier:claude")
+    assert "README.md explains" in v[0]["evidence"]
+    assert [a["action"] for a in wait_for(lambda: w.data("dod.acted"), 60, what="acted")] == ["close"]
+    assert fake.conversation_requests() and "StructuredOutput" in fake.conversation_requests()[0]["tools"]
+
+
+def test_claude_code_verifier_without_a_structured_answer_is_unevaluable_never_closed(judged):
+    fake, w, launch = judged
+    fake.script(*[F.text("looks fine to me")] * 12)   # never the structured answer, whatever it is asked
+    w.start()
+    assert launch().returncode == 0
+    v = wait_for(lambda: w.data("dod.verdict"), 180, what="the verdict")
+    assert v[0]["verdict"] == "unevaluable" and "verifier answer invalid" in v[0]["evidence"]
+    assert [a["action"] for a in wait_for(lambda: w.data("dod.acted"), 60, what="acted")] == ["escalate"]
+    assert "a1" in w.windows()

@@ -76,6 +76,21 @@ def read_json(path: str, cap: int) -> Any:
     return _MISSING if got is None else json.loads(got[0])
 
 
+def json_file(path: str, cap: int, what: str) -> Any:
+    """The JSON of a file a person named (``--contract @FILE``, ``--plan FILE``); refused (exit 2,
+    naming ``what``) when it is absent, not a regular file, over ``cap`` bytes or not JSON."""
+    p = os.path.expanduser(path)
+    try:
+        value = read_json(p, cap)
+    except (OSError, HookError) as e:
+        raise refuse(f"cannot read {what}: {getattr(e, 'strerror', None) or e}", path=p) from None
+    except (ValueError, RecursionError):
+        raise refuse(f"{what} is not valid JSON", path=p) from None
+    if value is _MISSING:
+        raise refuse(f"{what} does not exist", path=p)
+    return value
+
+
 def refuse(msg: str, hint: str = "", path: str = "") -> LaunchError:
     return LaunchError(msg, op="launch", path=path or None, hint=hint)
 
@@ -96,15 +111,7 @@ def contract_arg(text: str | None) -> Any:
                      "e.g. --contract '[{\"id\": \"tests\", \"kind\": \"cmd\", \"cmd\": [\"make\", \"test\"]}]'")
     src = "--contract"
     if text.startswith("@"):
-        path = os.path.expanduser(text[1:])
-        try:
-            value = read_json(path, MAX_CONTRACT_BYTES)
-        except (OSError, HookError) as e:
-            raise refuse(f"cannot read the contract file: {getattr(e, 'strerror', None) or e}", path=path) from None
-        except (ValueError, RecursionError):
-            raise refuse("the contract file is not valid JSON", path=path) from None
-        if value is _MISSING:
-            raise refuse("the contract file does not exist", path=path)
+        value = json_file(text[1:], MAX_CONTRACT_BYTES, "the contract file")
         src = text
     else:
         s = text.strip()

@@ -11,28 +11,16 @@ the watcher launching a task later runs exactly what was validated.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from watcher.runtime.launcher import AGENT_RE, check_argv, check_contract, check_cwd, read_json, refuse, _MISSING
+from watcher.runtime.launcher import AGENT_RE, check_argv, check_contract, check_cwd, json_file, refuse
 
 MAX_PLAN_BYTES = 4 * 1024 * 1024
 MAX_TASKS = 200
 
 
 def read(path: str) -> Any:
-    from watcher.hook.goalfile import HookError
-
-    p = os.path.expanduser(path)
-    try:
-        doc = read_json(p, MAX_PLAN_BYTES)
-    except (OSError, HookError) as e:
-        raise refuse(f"cannot read the plan: {getattr(e, 'strerror', None) or e}", path=p) from None
-    except (ValueError, RecursionError):
-        raise refuse("the plan is not valid JSON", path=p) from None
-    if doc is _MISSING:
-        raise refuse("the plan file does not exist", path=p)
-    return doc
+    return json_file(path, MAX_PLAN_BYTES, "the plan")
 
 
 def normalise(doc: Any, default_cwd: str, default_argv: list[str]) -> dict[str, Any]:
