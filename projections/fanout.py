@@ -18,7 +18,7 @@ launched together a minute later give one.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from events.timefmt import parse_iso
 from events.types import FleetFanout
@@ -82,39 +82,14 @@ def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
 def detect(state: dict[str, Any], snap: Any, now: float, fanout_max: int = 8, fanout_window: float = 60.0,
            census: bool = False, census_seq: int = 0, **_policy: Any) -> list[Any]:
     """One fleet.fanout when the unreported new agents within the window exceed the cap (none
-    while the watcher takes its census; agents first seen by it, up to ``census_seq``, never)."""
-    return detect_memo(state, snap, now, None, fanout_max, fanout_window, census, census_seq)[0]
-
-
-class Memo(NamedTuple):
-    """``gen``: the snapshot generation of the last look; ``new``: the agents it found new."""
-
-    gen: int = -1
-    new: tuple[str, ...] = ()
-
-
-def detect_memo(state: dict[str, Any], snap: Any, now: float, memo: Memo | None, fanout_max: int = 8,
-                fanout_window: float = 60.0, census: bool = False, census_seq: int = 0,
-                **_policy: Any) -> tuple[list[Any], Memo]:
-    """``detect`` with a memo. A new agent is a snapshot agent not alive in the state; with the
-    snapshot's change hint for this memo (``Snapshot.dirty``), only the dirty agents and the
-    ones new last time can be (an agent becomes or stops being alive only through its own
-    events, which make it dirty); else the whole snapshot is compared (a set difference in C)."""
-    gen = getattr(snap, "gen", 0)
-    alive = state["alive"]
-    if census:  # nothing is reported during the census; the memo's ``new`` is only a set to look at
-        # again (no order needed; an ended agent in it is dropped then): no sort of a first tick's N ids
-        return [], Memo(gen, tuple(snap.agents.keys() - alive.keys()))
-    dirty = getattr(snap, "dirty", None)
-    if memo is not None and dirty is not None and memo.gen == gen - 1:
-        cur = snap.agents
-        new = sorted(a for a in dirty.union(memo.new) if a in cur and a not in alive)
-    else:
-        new = sorted(snap.agents.keys() - alive.keys())
-    if new:  # an ended agent (or a dead pane) is no launch: it is never alive, so not "new" each tick
-        cur = snap.agents
-        new = [a for a in new if not (cur[a].ended or cur[a].pane_dead)]
-    return _report(state, now, new, fanout_max, fanout_window, census, census_seq), Memo(gen, tuple(new))
+    while the watcher takes its census; agents first seen by it, up to ``census_seq``, never).
+    A new agent is a snapshot agent not alive in the state (a set difference in C)."""
+    if census or fanout_max <= 0:
+        return []
+    cur = snap.agents
+    # an ended agent (or a dead pane) is no launch: it is never alive, so not "new" each tick
+    new = sorted(a for a in cur.keys() - state["alive"].keys() if not (cur[a].ended or cur[a].pane_dead))
+    return _report(state, now, new, fanout_max, fanout_window, census, census_seq)
 
 
 def _report(state: dict[str, Any], now: float, new: list[str], fanout_max: int, fanout_window: float,
