@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -121,13 +122,21 @@ def test_the_units_exec_stop_post_pushes_only_for_an_exit_it_did_not_ask_for(tmp
         for env in (asked, final):
             r = fw("notify-stopped", "--unasked", "--config", str(cfg), env=env)
             assert r.returncode == 0 and "not pushed" in r.stdout, r.stdout + r.stderr
-        for env, result in (({"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "1"}, "exit-code"),
-                            ({"SERVICE_RESULT": "signal", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}, "signal")):
-            r = fw("notify-stopped", "--unasked", "--config", str(cfg), env=env)
-            assert r.returncode == 0 and "delivered" in r.stdout, r.stdout + r.stderr
-            body = wait_for(lambda result=result: [b for b in sink.bodies
-                                                   if b.get("title") == f"fleetwatch stopped: {result}"], timeout=30)[0]
-            assert "starts it again" in body["message"]
-        assert len(sink.bodies) == 2
+        killed = {"SERVICE_RESULT": "signal", "EXIT_CODE": "killed", "EXIT_STATUS": "KILL"}
+        r = fw("notify-stopped", "--unasked", "--config", str(cfg), env=killed)
+        assert r.returncode == 0 and "delivered" in r.stdout, r.stdout + r.stderr
+        body = wait_for(lambda: sink.bodies, timeout=30)[0]
+        assert body["title"] == "fleetwatch stopped: signal" and "starts it again" in body["message"]
+        # stopped again and again (each restart on a full disk exits 1): one push per 10 minutes
+        r = fw("notify-stopped", "--unasked", "--config", str(cfg),
+               env={"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "1"})
+        assert r.returncode == 0 and "not pushed: said less than 10 minutes ago" in r.stdout, r.stdout
+        stamp = tmp_path / "e.db.stopped-said"
+        os.utime(stamp, (time.time() - 700, time.time() - 700))
+        r = fw("notify-stopped", "--unasked", "--config", str(cfg),
+               env={"SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited", "EXIT_STATUS": "1"})
+        assert r.returncode == 0 and "delivered" in r.stdout, r.stdout
+        wait_for(lambda: len(sink.bodies) == 2, timeout=30)
+        assert sink.bodies[1]["title"] == "fleetwatch stopped: exit-code"
     finally:
         sink.close()

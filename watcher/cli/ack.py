@@ -70,6 +70,22 @@ def register(app: typer.Typer) -> None:
                 what = ", ".join(safe(c.partition("#")[0].replace("|", " "), 80) for c in part)
                 typer.echo(f"{verb} {what}{until}" + ("" if todo else ": nothing recorded"))
 
+    UNASKED_EVERY = 600   # s: at most one push for the exits the unit did not ask for
+
+    def _said_lately(path: str, mark: bool = False) -> bool:
+        """Whether a "stopped" push for an unasked exit of this log's watcher went out within
+        ``UNASKED_EVERY`` (``<log>.stopped-said``: its mtime; touched, never written, so a full
+        disk keeps it working once it exists); ``mark``: it just did."""
+        stamp = path + ".stopped-said"
+        try:
+            if mark:
+                os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600))
+                os.utime(stamp)
+                return True
+            return 0 <= time.time() - os.stat(stamp).st_mtime < UNASKED_EVERY
+        except OSError:
+            return False
+
     @app.command("notify-stopped")
     @errors
     def notify_stopped(
@@ -99,6 +115,10 @@ def register(app: typer.Typer) -> None:
         if unasked and (res == "success" or status in ("2", "3")):   # asked for, or OnFailure= says it
             typer.echo(f"not pushed: the exit was asked for or is final ({res} {code} {status}".rstrip() + ")")
             return
+        if unasked and _said_lately(path):   # a watcher stopping again and again (a full disk): once
+            typer.echo(f"not pushed: said less than {UNASKED_EVERY // 60} minutes ago (the unit restarts it; "
+                       "OnFailure= says when it gives up)")
+            return
         unit = safe(os.environ.get("MONITOR_UNIT", "fleetwatch.service"), 80)
         if not (cfg.notify.urls or cfg.notify.config):
             typer.echo("not delivered: no [notify] urls or config in the config file", err=True)
@@ -112,6 +132,8 @@ def register(app: typer.Typer) -> None:
         with Causes(d.secrets) as causes:
             out = d.send(f"fleetwatch stopped: {res}", body, "failure", "", priority=True)
         if out.ok:
+            if unasked:
+                _said_lately(path, mark=True)
             typer.echo("delivered")
             exit_if_deliveries_hang(0)
             return
