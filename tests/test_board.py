@@ -407,3 +407,29 @@ def test_a_tick_during_teardown_is_no_crash(tmp_path):
             app.tick()                     # no '#head': the teardown case, nothing drawn
             assert not app.query("#head")
     run(go())
+
+
+def test_h_hides_handled_agents_and_the_agent_view_names_the_contract(tmp_path):
+    db = str(tmp_path / "e.db")
+    seed(db, 10)
+    from events.types import SilenceAdded
+
+    append(db, SilenceAdded(silence="s1", subject_match="agent:a05", until="2099-01-01T00:00:00Z"))
+
+    async def go():
+        async with opened(db) as (app, pilot):
+            assert await until(pilot, lambda: any(a.get("handled") for a in app.rows))
+            assert [a["agent"] for a in app.rows if a["class"] == "RECLAMA"] == ["a00", "a05"]   # handled last
+            await pilot.press("h")
+            await pilot.pause()
+            assert "a05" not in {a["agent"] for a in app.rows} and "hidden" in str(app.query_one("#msg").render())
+            await pilot.press("h")
+            await pilot.pause()
+            assert "a05" in {a["agent"] for a in app.rows}
+            await pilot.press("enter")                            # a00, the first row
+            assert await until(pilot, lambda: type(app.screen).__name__ == "AgentView")
+            text = str(app.screen.query_one("#agent-text").render())
+            assert "a00" in text and "contract sha256 x" in text and "Class history" in text
+            await pilot.press("escape")
+            assert await until(pilot, lambda: type(app.screen).__name__ != "AgentView")
+    run(go())

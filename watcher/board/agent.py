@@ -28,11 +28,14 @@ from watcher.board.layout import class_style, handled_mark, need
 HISTORY = 12
 
 
-def gather(log: Any, agent: str) -> dict[str, list[Any]]:
-    """The last events about ``agent`` by kind: classes, dod, acks, silences (oldest first)."""
+def gather(log: Any, agent: str, record: Any = None) -> dict[str, Any]:
+    """The last events about ``agent`` by kind: classes, dod, acks, silences (oldest first), and
+    ``record``: its fleet record (the contract's digest and length)."""
     from watcher.runtime.about import last_about
 
-    out: dict[str, list[Any]] = {"classes": [], "dod": [], "acks": [], "silences": []}
+    get = getattr(record, "get", None)
+    out: dict[str, Any] = {"classes": [], "dod": [], "acks": [], "silences": [],
+                           "record": {k: get(k) for k in ("contract_sha256", "contract_len")} if get else {}}
     if log is None:
         return out
     out["classes"] = log.last(HISTORY, types=["agent.classified"], subject=f"agent:{agent}", exact=True)
@@ -43,7 +46,7 @@ def gather(log: Any, agent: str) -> dict[str, list[Any]]:
     return out
 
 
-def lines(a: dict[str, Any], ev: dict[str, list[Any]], now: float, mono: bool) -> Text:
+def lines(a: dict[str, Any], ev: dict[str, Any], now: float, mono: bool) -> Text:
     """The view's text."""
     t = Text()
 
@@ -62,7 +65,11 @@ def lines(a: dict[str, Any], ev: dict[str, list[Any]], now: float, mono: bool) -
              + f"source {cell(a.get('source'), 30)}\n")
     d = a.get("dod") or {}
     head("Contract and checks")
-    t.append(f"DoD {cell(dod_cell(a), 120)}; contract changed {d.get('contract_changes') or 0} time(s)\n")
+    rec = ev.get("record") or {}
+    sha, n = rec.get("contract_sha256"), rec.get("contract_len")
+    t.append((f"contract sha256 {cell(sha, 80)[:12]}…, {n} characters" if sha else "no contract recorded")
+             + f"; changed {d.get('contract_changes') or 0} time(s)\n")
+    t.append(f"DoD {cell(dod_cell(a), 120)}\n")
     for c in d.get("checks") or []:
         t.append(f"  check {cell(c.get('id'), 40)}: {cell(c.get('status'), 20)}\n")
     for rec in ev["dod"]:

@@ -380,7 +380,7 @@ class Board(App[None]):
             self.say("no agent selected", ok=False)
             return
         try:
-            ev = gather(self.feed.log, a["agent"])
+            ev = gather(self.feed.log, a["agent"], self.feed.known_agents().get(a["agent"]))
         except Exception as e:  # a log that cannot be read now: the view shows what the doc has
             ev = {"classes": [], "dod": [], "acks": [], "silences": []}
             self.say(f"{a['agent']}: history not read: {type(e).__name__}", ok=False)

@@ -105,13 +105,6 @@ class HealthFile:
             return
         self._written, self._dirty = now, False
 
-    def known(self, hosts: list[str], now: float) -> None:
-        """Hosts the hub's log knows from before this start: listed, never heard yet."""
-        for h in hosts:
-            self.hosts.setdefault(h, {"seen": None, "event_time": None, "lag_s": None})
-            if self.hosts[h]["seen"] is None:
-                self.hosts[h]["seen"] = now
-
 
 def by_host_time(origins: list[Any], now: float) -> list[tuple[float, list[Any]]]:
     """``origins`` in runs that share their host's time (``Origin.time``; a time ahead of ``now``
