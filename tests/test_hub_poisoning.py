@@ -194,6 +194,11 @@ def test_two_hubs_never_split_one_consumer_unknowingly(tmp_path, nats_server):
         second = HubThread(hub_cfg(dbs["d"], nats_server.url, consumer="shared"), str(dbs["d"] / "hub.db"))
         try:
             until(lambda: second.hub.stats["consumer_taken"] >= 1, what="the second hub refusing")
+            for n, says in (("c", "hub: consumer shared is this hub's"), ("d", "hub: consumer shared belongs to another hub")):
+                conf = dbs[n] / "hub.toml"
+                conf.write_text(f'[store]\npath = "{dbs[n]}/hub.db"\n[hub]\nnats = "{nats_server.url}"\nconsumer = "shared"\n')
+                out = fw("doctor", "--config", str(conf)).stdout
+                assert says in out, out
             vm1.append([classified(f"a{i}", "RECLAMA", "TRABAJANDO") for i in range(40)], T0 + 1)
             until(lambda: sum(1 for i in hub_rows(str(dbs["c"] / "hub.db")) if i.startswith("vm1/")) == 80,
                   timeout=60, what="the first hub has all 80")
