@@ -16,7 +16,7 @@ from events.timefmt import parse_iso
 from projections.text import age as fmt_age
 from projections.text import safe
 
-FRESH = 10.0        # a status file older than this (seconds) is a hub that stopped writing it
+FRESH = 15.0        # a status file older than this (seconds) is a hub that stopped writing it
 MAX_HOSTS = 1000
 
 
@@ -45,8 +45,8 @@ def hub_view(doc: Any, now: float, silent_after: float = 300.0) -> dict[str, Any
     last_up = _t(nats.get("last_up"))
     stale_since = None if connected else (last_up if last_up is not None else since)
     hosts = []
-    raw = doc.get("hosts") if isinstance(doc.get("hosts"), dict) else {}
-    for h, v in list(raw.items())[:MAX_HOSTS]:
+    raw = doc.get("hosts")
+    for h, v in list(raw.items() if isinstance(raw, dict) else ())[:MAX_HOSTS]:
         if not isinstance(v, dict):
             continue
         seen, ev = _t(v.get("last_seen")), _t(v.get("last_event"))

@@ -23,7 +23,7 @@ from events.timefmt import iso
 
 log = logging.getLogger("fleetwatch.hub")
 SUFFIX = ".hub.json"
-EVERY = 1.0          # seconds between two writes while nothing changes
+EVERY = 2.0          # seconds between two writes while nothing changes
 MAX_BYTES = 1 << 20  # a status file bigger than this is not read
 
 
