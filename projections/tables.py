@@ -70,7 +70,7 @@ def tables(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
                     str(r.get("failures", 0)), ("abandoned" if r.get("abandoned") else cell(r.get("next_retry"))),
                     cell(",".join(r.get("violations") or []))]
                    for r in runs if isinstance(r, dict) and not r.get("gone")]))
-    ps = (doc.get("plans") or {}).get("plans") or {}
+    ps = doc.get("plans") or {}
     if ps:
         t.append(("Plans", ["plan", "task", "state", "agent", "waits on"],
                   [[cell(pid), cell(tk["id"]), tk["state"] + (" (plan stopped)" if p["stopped"] else ""),

@@ -203,9 +203,16 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
         "swarms": mods["swarms"].status(states["swarms"], now, max_concurrent, max_children)
         if "swarms" in mods else {"groups": {}},
         "notify": notify_health(states.get("notify"), now),
-        "plans": mods["plans"].status(states["plans"], now) if "plans" in mods and "plans" in states
-        else {"plans": {}, "launched": {}, "acted": {}},
+        **loop_status(mods, states, now),
     }
+
+
+def loop_status(mods: dict[str, Any], states: dict[str, Any], now: float) -> dict[str, Any]:
+    """``plans`` (id -> tasks by state, what waits on what) and ``loop`` (launched agents, verdicts
+    acted on, launch -> verified met) of `status --json` (projections/plans.py)."""
+    st = mods["plans"].status(states["plans"], now) if "plans" in mods and "plans" in states else \
+        {"plans": {}, "launched": {}, "acted": {}, "launch_to_met_s": {}}
+    return {"plans": st.pop("plans"), "loop": st}
 
 
 def notify_health(st: Any, now: float) -> dict[str, Any]:

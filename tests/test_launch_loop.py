@@ -55,7 +55,7 @@ def test_a_launched_agent_that_does_the_work_is_verified_met_and_closed_with_no_
     launched = w.data("agent.launched")
     assert launched[0]["agent"] == "a1" and launched[0]["cwd"] == str(w.work) and launched[0]["target"].startswith("@")
     st = json.loads(w.fw("status", "--json").stdout)
-    assert st["plans"]["acted"] == {"close": 1} and st["plans"]["launch_to_met_s"]["count"] == 1
+    assert st["loop"]["acted"] == {"close": 1} and st["loop"]["launch_to_met_s"]["count"] == 1
     rep = json.loads(w.fw("report", "--json").stdout)["loop"]
     assert rep["launched"] == 1 and rep["acted"] == {"close": 1} and rep["launch_to_met"]["count"] == 1
     assert 0 <= rep["launch_to_met"]["p50_s"] < 600
@@ -152,7 +152,7 @@ def test_a_three_task_plan_launches_in_order_one_at_a_time_nothing_twice_across_
     assert [a for _, a in launched] == ["t1", "t2", "t3"]            # in order, each once
     met = {r.event.agent: r.seq for r in evs if r.type == "dod.verdict" and r.event.verdict == "met"}
     assert launched[1][0] > met["t1"] and launched[2][0] > met["t2"]  # one at a time: after the dep's met
-    plans = json.loads(w.fw("status", "--json").stdout)["plans"]["plans"]
+    plans = json.loads(w.fw("status", "--json").stdout)["plans"]
     assert plans["p1"]["by_state"] == {"met": ["t1", "t2", "t3"]}
 
 
@@ -263,7 +263,7 @@ def test_a_plan_stops_at_a_failed_task_and_the_stop_is_pushed(world, tmp_path):
         assert [(s["plan"], s["task"], s["verdict"]) for s in stopped] == [("p2", "u1", "failed")]
         wait_for(lambda: any("p2" in json.dumps(b) and "stopped" in json.dumps(b) for b in sink.bodies), 30)
         assert [d["agent"] for d in w.data("agent.launched")] == ["u1"]          # u2 never launched
-        st = json.loads(w.fw("status", "--json").stdout)["plans"]["plans"]["p2"]
+        st = json.loads(w.fw("status", "--json").stdout)["plans"]["p2"]
         assert st["stopped"]["task"] == "u1" and st["by_state"] == {"failed": ["u1"], "waiting": ["u2"]}
     finally:
         sink.close()

@@ -108,7 +108,7 @@ def test_rebuild_check_covers_the_plans_projection(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     st = json.loads(subprocess.run([*fw, "status", "--json", "--db", str(db)], capture_output=True, text=True,
                                    timeout=120).stdout)
-    assert st["plans"]["plans"]["p"]["by_state"]["met"] == ["t1"] and st["plans"]["acted"] == {"close": 1}
+    assert st["plans"]["p"]["by_state"]["met"] == ["t1"] and st["loop"]["acted"] == {"close": 1}
 
 
 def test_a_task_that_ended_without_a_met_verdict_stops_its_plan(tmp_path):
