@@ -283,3 +283,12 @@ def test_an_agent_not_launched_by_fleetwatch_is_closed_the_same_way(world):
     assert closed[0]["agent"] == "h1" and closed[0]["reason"] == "verified met"
     assert json.loads((d / "goal.json").read_text())["ended"] is True
     wait_for(lambda: "h1" not in w.windows(), 30)
+
+
+def test_a_goals_folder_that_cannot_be_written_is_said_and_leaves_nothing(world):
+    w = world(argv=["sleep", "600"])
+    (w.tmp / "file").write_text("")
+    w.cfg.write_text(w.cfg.read_text().replace(f'goals_dir = "{w.goals}"', f'goals_dir = "{w.tmp / "file" / "g"}"'))
+    r = w.fw("launch", "a1", "--task", "x", "--contract", "tests pass", "--cwd", str(w.work))
+    assert r.returncode == 2 and "cannot write" in r.stderr and "Traceback" not in r.stderr
+    assert w.windows() == [] and not w.db.exists() and not (w.tmp / "launched").exists()

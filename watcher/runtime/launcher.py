@@ -304,18 +304,25 @@ def env_for(cfg: Any, db: str | None) -> dict[str, str]:
 
 
 def start(spec: Spec, socket: str, session: str, goals_dir: str, db_path: str, now: float | None = None) -> tuple[str, str]:
-    """Write the pin of record and goal.json, open the window: (target, pin digest). A window that
-    does not open takes the goal.json it would have run with away again."""
+    """Write goal.json and the pin of record, open the window: (target, pin digest). A failure
+    (exit 2 for a folder that cannot be written) takes the goal.json it wrote away again."""
     now = time.time() if now is None else now
-    pin = store(pins_dir(db_path), pin_record(spec))
-    path = goal_path(goals_dir, spec.agent)
-    write_goal(path, goal_doc(spec, now))
+    path = where = goal_path(goals_dir, spec.agent)
+    wrote = False
     try:
+        try:
+            write_goal(path, goal_doc(spec, now))
+            wrote, where = True, pins_dir(db_path)
+            pin = store(where, pin_record(spec))
+        except (OSError, HookError) as e:   # a folder not writable, a full disk: said, never a traceback
+            raise LaunchError(f"cannot write: {getattr(e, 'strerror', None) or e}", op="launch", path=where,
+                              hint="check the folder's permissions and free space") from None
         target = open_window(socket, session, spec)
     except BaseException:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        if wrote:   # only the file this launch wrote (never through a folder it refused)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
         raise
     return target, pin
