@@ -113,8 +113,11 @@ def launch_plan(cfg: Any, path: str, db: str | None, file: str, dry_run: bool, a
               f"would launch now: {', '.join(safe(t) for t in now) or 'nothing'}")
         return
     if old is None:
-        stored = launcher.store(launcher.plans_dir(path), plan)
-        assert stored == sha
+        try:
+            launcher.store(launcher.plans_dir(path), plan)
+        except OSError as e:
+            raise launcher.refuse(f"cannot keep the plan beside the log: {e.strerror or e}",
+                                  path=launcher.plans_dir(path)) from None
         _append(cfg, path, db, [Pending(plan_file.recorded(plan, sha), id=f"plan:{name}:{sha[:32]}")])
     env = launcher.env_for(cfg, db)
     got = [launch_one(cfg, path, db, plan_file.spec_of(plan, tid, env), pending_id=f"launch:{name}:{tid}")
