@@ -246,8 +246,7 @@ def windows(socket: str, session: str) -> list[tuple[str, str]] | None:
     """(window id, name) of the session's windows; [] without a server or session; None: tmux failed."""
     ok, out = tmux(socket, "list-windows", "-t", f"={session}", "-F", "#{window_id}\t#{window_name}")
     if not ok:
-        return [] if any(w in out for w in ("no server", "error connecting", "can't find session",
-                                              "exit 1")) else None
+        return [] if out.startswith("exit status 1") else None   # tmux's no server, no such session
     return [tuple(line.split("\t", 1)) for line in out.splitlines() if "\t" in line]  # type: ignore[misc]
 
 
