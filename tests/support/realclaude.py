@@ -126,6 +126,8 @@ class Claude:
                     "ANTHROPIC_API_KEY": KEY, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                     "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
                     "CLAUDE_CODE_MAX_RETRIES": "0", "FLEETWATCH_GOALS_DIR": str(self.goals),
+                    # no git clone of the plugin marketplace (it tries one despite the above)
+                    "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
                     "TERM": "xterm-256color", "LANG": "C.UTF-8", "SHELL": "/bin/bash",
                     **({"FLEETWATCH_AGENT": agent} if agent else {}), **(extra_env or {})}
         self.started = False
