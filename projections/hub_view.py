@@ -103,3 +103,13 @@ def host_lines(v: dict[str, Any]) -> list[str]:
             line += f"  lag {fmt_age(h['lag_s'])}"
         out.append(line)
     return out
+
+
+def mark_stale(rows: list[dict[str, Any]], v: dict[str, Any]) -> None:
+    """Set ``stale`` on each agent row (``HOST/AGENT``) whose data is as of an earlier time: all
+    of them while the hub's data is stale, else those of a host not heard now."""
+    quiet = {h["host"] for h in v["hosts"] if not h["connected"]}
+    for r in rows:
+        host = r["agent"].partition("/")[0] if isinstance(r.get("agent"), str) else ""
+        r["stale"] = bool(v["stale"] or host in quiet)
+

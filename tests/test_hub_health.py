@@ -64,7 +64,7 @@ def test_hub_health_stale_data_and_host_time_through_an_outage(tmp_path, nats_se
         st = until(up, 90, "the hub connected and vm1 heard")
         [vm1] = [h for h in st["hub"]["hosts"] if h["host"] == "vm1"]
         assert vm1["age_s"] is not None and vm1["last_event"] and vm1["lag_s"] is not None
-        assert st["hub"]["stale"] is False
+        assert st["hub"]["stale"] is False and [a["stale"] for a in st["agents"] if a["agent"] == "vm1/a1"] == [False]
         text = fw("status", "--config", str(hub_cfg)).stdout
         assert "hub: NATS up, 1/1 hosts heard" in text and "vm1  heard" in text and "last event" in text
         # the hub's copy of an event carries the host's time
@@ -74,6 +74,7 @@ def test_hub_health_stale_data_and_host_time_through_an_outage(tmp_path, nats_se
         nats_server.kill()
         st = until(lambda: (s := _hub_status(hub_cfg)).get("hub", {}).get("stale") and s, 60, "stale at the hub")
         assert st["hub"]["connected"] is False and st["hub"]["stale_since"]
+        assert [a["stale"] for a in st["agents"] if a["agent"] == "vm1/a1"] == [True]   # each agent marked too
         text = fw("status", "--config", str(hub_cfg)).stdout
         assert "hub: NATS DOWN for" in text and "data stale since" in text
         _goal(goals, "a1", "waiting")                      # happens on the host while the hub cannot hear
@@ -114,5 +115,12 @@ def test_hub_line_on_the_phone_and_the_board_header():
     assert "class='hub stale'" in page and "NATS DOWN" in page
     head = header({"agents": [], "classes": {}, "sources": [], "notify": {}, "head": 7, "hub": v}, "", 200)
     assert "hub: NATS DOWN" in head.plain and "stale" in head.plain
+    from projections.hub_view import mark_stale
+    from watcher.board.layout import columns, row_cells
+
+    rows = [{"agent": "vm1/a1", "class": "RECLAMA", "age_s": 125.0, "dod_status": "pending"}]
+    mark_stale(rows, v)
+    cells = row_cells(rows[0], columns(120, 8), now, False)
+    assert rows[0]["stale"] and "≈2m" in [c.plain for c in cells]
     # a status file the hub stopped writing is a hub not running
     assert hub_view(doc, now + 60, 60)["running"] is False

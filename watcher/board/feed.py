@@ -97,7 +97,10 @@ class Feed:
 
         hub = view(self.path, now)  # a hub's log: the hub's health in the header, as `status` has it
         if hub is not None:
+            from projections.hub_view import mark_stale
+
             doc["hub"] = hub
+            mark_stale(doc["agents"], hub)
         return doc
 
     def known_agents(self) -> dict[str, Any]:

@@ -126,8 +126,8 @@ def row_cells(a: dict[str, Any], cols: list[tuple[str, str, int]], now: float, m
             out.append(Text(fit(cell(a["agent"], 80), w), style="bold" if classes.rank(a["class"]) == 0 else ""))
         elif key == "class":
             out.append(Text(fit(cell(a["class"], 20), w), style=style))
-        elif key == "for":
-            out.append(Text(fmt_age(a.get("age_s"))))
+        elif key == "for":  # "≈": at a hub, as of the last time its host was heard (stale)
+            out.append(Text(("≈" if a.get("stale") else "") + fmt_age(a.get("age_s")), style="dim" if a.get("stale") else ""))
         elif key == "dod":
             out.append(Text(fit(cell(dod_cell(a), 80), w), style=_dod_style(a)))
         elif key == "handled":
@@ -165,7 +165,7 @@ def tile(a: dict[str, Any], width: int, now: float, mono: bool, idw: int = 8) ->
     t.append(f"{fit(cell(a['agent'], 80), idw):<{idw}}", style="bold" if classes.rank(a["class"]) == 0 else "")
     t.append(" ")
     t.append(SHORT.get(a["class"], fit(cell(a["class"], 20), 4)), style=style)
-    t.append(f" {fmt_age(a.get('age_s')):>4} ")
+    t.append(f" {('≈' if a.get('stale') else '') + fmt_age(a.get('age_s')):>4} ", style="dim" if a.get("stale") else "")
     t.append(f"{DOD_SHORT.get(a.get('dod_status'), fit(cell(a.get('dod_status'), 20), 4)):<4}", style=_dod_style(a))
     h = a.get("handled")
     t.append(f" {HANDLED_MARK.get(h.get('how'), '?') if h else ' '} ", style="bold")

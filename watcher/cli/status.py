@@ -174,7 +174,10 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
 
     hub = view(db_path(cfg, db), now)  # a hub's log: the hub's own health (watcher/hub/health.py)
     if hub is not None:
+        from projections.hub_view import mark_stale
+
         doc["hub"] = hub
+        mark_stale(doc["agents"], hub)
     if json:
         sys.stdout.write(inert_json(_json.encode(doc).decode()) + "\n")
     elif sys.stdout.isatty():
