@@ -78,3 +78,24 @@ def test_a_launched_agent_s_folder_stays_its_own_across_a_restart(tmp_path):
     got = [json.loads(ln)["data"] for ln in fw("tail", "--json", "--db", str(tmp_path / "e.db")).stdout.splitlines()
            if '"agent.classified"' in ln]
     assert [(g["agent"], g["to"]) for g in got] == [("r", "MAL_LANZADO")] and "agent id changed" in got[0]["reason"]
+
+
+def test_an_agent_the_fleet_knows_keeps_its_folder_across_a_restart(tmp_path):
+    import json
+
+    from tests.fwcli import fw
+
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n'
+                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
+    goal(fleet, "r", [check(["false"])], claim=False)
+    assert fw("run", "--once", "--config", str(cfg)).returncode == 0
+    goal(fleet, "r", [check(["true"])], agent="r2")      # renamed while the watcher was stopped
+    r = fw("run", "--once", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(ln)["data"] for ln in fw("tail", "--json", "--db", str(tmp_path / "e.db")).stdout.splitlines()
+           if '"agent.classified"' in ln]
+    assert [(g["agent"], g["to"]) for g in got] == [("r", "TRABAJANDO"), ("r", "MAL_LANZADO")], got
+    assert "agent id changed" in got[1]["reason"]

@@ -13,9 +13,10 @@ Invariants
 - An observation without an id of its own, or an id that is the bound one by identity
   (``projections.identity``: case, width, homoglyphs), is filed under the bound id.
 - Across a restart: ``agent.launched`` is the binding of record (:func:`bind_launched`: the
-  folder `fleetwatch launch` wrote, ``[launch] goals_dir/AGENT/goal.json``); across a reload the
-  new sources take the old ones' bindings (:func:`carry`). A folder never launched is bound
-  afresh at first sight after a restart.
+  folder `fleetwatch launch` wrote, ``[launch] goals_dir/AGENT/goal.json``), and every agent the
+  fleet knows (not CERRADO) keeps the folder named after it in a source's ``ROOT/*/NAME`` layout
+  (:func:`bind_folders`); across a reload the new sources take the old ones' bindings
+  (:func:`carry`). Any other folder is bound afresh at first sight after a restart.
 """
 from __future__ import annotations
 
@@ -70,6 +71,21 @@ def bind_launched(sources: Iterable[Any], agents: Iterable[str], goals_dir: str)
             path = os.path.join(root, agent, "goal.json")
             if agent and os.sep not in agent and src.matches(path):
                 n += _pins(src).bound.setdefault(path, agent) == agent
+    return n
+
+
+def bind_folders(sources: Iterable[Any], agents: dict[str, str]) -> int:
+    """Bind ``ROOT/AGENT/NAME`` to AGENT in each goals source of the simple layout, for the agents
+    the fleet knows from that source (``agents``: id -> source name; a restart is no first sight)."""
+    n = 0
+    for src in sources:
+        simple = getattr(src, "_simple", None)
+        if getattr(src, "OBS", None) is not AgentObs or simple is None:
+            continue
+        bound = _pins(src).bound
+        for agent in (a for a, name in agents.items() if name == src.name):
+            if agent and os.sep not in agent and agent not in (".", ".."):
+                n += bound.setdefault(os.path.join(simple[0], agent, simple[1]), agent) == agent
     return n
 
 
