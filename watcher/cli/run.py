@@ -83,7 +83,8 @@ def _bind_launched(w, cfg, old_sources=()) -> None:
     pins.carry(old_sources, w.sources)
     launched = (w.proj.states.get("plans") or {}).get("agents") or {}
     pins.bind_launched(w.sources, list(launched), cfg.launch.goals_dir)
-    pins.bind_folders(w.sources, {a: r["source"] for a, r in w.proj["fleet"]["agents"].items() if r["class"] != "CERRADO"})
+    known = {a: r["source"] for a, r in w.proj["fleet"]["agents"].items() if r["class"] != "CERRADO"}
+    pins.bind_folders(w.sources, known)
 
 
 UNASKED = "signal-unasked"
