@@ -122,3 +122,52 @@ def test_keep_alive_serves_many_deliveries_on_one_connection(ep, tmp_path):
         assert r.status == 200 and r.read() == b""
     c.close()
     assert ep.drain() and doc(tmp_path)["state"] == "idle"
+
+
+def test_fleetwatch_run_serves_the_endpoint_and_serves_it_again_after_a_reload(tmp_path):
+    """`fleetwatch run` with [hook]: a POST updates goal.json; after SIGHUP (config read again) the
+    endpoint serves on; after SIGTERM nothing listens."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.waiting import wait_for
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    goals = tmp_path / "agents"
+    goals.mkdir()
+    cfg = tmp_path / "fw.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[hook]\nlisten = "127.0.0.1:{port}"\ngoals_dir = "{goals}"\n'
+                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n')
+    exe = str(Path(sys.executable).parent / "fleetwatch")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE"))}
+    p = subprocess.Popen([exe, "run", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+
+    class At:
+        port = 0
+
+    at = At()
+    at.port = port
+
+    def posted(name):
+        try:
+            return post(at, ev(name)) == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(lambda: posted("UserPromptSubmit"), timeout=60)
+        wait_for(lambda: (goals / "a1" / "goal.json").exists() and doc(goals)["state"] == "busy", timeout=30)
+        p.send_signal(signal.SIGHUP)
+        wait_for(lambda: posted("Stop") and doc(goals)["state"] == "idle", timeout=60)
+    finally:
+        p.terminate()
+        p.wait(30)
+    with pytest.raises(OSError):
+        post(at, ev("UserPromptSubmit"))
+    assert p.returncode == 0, p.stderr.read().decode()[-2000:]

@@ -78,6 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"   # keep-alive: Claude Code reuses one connection
     timeout = IO_TIMEOUT
     server: "_Server"
+    peer_ok = False      # this connection's peer was checked (one handler per connection)
 
     def log_message(self, *a: Any) -> None:  # no access log: states only
         pass
@@ -103,9 +104,11 @@ class _Handler(BaseHTTPRequestHandler):
         ep = self.server.endpoint
         if self.path.split("?", 1)[0] != PATH:
             return self._reply(404, close=True)
-        if ep.uid is not None and peer_uid(self.server.server_address[:2], self.client_address[:2]) != ep.uid:
-            ep.count("refused")
-            return self._reply(403, close=True)
+        if ep.uid is not None and not self.peer_ok:   # once per connection (keep-alive serves many)
+            if peer_uid(self.server.server_address[:2], self.client_address[:2]) != ep.uid:
+                ep.count("refused")
+                return self._reply(403, close=True)
+            self.peer_ok = True
         try:
             n = int(self.headers.get("Content-Length") or "")
         except ValueError:
