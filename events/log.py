@@ -237,7 +237,8 @@ class EventLog:
                snapshot: Callable[[list[Recorded]], dict[str, bytes]] | None = None) -> list[int]:
         """Append a batch in one transaction; returns the seqs (existing seq for a known id).
 
-        ``events`` are event Structs or :class:`Pending`. ``snapshot`` (optional) is called
+        ``events`` are event Structs or :class:`Pending` (whose ``time``, when set, is that event's
+        time instead of ``now``: the hub's copy of a host event keeps the host's). ``snapshot`` (optional) is called
         inside the transaction with the new records and returns projection snapshots to store
         at the batch's last seq, so events and snapshots commit together."""
         # Speed (issue 19): with durability full each step after the fsync runs cache-cold (2-3x its
@@ -271,8 +272,11 @@ class EventLog:
             versions = self._versions
             pre = self._id_prefix
             for p in items:
+                at = when
                 if type(p) is Pending:
                     ev, pid, expected = p.event, p.id, p.expected_version
+                    if p.time is not None:
+                        at = iso(p.time)
                     if pid is not None:
                         if not looked:  # the batch's given ids, in one look-up
                             known, looked = query.known_ids(db, [q.id for q in items if type(q) is Pending and q.id]), True
@@ -296,7 +300,7 @@ class EventLog:
                 version = cur_v + 1
                 local[subject] = version
                 seq += 1
-                heads.append((seq, f"{pre}{seq:016x}" if pid is None else pid, when, tag_of(ev), subject, version))
+                heads.append((seq, f"{pre}{seq:016x}" if pid is None else pid, at, tag_of(ev), subject, version))
                 evs.append(ev)
                 out.append(seq)
                 if pid is not None:

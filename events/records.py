@@ -19,6 +19,7 @@ class Pending(msgspec.Struct, frozen=True):
     id: str | None = None
     expected_version: int | None = None
     subject: str | None = None  # override of event.subject
+    time: float | None = None   # the event's own time (epoch s) instead of the batch's (the hub: its host's)
 
 
 class Recorded(msgspec.Struct, frozen=True):

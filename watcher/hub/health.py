@@ -106,22 +106,18 @@ class HealthFile:
         self._written, self._dirty = now, False
 
 
-def by_host_time(origins: list[Any], now: float) -> list[tuple[float, list[Any]]]:
-    """``origins`` in runs that share their host's time (``Origin.time``; a time ahead of ``now``
-    or unreadable is ``now``): the hub appends each run at that time, so a caught-up event keeps
-    the time it happened at on its host, not its arrival's."""
+def host_times(origins: list[Any], now: float) -> list[float]:
+    """Each origin's time on its host (``Origin.time``; a time ahead of ``now`` or unreadable is
+    ``now``): the hub appends each event at it, so a caught-up event keeps the time it happened
+    at on its host, not its arrival's."""
     from events.timefmt import parse_iso
 
-    out: list[tuple[float, list[Any]]] = []
+    out = []
     for o in origins:
         try:
-            t = min(parse_iso(o.time), now)
+            out.append(min(parse_iso(o.time), now))
         except (ValueError, OverflowError, TypeError):
-            t = now
-        if out and out[-1][0] == t:
-            out[-1][1].append(o)
-        else:
-            out.append((t, [o]))
+            out.append(now)
     return out
 
 

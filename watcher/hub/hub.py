@@ -43,7 +43,7 @@ from events.types_hub import HostEvent, HostResumed, HostSilent
 from watcher.config import Config, parse_duration
 from watcher.hub import store, wire
 from watcher.hub.forwarder import connect, ensure_stream, servers
-from watcher.hub.health import HealthFile, by_host_time
+from watcher.hub.health import HealthFile, host_times
 from watcher.hub.guard import ConsumerTaken, Guard
 
 log = logging.getLogger("fleetwatch.hub")
@@ -219,10 +219,11 @@ class Hub(Guard):
         if not origins:
             self.record_notes(now)
             return 0
+        pend = [Pending(_hub_event(o), id=o.hub_id, time=t)  # each event at its host's time, not its arrival's
+                for o, t in zip(origins, host_times(origins, now))]
+        self.olog.stage(origins)
         before = self.w.proj.seq
-        for t, run in by_host_time(origins, now):  # each event at its host's time, not its arrival's
-            self.olog.stage(run)
-            self.w.commit([Pending(_hub_event(o), id=o.hub_id) for o in run], t)
+        self.w.commit(pend, now)
         if self.health is not None:
             self.health.arrived(origins, now)
         new = self.w.proj.seq - before
