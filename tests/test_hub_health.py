@@ -124,3 +124,25 @@ def test_hub_line_on_the_phone_and_the_board_header():
     assert rows[0]["stale"] and "≈2m" in [c.plain for c in cells]
     # a status file the hub stopped writing is a hub not running
     assert hub_view(doc, now + 60, 60)["running"] is False
+
+
+def test_one_append_keeps_each_events_own_time_and_the_chain_verifies(tmp_path):
+    """``Pending.time``: a batch appended at once (one transaction) with each event's own time;
+    the hub's host times: a time ahead of the hub's clock is the hub's (``host_times``)."""
+    from events.records import Pending
+    from events.timefmt import iso
+    from events.types import AgentClassified
+    from watcher.hub import wire
+    from watcher.hub.health import host_times
+
+    log = EventLog(str(tmp_path / "e.db"), durability="normal")
+    try:
+        seqs = log.append([Pending(AgentClassified(agent=f"a{i}", to="RECLAMA", source="f"), time=1000.0 + i)
+                           for i in range(3)] + [AgentClassified(agent="b", to="RECLAMA", source="f")], 5000.0)
+        got = [r.time for r in log.read()]
+        assert len(seqs) == 4 and got == [iso(1000.0), iso(1001.0), iso(1002.0), iso(5000.0)]
+        assert log.verify().ok
+    finally:
+        log.close()
+    o = lambda t: wire.Origin("vm1", "00" * 8, 1, "i", t, "agent.classified", "agent:a", 1, b"{}", b"")  # noqa: E731
+    assert host_times([o(iso(900.0)), o(iso(99999.0)), o("not a time")], 1000.0) == [900.0, 1000.0, 1000.0]
