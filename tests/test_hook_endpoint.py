@@ -171,3 +171,49 @@ def test_fleetwatch_run_serves_the_endpoint_and_serves_it_again_after_a_reload(t
     with pytest.raises(OSError):
         post(at, ev("UserPromptSubmit"))
     assert p.returncode == 0, p.stderr.read().decode()[-2000:]
+
+
+def test_a_socket_systemd_passes_is_served_and_a_hook_before_the_start_waits_instead_of_failing(tmp_path):
+    """Socket activation (`systemd-socket-activate`, as a `fleetwatch.socket` unit does): the port
+    listens before `fleetwatch run` does; a hook's POST sent then starts the watcher and is
+    answered once it serves (queued by the kernel, never refused), and goal.json is updated."""
+    import shutil
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.waiting import wait_for
+
+    tool = shutil.which("systemd-socket-activate")
+    if tool is None:
+        pytest.skip("systemd-socket-activate is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    goals = tmp_path / "agents"
+    goals.mkdir()
+    cfg = tmp_path / "fw.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[hook]\nlisten = "127.0.0.1:{port}"\ngoals_dir = "{goals}"\n'
+                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n')
+    exe = str(Path(sys.executable).parent / "fleetwatch")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE", "LISTEN_"))}
+    p = subprocess.Popen([tool, "-l", f"127.0.0.1:{port}", "--fdname=hook", exe, "run", "--config", str(cfg)],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    class At:
+        pass
+
+    at = At()
+    at.port = port
+    try:
+        wait_for(lambda: subprocess.run(["ss", "-ltn", f"sport = :{port}"], capture_output=True,
+                                        text=True).stdout.count("LISTEN") >= 1, timeout=30)
+        assert post(at, ev("UserPromptSubmit")) == 200     # the watcher starts on it; the POST waits
+        wait_for(lambda: (goals / "a1" / "goal.json").exists() and doc(goals)["state"] == "busy", timeout=60)
+        p.send_signal(signal.SIGHUP)                       # a reload keeps systemd's socket
+        wait_for(lambda: post(at, ev("Stop")) == 200 and doc(goals)["state"] == "idle", timeout=60)
+    finally:
+        p.terminate()
+        p.wait(30)

@@ -41,15 +41,17 @@ def _web(cfg, db):
     return None
 
 
-def _hook_endpoint(cfg):
+def _hook_endpoint(cfg, sock=None):
     """The [hook] endpoint for Claude Code's http hooks, in its own threads (None without [hook]);
-    a failure to listen is logged, and the watcher runs on without it."""
+    a failure to listen is logged, and the watcher runs on without it. ``sock``: the listening
+    socket systemd passed (socket activation), served instead of binding ``listen``."""
     if cfg.hook is None:
         return None
     from watcher.hook.endpoint import HookEndpoint, HookEndpointError
 
     try:
-        return HookEndpoint(cfg.hook.listen, os.path.expanduser(cfg.hook.goals_dir) if cfg.hook.goals_dir else None)
+        return HookEndpoint(cfg.hook.listen, os.path.expanduser(cfg.hook.goals_dir) if cfg.hook.goals_dir else None,
+                            sock=sock)
     except HookEndpointError as e:
         log.error("hook endpoint: not started: %s", e)
     return None
@@ -234,7 +236,12 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
         w.checker = _checker(cfg)
         w.closing = _closing(cfg, elog.path, w.checker)
     web = None if once else _web(cfg, db)
-    hook_ep = None if once else _hook_endpoint(cfg)
+    hook_sock = None   # the socket systemd passed (socket activation), kept for the process's life
+    if not once and "LISTEN_FDS" in os.environ:
+        from watcher.hook.endpoint import inherited_socket
+
+        hook_sock = inherited_socket()
+    hook_ep = None if once else _hook_endpoint(cfg, hook_sock)
     if reload_req.is_set():  # a SIGHUP during the start: the config is read again after the first tick
         waker.event.set()
     reason = "signal"
@@ -297,8 +304,8 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                         web.close()
                     web = _web(cfg, db)
                     if hook_ep is not None:  # [hook] may have changed (listen, goals_dir, on/off)
-                        hook_ep.close()
-                    hook_ep = _hook_endpoint(cfg)
+                        hook_ep.close(keep_socket=hook_sock is not None)
+                    hook_ep = _hook_endpoint(cfg, hook_sock)
                     old = w.checker
                     if old is not None:
                         old.close()

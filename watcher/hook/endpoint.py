@@ -50,6 +50,36 @@ class HookEndpointError(Exception):
     """The endpoint cannot listen where ``[hook] listen`` says."""
 
 
+SD_LISTEN_FDS_START = 3
+
+
+def inherited_socket(environ=os.environ) -> socket.socket | None:
+    """The listening TCP socket systemd passed (socket activation: ``LISTEN_PID`` is this process,
+    ``LISTEN_FDS`` >= 1; the one named ``hook`` in ``LISTEN_FDNAMES``, else the first stream
+    socket), None otherwise. The variables are removed, so that no child takes them for its own."""
+    if environ.get("LISTEN_PID") != str(os.getpid()):
+        return None
+    try:
+        n = int(environ.get("LISTEN_FDS") or "0")
+    except ValueError:
+        return None
+    names = (environ.get("LISTEN_FDNAMES") or "").split(":")
+    for key in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        environ.pop(key, None)
+    fds = list(range(SD_LISTEN_FDS_START, SD_LISTEN_FDS_START + max(0, min(n, 64))))
+    fds.sort(key=lambda fd: names[fd - SD_LISTEN_FDS_START] != "hook" if fd - SD_LISTEN_FDS_START < len(names) else True)
+    for fd in fds:
+        try:
+            s = socket.socket(fileno=fd)
+        except OSError:
+            continue
+        if s.type == socket.SOCK_STREAM and s.family in (socket.AF_INET, socket.AF_INET6):
+            os.set_inheritable(fd, False)
+            return s
+        s.detach()
+    return None
+
+
 def _addr_hex(host: str, port: int, v6: bool) -> str:
     """An address as ``/proc/net/tcp[6]`` prints it (little-endian words, port in hex)."""
     if not v6:
@@ -127,11 +157,15 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr: tuple, endpoint: "HookEndpoint"):
+    def __init__(self, addr: tuple, endpoint: "HookEndpoint", sock: socket.socket | None = None):
         self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         self.endpoint = endpoint
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        super().__init__(addr, _Handler)
+        super().__init__(addr, _Handler, bind_and_activate=sock is None)
+        if sock is not None:   # already bound and listening (systemd socket activation)
+            self.socket.close()
+            self.socket = sock
+            self.server_address = sock.getsockname()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
@@ -157,8 +191,10 @@ class _Server(ThreadingHTTPServer):
 class HookEndpoint:
     """``HookEndpoint(listen, goals_dir)``: serving from construction until ``close()``."""
 
-    def __init__(self, listen: str, goals_dir: str | None = None, *, uid: int | None = -1):
+    def __init__(self, listen: str, goals_dir: str | None = None, *, uid: int | None = -1,
+                 sock: socket.socket | None = None):
         host, _, port = listen.rpartition(":")
+        self.inherited = sock is not None
         self.goals_dir = goals_dir or os.environ.get("FLEETWATCH_GOALS_DIR") or None
         self.uid = os.getuid() if uid == -1 else uid   # None: no peer check (tests of the check itself)
         self.lock = threading.Lock()
@@ -170,7 +206,7 @@ class HookEndpoint:
         self.counts: collections.Counter = collections.Counter()
         self.closing = False
         try:
-            self.srv = _Server((host.strip("[]"), int(port)), self)
+            self.srv = _Server((host.strip("[]"), int(port)), self, sock)
         except (OSError, ValueError) as e:
             raise HookEndpointError(f"cannot listen on {listen}: {getattr(e, 'strerror', None) or e}") from e
         self.port = self.srv.server_address[1]
@@ -260,10 +296,12 @@ class HookEndpoint:
                 self.cond.wait(0.05)
             return self.queued == 0
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop listening, apply what is queued (up to ``timeout``), stop the workers."""
+    def close(self, timeout: float = 5.0, *, keep_socket: bool = False) -> None:
+        """Stop listening, apply what is queued (up to ``timeout``), stop the workers.
+        ``keep_socket``: the listening socket stays open (an inherited one, served again)."""
         self.srv.shutdown()
-        self.srv.server_close()
+        if not keep_socket:
+            self.srv.server_close()
         self.drain(timeout)
         with self.cond:
             self.closing = True
