@@ -3,6 +3,7 @@ not "fix key"; no tmux server is said, not "readable, 0 windows"; a configured s
 extra is missing is a ✗; [forward]/[hub] NATS reachability and stream (a real nats-server)."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,7 @@ def test_forward_and_hub_nats_reachability_and_stream(tmp_path):
         assert run.returncode == 0, run.stderr
         r = fw("doctor", "--config", str(cfg))
         assert "✓ forward: NATS" in r.stdout and "stream FLEETWATCH:" in r.stdout, r.stdout
+        assert re.search(r"this host forwarded up to seq (\d+) of \1\b", r.stdout), r.stdout   # all of it
         assert "✓ hub: NATS" in r.stdout
     finally:
         srv.stop()

@@ -158,7 +158,7 @@ def check_extras(ck: Checklist, cfg) -> None:
                 "pip install 'fleetwatch[board]' (optional: status, summary and tail need nothing more)")
 
 
-def check_nats(ck: Checklist, cfg) -> None:
+def check_nats(ck: Checklist, cfg, db: str | None = None) -> None:
     """``[forward]`` and ``[hub]``: NATS reachable (within a few seconds) and the stream there."""
     from watcher.hub.health import probe
 
@@ -171,6 +171,14 @@ def check_nats(ck: Checklist, cfg) -> None:
         how, detail = probe(c.nats, c.creds, c.stream)
         if how == "no-extra":
             continue  # check_extras said so
+        if sec == "forward":  # where this host's forwarder is in the log
+            from watcher.config import db_path
+            from watcher.hub.health import forwarded
+            from watcher.hub.wire import host_name
+
+            pos = forwarded(db_path(cfg, db), c.stream, host_name(c.host))
+            if pos is not None:
+                detail += f"; this host forwarded up to seq {pos[0]} of {pos[1]}"
         if how == "ok":
             ck.ok(f"{sec}: NATS {where} reachable; {detail}")
         elif how == "no-stream":
@@ -371,7 +379,7 @@ def doctor(config: str | None, db: str | None, echo=typer.echo) -> int:
         check_log(ck, cfg, db)
         check_notify(ck, cfg)
         check_extras(ck, cfg)
-        check_nats(ck, cfg)
+        check_nats(ck, cfg, db)
         check_secret_files(ck, cfg)
         from watcher.cli.doctor_hostile import check_hostile
 

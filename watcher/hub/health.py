@@ -150,6 +150,22 @@ def read(log_path: str) -> dict[str, Any] | None:
 
 
 # ---- doctor ---------------------------------------------------------------------------------
+def forwarded(log_path: str, stream: str, host: str) -> tuple[int, int] | None:
+    """(the seq this host's forwarder got acknowledged, the log's head) read without writing;
+    None when the log or its forwarder's position cannot be read (never forwarded, no log)."""
+    import apsw
+
+    if not os.path.exists(log_path):
+        return None
+    try:
+        with apsw.Connection(log_path, flags=apsw.SQLITE_OPEN_READONLY) as c:
+            head = c.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()[0][0]
+            r = c.execute("SELECT seq FROM fw_position WHERE stream=? AND host=?", (stream, host)).fetchall()
+    except apsw.Error:
+        return None
+    return (int(r[0][0]) if r else 0, int(head))
+
+
 def probe(urls: str | list[str], creds: str | None, stream: str, timeout: float = 5.0) -> tuple[str, str]:
     """Connect to NATS and look the stream up: ("ok", detail), ("no-stream", detail) or
     ("unreachable", why). Never raises; bounded by ``timeout``."""
