@@ -12,13 +12,12 @@ def load_lenient(explicit: str | None = None, warn=None) -> Config:
     one section leaves that section out (its defaults stand) and ``warn(text)`` says so, instead
     of refusing, as `fleetwatch run` still does. A bad ``[store]`` (the log's path), TOML that does
     not parse and an unreadable file are refused all the same."""
-    import sys
-    import tomllib
-
     try:
         return load(explicit, check_paths=False)
     except ConfigError as e:
         first = e
+    import sys
+    import tomllib  # only for a config that was refused: a good one (or none) is read by load alone
     path = config_path(explicit)
     try:
         raw = tomllib.loads(read_regular(path, MAX_CONFIG_BYTES).decode("utf-8-sig"))

@@ -13,15 +13,13 @@ consume round); what is read is checked by shape (``views.hub_view`` trusts noth
 """
 from __future__ import annotations
 
-import json
-import logging
 import os
 import time
 from typing import Any
 
 from events.timefmt import iso
 
-log = logging.getLogger("fleetwatch.hub")
+# json and logging are imported where used: `status` imports this module on its fast path
 SUFFIX = ".hub.json"
 EVERY = 2.0          # seconds between two writes while nothing changes
 MAX_BYTES = 1 << 20  # a status file bigger than this is not read
@@ -90,6 +88,8 @@ class HealthFile:
                           "lag_s": v["lag_s"], "silent": h in silent}
                       for h, v in sorted(self.hosts.items())},
         }
+        import json
+
         tmp = f"{self.path}.tmp{os.getpid()}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -97,7 +97,9 @@ class HealthFile:
                 json.dump(doc, f)
             os.replace(tmp, self.path)
         except OSError as e:
-            log.debug("hub health file not written: %s", e.strerror or e)
+            import logging
+
+            logging.getLogger("fleetwatch.hub").debug("hub health file not written: %s", e.strerror or e)
             try:
                 os.unlink(tmp)
             except OSError:
@@ -140,8 +142,14 @@ def read(log_path: str) -> dict[str, Any] | None:
     from watcher.config_limits import read_regular
 
     try:
-        doc = json.loads(read_regular(path_for(log_path), MAX_BYTES))
-    except (OSError, ValueError):
+        raw = read_regular(path_for(log_path), MAX_BYTES)
+    except OSError:
+        return None
+    import json
+
+    try:
+        doc = json.loads(raw)
+    except ValueError:
         return None
     if not isinstance(doc, dict):
         return None
