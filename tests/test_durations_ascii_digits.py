@@ -26,5 +26,10 @@ def test_config_durations_and_quiet_hours_with_non_ascii_digits_are_refused(tmp_
                       ('[notify]\nquiet = ["\u0662\u0662:00-07:00"]\n', "notify.quiet")):
         cfg = tmp_path / "config.toml"
         cfg.write_text(body, encoding="utf-8")
-        r = fw("status", "--config", str(cfg), "--db", str(tmp_path / "events.db"))
+        db = str(tmp_path / "events.db")
+        r = fw("run", "--once", "--config", str(cfg), "--db", db)
         assert r.returncode == 2 and key in r.stderr and "Traceback" not in r.stderr, (body, r.stderr)
+        # a reading command reads past the bad section and says which key it left out (issue 45 item 9)
+        r = fw("status", "--config", str(cfg), "--db", db)
+        assert r.returncode == 0 and "warning" in r.stderr and key in r.stderr, (body, r.stderr)
+        assert "expected" in r.stderr and "Traceback" not in r.stderr, (body, r.stderr)
