@@ -29,6 +29,8 @@ def copy_of_the_docs(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "docs" / "readme", tmp_path / "docs" / "readme")
     shutil.copytree(ROOT / "docs" / "guide", tmp_path / "docs" / "guide")
     shutil.copy2(ROOT / "README.md", tmp_path)
+    (tmp_path / "watcher" / "schema").mkdir(parents=True)  # the script keeps its description in step too
+    shutil.copy2(ROOT / "watcher" / "schema" / "goal.schema.json", tmp_path / "watcher" / "schema")
     return tmp_path
 
 
