@@ -14,6 +14,8 @@ from events.types_checks import DodCheckStarted  # noqa: I001  (the checker's re
 from events.types_hub import (HostEvent, HostGap, HostRefused, HostResumed, HostSilent,  # noqa: I001  (the hub's types)
                               HubConsumerTaken)
 from events.types_launch import AgentLaunched, DodActed, PlanRecorded, PlanStopped  # noqa: I001  (launch/verify/act)
+from events.types_missions import (CircuitChanged, MissionCompleted, SwarmCapped, SwarmChanged,  # noqa: I001
+                                   WpChanged, WpFlagged, WpViolated)  # (missions and swarms)
 
 
 class _E(Struct, frozen=True, tag_field="type", forbid_unknown_fields=False, omit_defaults=False):
@@ -184,98 +186,7 @@ class RunAbandoned(_E, frozen=True, tag="run.abandoned"):
         return f"run:{self.run}"
 
 
-# ---- missions and swarms -------------------------------------------------------------------
-class WpChanged(_E, frozen=True, tag="wp.changed"):
-    mission: str
-    wp: str
-    from_: str | None = field(name="from", default=None)
-    to: str | None = None  # None: the work package disappeared
-    deps: list[str] = []
-    attempts: int = 0
-    last_error_sig: str | None = None
-    same_sig_count: int = 0
-    source: str = ""
-    risk: str | None = None  # the row's `risk` when the query selects it (CRITICAL needs approval)
-
-    @property
-    def subject(self) -> str:
-        return f"mission:{self.mission}"
-
-
-class WpViolated(_E, frozen=True, tag="wp.violated"):
-    """An orchestrator rule broken by a WP (projections/missions_rules.py); count/limit: a cap's level."""
-
-    mission: str
-    wp: str
-    rule: str
-    detail: str = ""
-    count: int = 0
-    limit: int = 0
-
-    @property
-    def subject(self) -> str:
-        return f"mission:{self.mission}"
-
-
-class WpFlagged(_E, frozen=True, tag="wp.flagged"):
-    """A WP crossed a retry limit (flag: retries = attempts > 3, same-error = same signature > 2)."""
-
-    mission: str
-    wp: str
-    flag: str
-    detail: str = ""
-
-    @property
-    def subject(self) -> str:
-        return f"mission:{self.mission}"
-
-
-class CircuitChanged(_E, frozen=True, tag="circuit.changed"):
-    scope: str
-    from_: str | None = field(name="from", default=None)
-    to: str | None = None
-    source: str = ""
-
-    @property
-    def subject(self) -> str:
-        return f"circuit:{self.scope}"
-
-
-class MissionCompleted(_E, frozen=True, tag="mission.completed"):
-    mission: str
-    wps: int = 0
-
-    @property
-    def subject(self) -> str:
-        return f"mission:{self.mission}"
-
-
-class SwarmChanged(_E, frozen=True, tag="swarm.changed"):
-    group: str
-    child: str
-    from_: str | None = field(name="from", default=None)
-    to: str | None = None
-    label: str = ""
-    source: str = ""
-
-    @property
-    def subject(self) -> str:
-        return f"swarm:{self.group}"
-
-
-class SwarmCapped(_E, frozen=True, tag="swarm.capped"):
-    """A group over a cap (max-concurrent, max-children, max-total), once per episode."""
-
-    group: str
-    cap: str
-    count: int = 0
-    limit: int = 0
-
-    @property
-    def subject(self) -> str:
-        return f"swarm:{self.group}"
-
-
+# ---- fleet fan-out (missions and swarms: events/types_missions.py) ----------------------------
 class FleetFanout(_E, frozen=True, tag="fleet.fanout"):
     """More than ``[classify] fanout_max`` agents first seen within ``window`` seconds."""
 
