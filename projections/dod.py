@@ -26,7 +26,8 @@ Invariants
 # CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
 
 import enum
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import eq, itemgetter
 from typing import Any
 
 from events.timefmt import parse_iso
@@ -220,6 +221,7 @@ def detect(state: dict[str, Any], snap: Any, now: float, claim_unverified_after:
 # what of an agent's record its judge reads (the fold changes records in place: compared by value)
 _SIG = itemgetter("contract_sha256", "contract_changes", "current_sha256", "self_key", "goal_key")
 _NO_SIG = (None, 0, None, None, None)   # an agent the state does not know yet
+_CLASS = itemgetter("class")
 
 
 def signature(a: dict[str, Any] | None) -> tuple[Any, ...]:
@@ -228,17 +230,26 @@ def signature(a: dict[str, Any] | None) -> tuple[Any, ...]:
     return _NO_SIG if a is None else _SIG(a)
 
 
-def _claiming(a: dict[str, Any] | None) -> bool:
+def claiming(a: dict[str, Any] | None) -> bool:
     """In a claim not yet flagged (the agents ``claim-unverified`` may come due for)."""
     return a is not None and a["class"] == CLAIM_CLASS and not a["claim_flagged"] and bool(a["claim_since"])
 
 
-def unverified_claims(state: dict[str, Any], now: float, claim_unverified_after: float) -> list[Any]:
-    """``claim-unverified`` for each agent in a claim not yet flagged, with no verdict since the
-    claim, ``claim_unverified_after`` after it (in id order)."""
+def claiming_ids(state: dict[str, Any]) -> list[str]:
+    """The agents of the state in a claim not yet flagged, in id order."""
+    agents = state["agents"]
+    in_class = compress(agents, map(eq, map(_CLASS, agents.values()), repeat(CLAIM_CLASS)))  # in C
+    return sorted(a for a in in_class if claiming(agents[a]))
+
+
+def unverified_claims(state: dict[str, Any], now: float, claim_unverified_after: float,
+                      ids: list[str] | None = None) -> list[Any]:
+    """``claim-unverified`` for each agent in a claim not yet flagged (``ids``: those agents in id
+    order, when the caller knows them), with no verdict since the claim, ``claim_unverified_after``
+    after it."""
     agents = state["agents"]
     out: list[Any] = []
-    for aid in sorted(a for a, r in agents.items() if r["class"] == CLAIM_CLASS and _claiming(r)):
+    for aid in claiming_ids(state) if ids is None else ids:
         a = agents[aid]
         v = a["verdict"]
         if v is not None and v["seq"] >= a["claim_seq"]:

@@ -80,15 +80,18 @@ def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
 
 
 def detect(state: dict[str, Any], snap: Any, now: float, fanout_max: int = 8, fanout_window: float = 60.0,
-           census: bool = False, census_seq: int = 0, **_policy: Any) -> list[Any]:
+           census: bool = False, census_seq: int = 0, new: list[str] | None = None, **_policy: Any) -> list[Any]:
     """One fleet.fanout when the unreported new agents within the window exceed the cap (none
     while the watcher takes its census; agents first seen by it, up to ``census_seq``, never).
-    A new agent is a snapshot agent not alive in the state (a set difference in C)."""
+    A new agent is a snapshot agent not alive in the state (``new``: those, in id order, when the
+    caller knows them; else a set difference in C)."""
     if census or fanout_max <= 0:
         return []
     cur = snap.agents
+    if new is None:
+        new = sorted(cur.keys() - state["alive"].keys())
     # an ended agent (or a dead pane) is no launch: it is never alive, so not "new" each tick
-    new = sorted(a for a in cur.keys() - state["alive"].keys() if not (cur[a].ended or cur[a].pane_dead))
+    new = [a for a in new if not (cur[a].ended or cur[a].pane_dead)]
     return _report(state, now, new, fanout_max, fanout_window, census, census_seq)
 
 

@@ -119,14 +119,14 @@ def test_an_idle_tick_judges_no_agent_and_a_change_only_its_own(tmp_path):
     root, w, elog = _fleet(tmp_path)
     w.tick(T0, True, None)
     w.tick(T0 + 2, True, set())
-    s1, d1 = dict(w.fleet.sched.seen), dict(w.dod.sched.seen)
+    s1, d1 = dict(w.fleet.sched.seen), dict(w.tickers["dod"].sched.seen)
     w.tick(T0 + 4, True, set())                    # nothing changed: nobody judged
-    s2, d2 = dict(w.fleet.sched.seen), dict(w.dod.sched.seen)
+    s2, d2 = dict(w.fleet.sched.seen), dict(w.tickers["dod"].sched.seen)
     assert s2.keys() == s1.keys() and all(s2[a] is s1[a] for a in s1)
     assert d2.keys() == d1.keys() and all(d2[a] is d1[a] for a in d1)
     p = _write(root, "a07", {"agent": "a07", "state": "waiting", "dod_contract": "x", "last_activity": T0 + 5})
     w.tick(T0 + 6, True, {p})
-    s3, d3 = dict(w.fleet.sched.seen), dict(w.dod.sched.seen)
+    s3, d3 = dict(w.fleet.sched.seen), dict(w.tickers["dod"].sched.seen)
     assert w.proj["fleet"]["agents"]["a07"]["class"] == "RECLAMA"
     assert [a for a in s1 if s3[a] is not s2[a]] == ["a07"]
     assert [a for a in d1 if d3[a] is not d2[a]] == ["a07"]

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from events.log import Recorded
 from events.timefmt import iso
 from events.types import AgentClassified, DodVerdict, tag_of
-from projections import classes, dod, fleet
+from projections import classes, dod, fanout, fleet
 from projections.observations import AgentObs, Snapshot, SourceResult
-from watcher.runtime.schedule import DodTicker, FleetTicker
+from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker
 
 T0 = 1_800_000_000.0
 STATES = ("busy", "idle", "waiting", "weird")
@@ -56,11 +56,10 @@ def test_judging_changed_and_due_gives_the_events_of_judging_everyone(seed, tick
     for _ in range(ticks):
         changed: set[str] = set()
         for a in rng.sample(ids, k=rng.randint(0, min(len(ids), 5))):   # some agents change, come or go
-            r = rng.random()
-            if r < 0.15 and a in cur:
+            cur = dict(cur)   # the merge hands out a new dict, never mutates one it handed out
+            if rng.random() < 0.15 and a in cur:
                 del cur[a]
             else:
-                cur = dict(cur)   # the merge hands out a new dict, never mutates one it handed out
                 cur[a] = random_obs(rng, a, now)
             changed.add(a)
         now += rng.choice((0.0, 1.0, 30.0, 600.0, 901.0, 3600.0, -120.0, -1500.0))   # standing, moving, going back
@@ -102,16 +101,17 @@ def random_dod_obs(rng: random.Random, aid: str, now: float) -> AgentObs:
 @given(seed=st.integers(0, 2**32 - 1), ticks=st.integers(5, 40), size=st.integers(1, 20))
 def test_dod_judging_changed_agents_gives_the_events_of_judging_everyone(seed, ticks, size):
     """dod's judge on the agents whose observation or record signature changed (its fold changes
-    records in place), and its unverified claims, against ``dod.detect``: the fleet's and dod's
+    records in place), and its unverified claims, against ``dod.detect`` (and fanout's new agents
+    kept from tick to tick against ``fanout.detect``): the fleet's and dod's
     events of each tick folded into both states, claims made and left to come due, verdicts from
     another writer, failed sources, the clock moving on and going back."""
     rng = random.Random(seed)
     now = T0
     ids = [f"a{i:02d}" for i in range(size)]
     cur = {a: random_dod_obs(rng, a, now) for a in ids if rng.random() < 0.8}
-    fst, dst = fleet.initial(), dod.initial()
+    fst, dst, ost = fleet.initial(), dod.initial(), fanout.initial()
     seq = [0]
-    ticker = DodTicker()
+    ticker, fanouts = DodTicker(), FanoutTicker()
     limits = fleet.Limits(900.0, None, None)
     gen = 0
     touched: set[str] | None = set()
@@ -133,7 +133,9 @@ def test_dod_judging_changed_agents_gives_the_events_of_judging_everyone(seed, t
         want = dod.detect(dst, snap, now, claim_unverified_after=1800.0)
         got = ticker.tick(dst, snap, now, 1800.0)
         assert got == want
-        evs = fleet_evs + want
+        launches = fanout.detect(ost, snap, now, fanout_max=2, fanout_window=600.0)
+        assert fanouts.tick(ost, snap, now, fanout_max=2, fanout_window=600.0) == launches
+        evs = fleet_evs + want + launches
         if dst["agents"] and rng.random() < 0.15:   # another writer's verdict: a record changes in place
             evs.append(DodVerdict(agent=rng.choice(sorted(dst["agents"])), verdict=rng.choice(("met", "failed")),
                                   verifier=rng.choice(("v1", "v9")), evidence="elsewhere",
@@ -147,3 +149,4 @@ def test_dod_judging_changed_agents_gives_the_events_of_judging_everyone(seed, t
             recs.append(Recorded(seq[0], f"id{seq[0]}", iso(now), tag_of(ev), ev.subject, 1, ev, b"", b""))
         fleet.fold_batch(fst, recs)
         dod.fold_batch(dst, recs)
+        fanout.fold_batch(ost, recs)

@@ -10,8 +10,8 @@ partial: file sources look only at the paths the :class:`Waker` collected, the o
 reuse their last result. While inotify is healthy, file sources stat every file once per
 ``watch.resync``, a slice of them on each full tick (the rolling resync; once in full after a
 queue overflow); without inotify, every ``interval``.
-The fleet's and dod's judges run only on the agents that changed or are due (``Watcher.fleet``,
-``Watcher.dod``: runtime/schedule.py); detectors with ``detect_memo`` carry a memo from tick to tick in
+The fleet's, dod's and fanout's detectors look only at the agents that changed or are due
+(``Watcher.fleet``, ``Watcher.tickers``: runtime/schedule.py); detectors with ``detect_memo`` carry a memo from tick to tick in
 ``Watcher.memos`` (pure: passed in, returned). Each Snapshot carries the change hint (``gen``, ``dirty``: the agents
 whose observation the patched merge changed, runtime/merged.py, plus those whose records this
 watcher's folds changed since the last detect; None after another writer's events, a failed
@@ -34,7 +34,7 @@ from watcher.config import Config
 from watcher.runtime.counts import ClassCounts
 from watcher.runtime.logs import LineBudget
 from watcher.runtime.merged import Merger
-from watcher.runtime.schedule import DodTicker, FleetTicker
+from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
 from watcher.runtime import spill
@@ -93,7 +93,7 @@ class Watcher:
         self.quiet = Quiet(elog.path)        # has the log had a commit since the last catch-up?
         self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.fleet = FleetTicker()       # the fleet judge's changed and due agents, and miss counts
-        self.dod = DodTicker()           # dod's judge on the changed agents, and its claims
+        self.tickers = {"dod": DodTicker(), "fanout": FanoutTicker()}   # their detectors, incremental
         self.pending: list[Any] = []
         self.notifier = notifier
         self.census_seq: int | None = None   # the log's seq after this process's first complete look
@@ -206,8 +206,8 @@ class Watcher:
             if mod is None:
                 continue
             try:
-                if name == "dod":   # its judge on the changed agents (runtime/schedule.py)
-                    evs += self.dod.tick(self.proj[name], snap, now, **kw)
+                if name in self.tickers:   # on the changed and due entities (runtime/schedule.py)
+                    evs += self.tickers[name].tick(self.proj[name], snap, now, **kw)
                 elif hasattr(mod, "detect_memo"):  # same events as detect; the memo skips what did not change
                     found, self.memos[name] = mod.detect_memo(self.proj[name], snap, now, self.memos.get(name),
                                                               seq=self.proj.seq, **kw)
@@ -479,7 +479,8 @@ class Watcher:
         self.merger.forget()
         self.memos = {}
         self.fleet.sched.reset()  # the fleet's miss counts survive (the grace of an absent agent)
-        self.dod.sched.reset()
+        for t in self.tickers.values():
+            t.reset()
 
     def close(self) -> None:
         self._end_round()

@@ -19,6 +19,9 @@ Invariants:
   this scheduler judged that the snapshot still has; otherwise every entity is compared.
 - A judge's due time ``NEXT_TICK`` looks at the entity again on the next tick whatever changed
   (an event was found: it may not be committed; a blind tmux poll).
+- A snapshot's agents dict is never changed once handed out (runtime/merged.py): the same dict
+  is the same agents, so the fleet's missing agents are not looked for again while it and the
+  state's size stay.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-from projections import dod, fleet
+from projections import dod, fanout, fleet
 
 _INF = float("inf")
 
@@ -47,6 +50,7 @@ class Scheduler:
         self.due: dict[str, float] = {}              # id -> its live due time
         self.policy = policy
         self.gen = -1                                # the snapshot generation last looked at
+        self.hinted = False                          # the last pick narrowed by the change hint
         self.sizes = (-1, -1)                        # (snapshot's, state's) entity counts then
         self.clock = -_INF
 
@@ -59,8 +63,9 @@ class Scheduler:
         self.clock = now
         sizes = (len(cur), len(recs))
         seen = self.seen
-        if dirty is not None and gen == self.gen + 1 and sizes == self.sizes \
-                and all(a in cur and a in seen for a in dirty):
+        self.hinted = dirty is not None and gen == self.gen + 1 and sizes == self.sizes \
+            and all(a in cur and a in seen for a in dirty)
+        if self.hinted:
             ids = list(dirty)
         else:
             ids = list(cur)
@@ -107,6 +112,7 @@ class FleetTicker:
     def __init__(self) -> None:
         self.sched = Scheduler()
         self.absent: dict[str, int] = {}
+        self.gone: tuple[Any, int, list[str]] | None = None   # (snapshot agents, state size, ids missing)
 
     def tick(self, state: dict[str, Any], snap: Any, now: float, limits: fleet.Limits,
              judge: Callable[..., tuple[Any, float]] = fleet.judge) -> list[Any]:
@@ -128,7 +134,12 @@ class FleetTicker:
             if ev is not None:
                 out.append(ev)
             sched.judged(aid, obs, rec, due)
-        self.absent = fleet.missing(state, snap, self.absent, out)
+        # the same snapshot dict (the merge hands the last one on while nothing changed) against a
+        # state of the same size (it only grows, but by a prune): the same agents are missing
+        g = self.gone
+        if g is None or g[0] is not cur or g[1] != len(agents):
+            g = self.gone = (cur, len(agents), sorted(agents.keys() - cur.keys()))
+        self.absent = fleet.missing(state, snap, self.absent, out, g[2])
         return out
 
 
@@ -139,6 +150,10 @@ class DodTicker:
 
     def __init__(self) -> None:
         self.sched = Scheduler(sig=dod.signature)
+        self.claims: set[str] = set()   # the agents in a claim not yet flagged (dod.claiming)
+
+    def reset(self) -> None:
+        self.sched.reset()
 
     def tick(self, state: dict[str, Any], snap: Any, now: float, claim_unverified_after: float) -> list[Any]:
         """This tick's events; if it raises, every agent is judged next tick."""
@@ -160,4 +175,34 @@ class DodTicker:
             evs = dod.judge(aid, obs, rec)
             out += evs
             sched.judged(aid, obs, rec, fleet.NEXT_TICK if evs else _INF)
-        return out + dod.unverified_claims(state, now, claim_unverified_after)
+        # a claim starts or ends only through the agent's own events (it is then in the hint)
+        if sched.hinted:
+            for aid in snap.dirty:
+                (self.claims.add if dod.claiming(agents.get(aid)) else self.claims.discard)(aid)
+        else:
+            self.claims = set(dod.claiming_ids(state))
+        return out + dod.unverified_claims(state, now, claim_unverified_after, sorted(self.claims))
+
+
+class FanoutTicker:
+    """fleet.fanout's detector as the watcher runs it: the agents new to the state (in the
+    snapshot, not alive) kept from tick to tick; an agent becomes or stops being alive only
+    through its own events, so with the change hint only the hinted agents are looked at."""
+
+    def __init__(self) -> None:
+        self.sched = Scheduler()
+        self.new: set[str] = set()
+
+    def reset(self) -> None:
+        self.sched.reset()
+
+    def tick(self, state: dict[str, Any], snap: Any, now: float, **policy: Any) -> list[Any]:
+        cur, alive, dirty = snap.agents, state["alive"], snap.dirty
+        hinted = dirty is not None and snap.gen == self.sched.gen + 1 and len(cur) == self.sched.sizes[0]
+        self.sched.gen, self.sched.sizes = snap.gen, (len(cur), len(alive))
+        if hinted:
+            for a in dirty:
+                (self.new.add if a in cur and a not in alive else self.new.discard)(a)
+        else:
+            self.new = set(cur.keys() - alive.keys())
+        return fanout.detect(state, snap, now, new=sorted(self.new), **policy)
