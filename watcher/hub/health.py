@@ -166,12 +166,18 @@ def forwarded(log_path: str, stream: str, host: str) -> tuple[int, int] | None:
     if not os.path.exists(log_path):
         return None
     try:
-        with apsw.Connection(log_path, flags=apsw.SQLITE_OPEN_READONLY) as c:
+        c = apsw.Connection(log_path, flags=apsw.SQLITE_OPEN_READONLY)
+        try:
             head = c.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()[0][0]
             r = c.execute("SELECT seq FROM fw_position WHERE stream=? AND host=?", (stream, host)).fetchall()
+        finally:
+            c.close()
     except apsw.Error:
         return None
-    return (int(r[0][0]) if r else 0, int(head))
+    acked = r[0][0] if r else 0
+    if not isinstance(head, int) or not isinstance(acked, int):   # seq columns hold integers
+        return None
+    return acked, head
 
 
 def probe(urls: str | list[str], creds: str | None, stream: str, timeout: float = 5.0) -> tuple[str, str]:
