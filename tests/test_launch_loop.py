@@ -292,3 +292,26 @@ def test_a_goals_folder_that_cannot_be_written_is_said_and_leaves_nothing(world)
     r = w.fw("launch", "a1", "--task", "x", "--contract", "tests pass", "--cwd", str(w.work))
     assert r.returncode == 2 and "cannot write" in r.stderr and "Traceback" not in r.stderr
     assert w.windows() == [] and not w.db.exists() and not (w.tmp / "launched").exists()
+
+
+def test_verdicts_acted_on_across_a_kill_9_nudge_at_most_once_close_done_by_the_next_watcher(world):
+    w = world(dod={"run_checks": True, "on_met": "close", "on_failed": "nudge"})
+    half = w.script("half.sh", "touch part1\nfleetwatch claim done\nstty -echo\n"
+                    "while IFS= read -r line; do printf '%s\\n' \"$line\" >> typed; done\n")
+    good = w.script("good.sh", "touch part1 part2\nfleetwatch claim done\nexec sleep 600\n")
+    w.start()
+    _launch(w, "n1", TWO_PARTS, half)
+    wait_for(lambda: w.data("dod.acted"), 60)
+    w.kill9()                                   # right after the nudge is recorded: sent or not, never again
+    w.start()
+    _launch(w, "c1", TWO_PARTS, good)
+    wait_for(lambda: [a for a in w.data("dod.acted") if a["agent"] == "c1"], 60)
+    w.kill9()                                   # right after the close is recorded, before it is done
+    w.start()
+    closed = wait_for(lambda: [d for d in w.data("agent.classified") if d["agent"] == "c1" and d["to"] == "CERRADO"], 60)
+    assert closed[0]["reason"] == "verified met"
+    wait_for(lambda: "c1" not in w.windows(), 30)
+    typed = w.work / "typed"
+    assert (typed.read_text().count("judged FAILED") if typed.exists() else 0) <= 1
+    assert [(a["agent"], a["action"]) for a in w.data("dod.acted")] == [("n1", "nudge"), ("c1", "close")]
+    assert "n1" in w.windows()

@@ -9,8 +9,8 @@ Invariants
 - Recorded first, done after: the ``dod.acted`` event (id ``acted:<agent>:<verdict seq>``) is
   committed before the window is touched, and the work is handed to the worker only once that
   event is folded. So a nudge is sent at most once per verdict, also across a kill -9; a close
-  recorded and not done (a kill -9 in between) is done again (``closing`` in the projection: the
-  agent is not CERRADO yet), at most every ``RECLOSE_S``.
+  recorded and not done (a kill -9 in between) is done by the next watcher at once (``closing`` in
+  the projection: the agent is not CERRADO yet), and again every ``RECLOSE_S`` while it is not.
 - Never in the tick's thread: tmux and ``on_met`` argv run in one worker thread, each call bounded.
 - A close sets goal.json ``ended`` (and state idle) and kills the agent's window (or runs the
   ``on_met`` argv): the fleet sees it CERRADO by itself, and :func:`projections.plans.amend`
@@ -91,6 +91,8 @@ class Actor:
                 continue        # not committed (or a newer verdict came): decided again below
             if action in ("close", "nudge"):
                 self.jobs.put((action, aid, v, self._where(st, fleet, aid)))
+                if action == "close":
+                    self.reclosed[aid] = time.monotonic()
         out: list[Any] = []
         for aid, action, v in plans.due_actions(st, cls, self.on_met, self.on_failed, frozenset(self.planned)):
             detail = ", ".join(v.get("failed") or [])[:300] if action == "nudge" else ""
@@ -99,9 +101,9 @@ class Actor:
             self.planned[aid] = (action, v["seq"], v)
         mono = time.monotonic()
         for aid, (_, closed) in st["closing"].items():   # a close recorded, not seen done (a kill -9 between)
-            if not closed and aid not in self.planned and cls(aid) != CERRADO and mono - self.reclosed.get(aid, -RECLOSE_S) >= RECLOSE_S:
-                if aid in self.reclosed:
-                    self.jobs.put(("close", aid, {}, self._where(st, fleet, aid)))
+            if not closed and aid not in self.planned and cls(aid) != CERRADO \
+                    and mono - self.reclosed.get(aid, -RECLOSE_S) >= RECLOSE_S:   # this process's: again after RECLOSE_S
+                self.jobs.put(("close", aid, {}, self._where(st, fleet, aid)))
                 self.reclosed[aid] = mono
         return out
 

@@ -261,11 +261,15 @@ def open_window(socket: str, session: str, spec: Spec) -> str:
     for e in env:
         flags += ["-e", e]
     argv = ["env", *env, *command(spec)]
-    ok, _ = tmux(socket, "has-session", "-t", f"={session}")
-    if ok:
-        ok, out = tmux(socket, "new-window", *flags, "-t", f"={session}:", "--", *argv)
-    else:
-        ok, out = tmux(socket, "new-session", "-s", session, "-x", "200", "-y", "50", *flags, "--", *argv)
+    ok, out = False, ""
+    for _ in range(3):   # the session's last window may close (and the server exit) between two calls
+        there, _ = tmux(socket, "has-session", "-t", f"={session}")
+        if there:
+            ok, out = tmux(socket, "new-window", *flags, "-t", f"={session}:", "--", *argv)
+        else:
+            ok, out = tmux(socket, "new-session", "-s", session, "-x", "200", "-y", "50", *flags, "--", *argv)
+        if ok:
+            break
     if not ok or not out.startswith("@"):
         raise LaunchError(f"could not open the agent's tmux window: {out[:200]}", op="launch",
                           hint=f"check `tmux -L {socket} ls`")
