@@ -38,7 +38,7 @@ TYPES = frozenset(("agent.launched", "plan.recorded", "plan.stopped", "dod.verdi
 KEEP = 200           # launch-to-met durations kept for status and report
 MAX_TASKS = 200      # tasks in one plan
 MAX_AGENTS = 5000    # launched agents kept; past it the oldest CERRADO of no plan still running are forgotten
-TASK_STATES = ("met", "running", "ready", "waiting", "failed", "unevaluable", "closed", "stopped")
+TASK_STATES = ("met", "running", "launched", "ready", "waiting", "failed", "unevaluable", "closed", "stopped")
 
 
 def initial() -> dict[str, Any]:
@@ -169,7 +169,7 @@ def task_states(st: dict[str, Any], plan: str) -> dict[str, dict[str, Any]]:
         elif a is not None and a.get("class") == CERRADO:
             status[t["id"]] = "closed"
         else:
-            status[t["id"]] = "running"
+            status[t["id"]] = "running" if (a or {}).get("class") else "launched"   # launched: not seen yet
     out: dict[str, dict[str, Any]] = {}
     for t in p["tasks"]:
         s = status[t["id"]]
@@ -183,7 +183,7 @@ def task_states(st: dict[str, Any], plan: str) -> dict[str, dict[str, Any]]:
 
 def live(tasks: dict[str, dict[str, Any]]) -> int:
     """Tasks of a plan launched and not finished (no met verdict, not CERRADO)."""
-    return sum(1 for t in tasks.values() if t["state"] in ("running", "failed", "unevaluable"))
+    return sum(1 for t in tasks.values() if t["state"] in ("running", "launched", "failed", "unevaluable"))
 
 
 def judge(st: dict[str, Any], inflight: frozenset[tuple[str, str]] = frozenset()) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, str]]]:
