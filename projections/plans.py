@@ -263,7 +263,7 @@ def summary(state: dict[str, Any], now: float) -> list[str]:
     return out
 
 
-GONE = ("session ended", "tmux window gone", "no longer seen by any source", "tmux pane dead")
+GONE = ("session ended", "tmux window gone", "no longer seen by any source", "tmux pane dead", "claude exited")
 
 
 def amend(state: dict[str, Any], events: list[Any]) -> list[Any]:
