@@ -124,35 +124,43 @@ def test_keep_alive_serves_many_deliveries_on_one_connection(ep, tmp_path):
     assert ep.drain() and doc(tmp_path)["state"] == "idle"
 
 
-def test_fleetwatch_run_serves_the_endpoint_and_serves_it_again_after_a_reload(tmp_path):
-    """`fleetwatch run` with [hook]: a POST updates goal.json; after SIGHUP (config read again) the
-    endpoint serves on; after SIGTERM nothing listens."""
-    import signal
-    import socket
-    import subprocess
+class _Port:
+    """What ``post`` needs of an endpoint: its port."""
+
+    def __init__(self, port: int):
+        self.port = port
+
+
+def _run_setup(tmp_path):
+    """(port, goals dir, config, fleetwatch, env) of a `fleetwatch run` serving [hook] on a free port."""
     import sys
     from pathlib import Path
 
-    from tests.support.waiting import wait_for
+    from tests.support.fleet import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     goals = tmp_path / "agents"
     goals.mkdir()
     cfg = tmp_path / "fw.toml"
     cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[hook]\nlisten = "127.0.0.1:{port}"\ngoals_dir = "{goals}"\n'
                    f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n')
     exe = str(Path(sys.executable).parent / "fleetwatch")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE", "LISTEN_"))}
+    return port, goals, cfg, exe, env
+
+
+def test_fleetwatch_run_serves_the_endpoint_and_serves_it_again_after_a_reload(tmp_path):
+    """`fleetwatch run` with [hook]: a POST updates goal.json; after SIGHUP (config read again) the
+    endpoint serves on; after SIGTERM nothing listens."""
+    import signal
+    import subprocess
+
+    from tests.support.waiting import wait_for
+
+    port, goals, cfg, exe, env = _run_setup(tmp_path)
     p = subprocess.Popen([exe, "run", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
-
-    class At:
-        port = 0
-
-    at = At()
-    at.port = port
+    at = _Port(port)
 
     def posted(name):
         try:
@@ -179,34 +187,17 @@ def test_a_socket_systemd_passes_is_served_and_a_hook_before_the_start_waits_ins
     answered once it serves (queued by the kernel, never refused), and goal.json is updated."""
     import shutil
     import signal
-    import socket
     import subprocess
-    import sys
-    from pathlib import Path
 
     from tests.support.waiting import wait_for
 
     tool = shutil.which("systemd-socket-activate")
     if tool is None:
         pytest.skip("systemd-socket-activate is not installed")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    goals = tmp_path / "agents"
-    goals.mkdir()
-    cfg = tmp_path / "fw.toml"
-    cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[hook]\nlisten = "127.0.0.1:{port}"\ngoals_dir = "{goals}"\n'
-                   f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n')
-    exe = str(Path(sys.executable).parent / "fleetwatch")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE", "LISTEN_"))}
+    port, goals, cfg, exe, env = _run_setup(tmp_path)
     p = subprocess.Popen([tool, "-l", f"127.0.0.1:{port}", "--fdname=hook", exe, "run", "--config", str(cfg)],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-    class At:
-        pass
-
-    at = At()
-    at.port = port
+    at = _Port(port)
     try:
         wait_for(lambda: subprocess.run(["ss", "-ltn", f"sport = :{port}"], capture_output=True,
                                         text=True).stdout.count("LISTEN") >= 1, timeout=30)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 
 import pytest
 
 from tests.support import fakeapi as F
+from tests.support.fleet import free_port
 from tests.support.realclaude import VERSIONS, Claude, wait_for
 from watcher.hook.endpoint import HookEndpoint
 
@@ -36,14 +36,6 @@ def reads(n: int, path: str) -> list:
 def goal(c: Claude) -> dict:
     p = c.goals / "a1" / "goal.json"
     return json.loads(p.read_text()) if p.exists() else {}
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_http_hooks_reach_the_endpoint_and_record_the_exact_pane(tmp_path, flavour):
