@@ -443,3 +443,16 @@ def test_retry_backoff_detail_for_the_second_failure_names_twenty_minutes():
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
     got = check_retry("R1", {"failures": 2, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
     assert got is not None and got[3].endswith("5.0 min after failure 2; 20 min required")
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({"claude_gone": True}, (Cls.CERRADO, "claude exited: no claude process left in its tmux pane")),
+    ({"claude_gone": True, "state": "waiting"}, (Cls.CERRADO, "claude exited: no claude process left in its tmux pane")),
+    ({"claude_gone": True, "ended": True}, (Cls.CERRADO, "session ended")),
+    ({"claude_gone": True, "pane_dead": True, "pane_dead_status": 3}, (Cls.CERRADO, "tmux pane dead (exit 3)")),
+    ({"claude_gone": True, "error": "no goal.json"}, (Cls.CERRADO, "claude exited: no claude process left in its tmux pane")),
+])
+def test_a_pane_whose_claude_process_is_gone_closes_the_agent(kw, want):
+    """Issue 43: claude killed (-9) in a shell pane that lives on; the tmux source finds no claude
+    process in the recorded pane's tree (claude_gone): CERRADO, whatever goal.json still says."""
+    assert classify(obs(**kw), NOW, STALL) == want
