@@ -254,13 +254,14 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
                                 "max": max(done) if done else None}}
 
 
+def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """(group, line) for the summary: each stopped plan (it needs a human)."""
+    return [("violations", f"plan {name}: stopped at task {p['stopped']['task']} ({p['stopped']['verdict']})")
+            for name, p in sorted(state["plans"].items()) if p["stopped"]]
+
+
 def summary(state: dict[str, Any], now: float) -> list[str]:
-    out = []
-    for name, p in sorted(state["plans"].items()):
-        if p["stopped"]:
-            s = p["stopped"]
-            out.append(f"plan {name}: stopped at {s['task']} ({s['verdict']})")
-    return out
+    return [line for _, line in items(state, now)]
 
 
 GONE = ("session ended", "tmux window gone", "no longer seen by any source", "tmux pane dead", "claude exited")

@@ -292,7 +292,7 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
             groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod,
                                            handled.get(aid), now))
     extra: list[tuple[str, str]] = []
-    for name in ("dod", "missions"):
+    for name in ("dod", "missions", "plans"):
         if name in mods:
             extra += [(g, str(line)) for g, line in mods[name].items(states[name], now)]
     if "runs" in mods:  # runs gives lines, not groups: each is a run needing a human

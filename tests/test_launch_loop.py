@@ -265,6 +265,7 @@ def test_a_plan_stops_at_a_failed_task_and_the_stop_is_pushed(world, tmp_path):
         assert [d["agent"] for d in w.data("agent.launched")] == ["u1"]          # u2 never launched
         st = json.loads(w.fw("status", "--json").stdout)["plans"]["p2"]
         assert st["stopped"]["task"] == "u1" and st["by_state"] == {"failed": ["u1"], "waiting": ["u2"]}
+        assert "plan p2: stopped at task u1 (failed)" in w.fw("summary").stdout
     finally:
         sink.close()
 
