@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.support import fakeapi as F
+from tests.support.fleet import free_port
 from tests.support.realclaude import FLEETWATCH, VERSIONS, Claude, base_env, wait_for
 
 pytestmark = pytest.mark.realclient
@@ -31,17 +32,22 @@ def status(cfg, env) -> dict:
     return {a["agent"]: a for a in json.loads(r.stdout).get("agents", [])}
 
 
-def test_claude_killed_in_a_live_shell_pane_is_closed(tmp_path, flavour):
+@pytest.mark.parametrize("form", ["exec", "http"])
+def test_claude_killed_in_a_live_shell_pane_is_closed(tmp_path, flavour, form):
+    """``form``: the hooks as commands (each records the pane and claude's pid), or as http POSTs to
+    the watcher's endpoint (the pane from the headers; the pid from SessionStart, a command)."""
+    port = free_port()
     with F.FakeAPI() as fake:
         c = Claude(tmp_path, flavour, fake, agent="a1")
-        c.hook_install()
+        c.hook_install("--form", form, "--url", f"http://127.0.0.1:{port}/hook")
         goal = c.goals / "a1" / "goal.json"
         goal.parent.mkdir(parents=True, exist_ok=True)
         goal.write_text(json.dumps({"agent": "a1", "dod_contract": "tests pass", "cwd": str(c.work), "state": "idle"}))
         cfg = tmp_path / "config.toml"
         cfg.write_text(f'[store]\npath = "{tmp_path}/events.db"\n[watch]\ninterval = "1s"\n'
                        f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{c.goals}/*/goal.json"\n'
-                       f'[[sources]]\nname = "tmux"\nkind = "tmux"\nsocket = "{c.socket}"\n')
+                       f'[[sources]]\nname = "tmux"\nkind = "tmux"\nsocket = "{c.socket}"\n'
+                       f'[hook]\nlisten = "127.0.0.1:{port}"\n')
         env = {**base_env(), "HOME": str(c.home)}
         run = subprocess.Popen([FLEETWATCH, "run", "--config", str(cfg)], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -52,6 +58,7 @@ def test_claude_killed_in_a_live_shell_pane_is_closed(tmp_path, flavour):
             fake.script(F.text("hello"))
             c.type("say hello")
             c.wait_screen("hello")
+            wait_for(lambda: json.loads(goal.read_text()).get("hook_event") == "Stop", what="the Stop hook")
             doc = wait_for(lambda: (d := json.loads(goal.read_text())).get("tmux") and d, what="the pane recorded")
             assert doc["tmux"]["pane"] == c.pane_id()
             pid = c.claude_pid()
