@@ -316,3 +316,15 @@ def test_verdicts_acted_on_across_a_kill_9_nudge_at_most_once_close_done_by_the_
     assert (typed.read_text().count("judged FAILED") if typed.exists() else 0) <= 1
     assert [(a["agent"], a["action"]) for a in w.data("dod.acted")] == [("n1", "nudge"), ("c1", "close")]
     assert "n1" in w.windows()
+
+
+def test_on_met_as_an_argv_runs_instead_of_closing_the_window(world, tmp_path):
+    out = tmp_path / "reassigned"
+    w = world(dod={"run_checks": True, "on_met": ["sh", "-c", f"echo {{agent}} {{target}} >> {out}"]})
+    good = w.script("good.sh", "touch part1 part2\nfleetwatch claim done\nexec sleep 600\n")
+    w.start()
+    _launch(w, "r1", TWO_PARTS, good)
+    wait_for(lambda: out.exists() and out.read_text().startswith("r1 @"), 60)
+    closed = wait_for(lambda: [d for d in w.data("agent.classified") if d["to"] == "CERRADO"], 60)
+    assert closed[0]["reason"] == "verified met"        # goal.json marked ended: CERRADO, window left to the argv
+    assert "r1" in w.windows() and [a["action"] for a in w.data("dod.acted")] == ["close"]
