@@ -10,7 +10,7 @@ from events.timefmt import iso
 from projections import fleet
 from projections.fleet import Cls, classify
 from projections.observations import Snapshot, SourceResult
-from tests.test_runs import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
+from tests.support.runsworld import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
 from tests.test_fleet import NOW, STALL, obs  # busy, haciendo, a contract, active at NOW
 from tests.test_runs_rules import EVID, HEX, violations
 from tests.support.fleetstep import step
@@ -431,7 +431,7 @@ def test_a_step_time_is_iso_or_an_epoch_within_years_1970_to_5138(v, want):
 
 
 def test_a_step_first_seen_beginning_without_at_after_a_failure_started_by_now(h):
-    from tests.test_runs import at
+    from tests.support.runsworld import at
     kw = dict(failures=1, last_failure_at=at(95))
     got = violations(h, {"facts": S("done", 30)}, {"facts": S("done", 30), "audit": S("begin", None)},
                      "retry-backoff", **kw)

@@ -6,7 +6,7 @@ import logging
 
 from events.log import EventLog
 from projections.observations import AgentObs, Snapshot
-from tests.test_runs import doc, snap as runs_snap, S
+from tests.support.runsworld import doc, snap as runs_snap, S
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
 

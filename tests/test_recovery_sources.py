@@ -13,7 +13,7 @@ from projections.observations import AgentObs, Snapshot
 from watcher.runtime.loop import Watcher
 from watcher.sources.files import GoalsSource
 
-from tests.test_runs import S, doc, snap as runs_snap
+from tests.support.runsworld import S, doc, snap as runs_snap
 from tests.support.goalfleet import T0, goal, make
 
 

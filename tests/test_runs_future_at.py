@@ -13,7 +13,7 @@ virtual clock of tests/test_runs.py (its Harness: detect, append, read back, fol
 from __future__ import annotations
 
 from projections.runs import DEFAULT_DEADLINE
-from tests.test_runs import MIN, T0, Harness, S, at, doc, snap, types
+from tests.support.runsworld import MIN, T0, Harness, S, at, doc, snap, types
 
 FUTURE = "2099-01-01T00:00:00Z"
 

@@ -11,7 +11,7 @@ import pytest
 
 from events.types import RuleViolated
 from projections import runs, runs_parse, runs_quota, runs_rules
-from tests.test_runs import MIN, T0, Harness, S, doc, fixture_docs, snap
+from tests.support.runsworld import MIN, T0, Harness, S, doc, fixture_docs, snap
 
 
 def _enc(evs: list) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from projections import runs
-from tests.test_runs import MIN, T0, S, at, doc, h, snap  # noqa: F401  (h is a fixture)
+from tests.support.runsworld import MIN, T0, S, at, doc, h, snap  # noqa: F401  (h is a fixture)
 
 HEX = "ab" * 32
 EVID = dict(sha256=HEX, candidate="c-1")
