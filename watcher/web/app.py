@@ -35,6 +35,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from events.log import EventLog
+from projections.notify_msg import bucket
 from projections.report_view import today_line
 from projections.views import active_silences, handled, handled_words
 from projections.waiting import words
@@ -195,6 +196,11 @@ class WebApp:
             out.append({"cls": c["cls"], "name": c["name"], "since": c["since"],
                         "text": words(c.get("wait")) or c["text"], "task": c.get("task") or "", "status": status,
                         "item": _b36(seq) if seq is not None and c["cleared"] is None else ""})
+        # the push's order (urgency group, then when, then name), the open before the handled,
+        # the cleared last
+        done = ("cleared", "resolved")
+        out.sort(key=lambda it: (bucket(it["cls"])[0], (it["status"] != "open") + (it["status"] in done),
+                                 it["since"], str(it["name"])))
         return out
 
     def _act(self, notice: str, link: str, seqs: list[int], item: str, action: str, now: float) -> Response:
