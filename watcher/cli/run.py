@@ -80,12 +80,13 @@ def _record_last(w) -> None:
 def _bind_launched(w, cfg, old_sources=()) -> None:
     """Each goals source files a launched agent's goal.json under that agent whatever it says
     later (watcher/sources/pins.py), across restarts; a reload keeps what the old sources bound."""
+    from projections.classes import CERRADO
     from watcher.sources import pins
 
     pins.carry(old_sources, w.sources)
     launched = (w.proj.states.get("plans") or {}).get("agents") or {}
     pins.bind_launched(w.sources, list(launched), cfg.launch.goals_dir)
-    known = {a: r["source"] for a, r in w.proj["fleet"]["agents"].items() if r["class"] != "CERRADO"}
+    known = {a: r["source"] for a, r in w.proj["fleet"]["agents"].items() if r["class"] != CERRADO}
     pins.bind_folders(w.sources, known)
 
 
