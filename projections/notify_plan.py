@@ -97,43 +97,8 @@ class NudgeReason(str, Enum):
     IN_FLIGHT = "in-flight"
 
 
-# The members the per-condition stages return and plan compares, as module names (the same
-# objects): on Python 3.11 each ``Reason.X`` is a look-up through the Enum metaclass, and these
-# run once per condition per plan.
-_ROUTED, _BELOW_MIN, _DOD_MET = RouteReason.ROUTED, RouteReason.BELOW_MIN_SEVERITY, RouteReason.DOD_MET
-_UNINHIBITED, _RESOLVED, _CLOSED, _CLEARED = (InhibitReason.PASS, InhibitReason.RESOLVED, InhibitReason.CLOSED,
-                                              InhibitReason.CLEARED)
-_UNSILENCED, _SILENCED, _FLAP_HELD, _UNHELD = SilenceReason.PASS, SilenceReason.SILENCED, FlapReason.HELD, FlapReason.PASS
-_UNACKED = AckReason.PASS
-_DUE_NOW = (DedupeReason.NEW, DedupeReason.RETRY_DUE, DedupeReason.UPDATE_DUE, DedupeReason.REPEAT_DUE)
-_NEW, _NOT_YET_DUE, _IN_FLIGHT = DedupeReason.NEW, DedupeReason.NOT_YET_DUE, DedupeReason.IN_FLIGHT
-_RETRY_WAIT, _RETRY_DUE, _SENT, _REPEAT_DUE = (DedupeReason.RETRY_WAIT, DedupeReason.RETRY_DUE, DedupeReason.ALREADY_SENT,
-                                               DedupeReason.REPEAT_DUE)
-_QUIET_HELD, _QUIET_RECORDED, _WAIT_GROUP = QuietReason.HELD, QuietReason.HELD_RECORDED, GroupReason.WAIT_GROUP
-
-
-class PlanMemo(FlapMemo):
-    """:class:`FlapMemo` plus the decision of each cleared condition, kept by the caller from one
-    plan to the next (the notifier owns one; ``plan(..., flap_memo=memo)``). A cleared
-    condition's decision is route's or inhibit's, which read only fields the fold never changes
-    once it is cleared (sev, cls, name, cleared_by), whether it was ever sent, and for a
-    DICE_TERMINADO its agent's verdict in ``dod``: so it is used again for the very condition
-    object while those two are unchanged and the policy is the same object.
-    Saves: route and inhibit of most conditions on every plan (cleared ones stay 5 minutes)."""
-
-    __slots__ = ("decided", "policy")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.decided: dict[str, tuple[dict, bool, str | None, Decision]] = {}   # cid -> (condition, sent, verdict, decision)
-        self.policy: Policy | None = None
-
-    def cleared(self, state: dict, policy: Policy) -> dict[str, tuple[dict, bool, str | None, Decision]]:
-        """The decisions kept for ``policy`` (dropped when it is another; bounded by the conditions)."""
-        if self.policy is not policy or len(self.decided) > 2 * len(state["conds"]) + 1000:
-            self.decided = {}
-            self.policy = policy
-        return self.decided
+# the dedupe answers that make a condition's push due now
+DUE_NOW = (DedupeReason.NEW, DedupeReason.RETRY_DUE, DedupeReason.UPDATE_DUE, DedupeReason.REPEAT_DUE)
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -151,13 +116,13 @@ def route(c: dict, policy: Policy, dod: dict | None = None, state: dict | None =
     cls = c["cls"]
     if cls == DICE_TERMINADO:
         if dod and dod.get(c["name"]) == "met":
-            return _DOD_MET
-        return RouteReason.JUDGED if policy.claims_judged else _ROUTED
+            return RouteReason.DOD_MET
+        return RouteReason.JUDGED if policy.claims_judged else RouteReason.ROUTED
     if cls == "CLAIM_UNVERIFIED" and not policy.claims_judged and state is not None and _claim_pushed(state, c):
         return RouteReason.CLAIM_PUSHED
     if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):
-        return _BELOW_MIN
-    return _ROUTED
+        return RouteReason.BELOW_MIN_SEVERITY
+    return RouteReason.ROUTED
 
 
 def _claim_pushed(state: dict, c: dict) -> bool:
@@ -169,23 +134,23 @@ def _claim_pushed(state: dict, c: dict) -> bool:
 
 def inhibit(c: dict) -> InhibitReason:
     if c["cleared"] is None:
-        return _UNINHIBITED
+        return InhibitReason.PASS
     if c["sent_rev"] >= 0:
-        return _RESOLVED
-    return _CLOSED if c["cleared_by"] == CERRADO else _CLEARED
+        return InhibitReason.RESOLVED
+    return InhibitReason.CLOSED if c["cleared_by"] == CERRADO else InhibitReason.CLEARED
 
 
 def silence(c: dict, silences: dict, now: float) -> tuple[SilenceReason, str | None]:
     sid = matching_silence(c, silences, now)
     if sid is None:
-        return _UNSILENCED, None
+        return SilenceReason.PASS, None
     if c.get("silenced") == sid:
         return SilenceReason.SILENCED_RECORDED, sid
-    return _SILENCED, sid
+    return SilenceReason.SILENCED, sid
 
 
 def flap_hold(c: dict, flapping: set[str]) -> FlapReason:
-    return _FLAP_HELD if c["subject"] in flapping and c["cls"] != "FLAPPING" else _UNHELD
+    return FlapReason.HELD if c["subject"] in flapping and c["cls"] != "FLAPPING" else FlapReason.PASS
 
 
 def base_due(c: dict, policy: Policy) -> float:
@@ -198,14 +163,14 @@ def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[st
            retry: dict) -> tuple[DedupeReason, float | None, int]:
     """(reason, due time or wake time, attempt)."""
     if cid in inflight:
-        return _IN_FLIGHT, None, 1
+        return DedupeReason.IN_FLIGHT, None, 1
     r = retry.get(cid)
     if r is not None:
         attempts, at = r
-        return (_RETRY_WAIT if now < at else _RETRY_DUE), at, attempts + 1
+        return (DedupeReason.RETRY_WAIT if now < at else DedupeReason.RETRY_DUE), at, attempts + 1
     if c["sent_rev"] < 0:
         due = base_due(c, policy)
-        return (_NOT_YET_DUE if now < due else _NEW), due, 1
+        return (DedupeReason.NOT_YET_DUE if now < due else DedupeReason.NEW), due, 1
     if c["rev"] > c["sent_rev"]:
         due = max(c["changed"], (c["sent_at"] or 0.0) + policy.group_interval)
         return (DedupeReason.UPDATE_WAIT if now < due else DedupeReason.UPDATE_DUE), due, 1
@@ -215,15 +180,15 @@ def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[st
     if c["oneshot"] or policy.repeat_interval <= 0:
         return DedupeReason.ALREADY_SENT, None, 1
     due = (c["sent_at"] or 0.0) + policy.repeat_interval
-    return (_SENT if now < due else _REPEAT_DUE), due, 1
+    return (DedupeReason.ALREADY_SENT if now < due else DedupeReason.REPEAT_DUE), due, 1
 
 
 def ready_at(it: Item, policy: Policy, last_dest: float) -> tuple[float, GroupReason]:
     """When this item alone would flush its group."""
     if it.retry:
-        return it.due, _WAIT_GROUP
+        return it.due, GroupReason.WAIT_GROUP
     if it.c["sev"] == "urgent":
-        return it.due + policy.group_wait, _WAIT_GROUP
+        return it.due + policy.group_wait, GroupReason.WAIT_GROUP
     a, b = it.due + policy.group_wait, last_dest + policy.group_interval
     return (a, GroupReason.WAIT_GROUP) if a >= b else (b, GroupReason.WAIT_INTERVAL)
 
@@ -297,8 +262,7 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     ``quiet_end``: when the current quiet hours end (None: not in quiet hours), from
     ``projections.notify_quiet.quiet_until`` at the edge. ``now`` must not step back between
     calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock).
-    ``flap_memo``: a :class:`FlapMemo` or :class:`PlanMemo` the caller keeps between calls (the
-    same plan, less work)."""
+    ``flap_memo``: a :class:`FlapMemo` the caller keeps between calls (the same plan, less work)."""
     now += EPS
     decisions: list[Decision] = []
     record: list[Any] = []
@@ -308,59 +272,48 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     flapping, flaps = flap_conds(state, now, policy, flap_memo)
     conds = chain(state["conds"].items(), flaps.items())   # (plan never changes the state)
     silences, dod = state["silences"], state["dod"]
-    decided = flap_memo.cleared(state, policy) if isinstance(flap_memo, PlanMemo) else None
     for cid, c in conds:
-        if decided is not None and c["cleared"] is not None:
-            sent = c["sent_rev"] >= 0
-            verdict = dod.get(c["name"]) if c["cls"] == DICE_TERMINADO else None   # what route reads of dod
-            k = decided.get(cid)
-            if k is None or k[0] is not c or k[1] is not sent or k[2] != verdict:   # (see PlanMemo)
-                r = route(c, policy, dod)
-                k = decided[cid] = (c, sent, verdict, Decision(cid, "route", r) if r is not _ROUTED
-                                    else Decision(cid, "inhibit", inhibit(c)))
-            decisions.append(k[3])
-            continue
         r = route(c, policy, dod, state)
-        if r is not _ROUTED:
+        if r is not RouteReason.ROUTED:
             decisions.append(Decision(cid, "route", r))
             continue
         i = inhibit(c)
-        if i is not _UNINHIBITED:
+        if i is not InhibitReason.PASS:
             decisions.append(Decision(cid, "inhibit", i))
             continue
         # (a stage's answer without its call where it is known: no silence, nothing flapping, never acked)
-        s, sid = silence(c, silences, now) if silences else (_UNSILENCED, None)
-        if s is not _UNSILENCED:
+        s, sid = silence(c, silences, now) if silences else (SilenceReason.PASS, None)
+        if s is not SilenceReason.PASS:
             decisions.append(Decision(cid, "silence", s))
             wakes.append(silences[sid]["until"])
-            if s is _SILENCED and cid not in flaps:
+            if s is SilenceReason.SILENCED and cid not in flaps:
                 it = Item(cid=cid, c=c, due=now)
                 record.append(NoticeSilenced(notice=notice_id([it]), covers=sorted({c["seq"], c["last_seq"]}),
                                              silence=sid or "", keys=[f"{cid}@{c['rev']}"]))
             continue
-        f = flap_hold(c, flapping) if flapping else _UNHELD
-        if f is not _UNHELD:
+        f = flap_hold(c, flapping) if flapping else FlapReason.PASS
+        if f is not FlapReason.PASS:
             decisions.append(Decision(cid, "flap", f))
             continue
-        a, until = ack_stage(c, now) if "acked" in c else (_UNACKED, None)
-        if a is not _UNACKED:
+        a, until = ack_stage(c, now) if "acked" in c else (AckReason.PASS, None)
+        if a is not AckReason.PASS:
             decisions.append(Decision(cid, "ack", a))
             if until is not None:
                 wakes.append(until)
             continue
         d, due, attempt = dedupe(cid, c, now, policy, inflight, state["retry"])
         decisions.append(Decision(cid, "dedupe", d))
-        if d in _DUE_NOW:
+        if d in DUE_NOW:
             q = quiet_stage(c, quiet_end, policy.quiet_urgent)
-            if q is _QUIET_HELD or q is _QUIET_RECORDED:
+            if q is QuietReason.HELD or q is QuietReason.HELD_RECORDED:
                 decisions.append(Decision(cid, "quiet", q))
                 wakes.append(quiet_end or now)
-                if q is _QUIET_HELD and cid not in flaps:
+                if q is QuietReason.HELD and cid not in flaps:
                     held.append(Item(cid=cid, c=c, due=now))
                 continue
             if c["cls"] == "SWARM":  # its line is built from the group's counts now
                 c = {**c, "text": swarm_text(state["swarms"].get(c["name"], {}))}
-            items.append(Item(cid=cid, c=c, due=cast(float, due), attempt=attempt, retry=d is _RETRY_DUE))
+            items.append(Item(cid=cid, c=c, due=cast(float, due), attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
         elif due is not None:
             wakes.append(due)
     batches, gwakes, gdec = group(items, now, policy, state["last"])
@@ -446,5 +399,5 @@ def nudges(state: dict, now: float, policy: Policy, targets: dict[str, str | Non
     return out, (min(wakes) if wakes else None)
 
 
-__all__ = ["Plan", "PlanMemo", "Message", "Decision", "NudgeAction", "plan", "nudges", "route", "inhibit", "silence",
+__all__ = ["Plan", "Message", "Decision", "NudgeAction", "plan", "nudges", "route", "inhibit", "silence",
            "flap_hold", "dedupe", "group", "message", "iso", "AckReason", "QuietReason"]

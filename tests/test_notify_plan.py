@@ -650,12 +650,12 @@ def test_after_quiet_hours_prefix_only_on_the_first_push_after_them():
     assert not again.title.startswith("after quiet hours")
 
 
-# ---- the caller's memo (PlanMemo: flap percents extended, FLAPPING conditions, cleared decisions) ----
+# ---- the caller's memo (FlapMemo: flap percents extended, FLAPPING conditions) ----
 import random  # noqa: E402
 
 from events.log import EventLog  # noqa: E402
 from events.types import NoticeAcked, SilenceAdded  # noqa: E402
-from projections.notify_plan import PlanMemo  # noqa: E402
+from projections.notify_flap import FlapMemo  # noqa: E402
 
 MEMO_POLICIES = (Policy(min_severity="info", group_wait=5, group_interval=60, repeat_interval=600),
                  Policy(min_severity="warning", flap_high=30.0, flap_low=10.0, send_resolved=True, escalate_after=120),
@@ -672,13 +672,13 @@ def _memo_world(rnd: random.Random, steps: int, agents: int,
                 ) -> tuple[int, int, int]:
     """Random events (classes flapping and not, swarms, sources, silences, acks, DoD verdicts,
     pushes and failures of what the plan sent, folded back a step later: in flight meanwhile), the clock mostly forward, now and then stepped
-    back (``back``: how often) or standing still; a plan after each step with a kept PlanMemo (alternating policies)
+    back (``back``: how often) or standing still; a plan after each step with a kept FlapMemo (alternating policies)
     and with none: the same plan. Returns (flapping decisions, memo lists found extended after a
-    plan, cleared decisions kept for a plan) so the caller can check what the run covered."""
+    plan) so the caller can check what the run covered."""
     w = World()
-    memo = PlanMemo()
+    memo = FlapMemo()
     t = T0
-    flaps = extended = kept = 0
+    flaps = extended = 0
     pending: list = []                         # sent by the last plan: in flight, folded back after this step's events
     for step in range(steps):
         t += rnd.choice(gaps) if rnd.random() >= back else -rnd.choice((30.0, 3601.0))
@@ -707,7 +707,6 @@ def _memo_world(rnd: random.Random, steps: int, agents: int,
             elif k < 0.88:
                 w.add(RuleViolated(run=f"r{rnd.randrange(3)}", rule="no-redo", step="apply"), t)
         pol = MEMO_POLICIES[step // 10 % len(MEMO_POLICIES)] if step % 9 else rnd.choice(MEMO_POLICIES)
-        kept += len(memo.decided) if memo.policy is pol else 0
         inflight = {c for m in pending for c in m.conditions}
         if step % 7 == 0:
             inflight |= set(rnd.sample(sorted(w.state["conds"]), min(2, len(w.state["conds"]))))
@@ -723,26 +722,26 @@ def _memo_world(rnd: random.Random, steps: int, agents: int,
             else:
                 w.add(NoticeFailed(notice=m.notice, covers=m.covers, keys=m.keys, retry_at=iso(t + 20)), t)
         pending = got.send
-    return flaps, extended, kept
+    return flaps, extended
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_kept_plan_memo_plans_as_no_memo_on_random_sequences(seed):
-    flaps, extended, kept = _memo_world(random.Random(seed), 150, 6)
-    assert flaps > 0 and extended > 0 and kept > 0
+    flaps, extended = _memo_world(random.Random(seed), 150, 6)
+    assert flaps > 0 and extended > 0
 
 
 def test_a_kept_plan_memo_plans_as_no_memo_on_a_burst_of_many_agents():
     """More subjects, many flapping (most classes a change), the clock (almost) never back:
-    extended percents, kept FLAPPING conditions and cleared decisions at scale."""
-    flaps, extended, kept = _memo_world(random.Random(99), 250, 25, (0.5, 1.0, 7.0), back=0.002)
-    assert flaps > 100 and extended > 100 and kept > 100
+    extended percents and kept FLAPPING conditions at scale."""
+    flaps, extended = _memo_world(random.Random(99), 250, 25, (0.5, 1.0, 7.0), back=0.002)
+    assert flaps > 100 and extended > 100
 
 
 def test_a_plan_memo_kept_for_another_state_answers_for_that_state():
     """The same condition id cleared in two states (two logs, or a test reusing a memo): each
     plan decides from its own state's condition, not the one the memo saw."""
-    memo = PlanMemo()
+    memo = FlapMemo()
     for to in ("CERRADO", "TRABAJANDO", "CERRADO"):
         w = World()
         w.cls("a1", "RECLAMA", T0)
@@ -758,7 +757,7 @@ def test_a_kept_plan_memo_plans_as_no_memo_on_a_real_log(tmp_path, mix):
     from tests import test_rebuild_batches as rb
 
     elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 120} if mix == "churn" else {"n": 4000}))
-    st, memos, last, n = notify.initial(), (PlanMemo(), PlanMemo()), None, 0
+    st, memos, last, n = notify.initial(), (FlapMemo(), FlapMemo()), None, 0
     for i, rec in enumerate(elog.read(0)):
         if last is not None and (rec.time != last or i % 100 == 0):
             t = notify.TIME(last)
@@ -771,42 +770,20 @@ def test_a_kept_plan_memo_plans_as_no_memo_on_a_real_log(tmp_path, mix):
     assert n > 20
 
 
-def test_the_plan_memo_drops_its_cleared_decisions_beyond_twice_the_conditions_and_1000():
-    """Bounded: kept at 2 x conditions + 1000 decisions, dropped (all) beyond; and dropped when
-    the plan comes with another policy object."""
-    w = World()
-    w.cls("a1", "RECLAMA", T0)
-    w.cls("a1", "TRABAJANDO", T0 + 1)            # one cleared condition
-    memo = PlanMemo()
-    plan(w.state, T0 + 2, P, flap_memo=memo)
-    bound = 2 * len(w.state["conds"]) + 1000
-    memo.decided.update({f"x{i}": None for i in range(bound - len(memo.decided))})  # ids no plan asks for
-    plan(w.state, T0 + 3, P, flap_memo=memo)
-    assert "x0" in memo.decided and len(memo.decided) == bound
-    memo.decided["y"] = None
-    plan(w.state, T0 + 4, P, flap_memo=memo)
-    assert "x0" not in memo.decided and len(memo.decided) == 1
-    memo.decided["z"] = None
-    plan(w.state, T0 + 5, Policy(**msgspec.structs.asdict(P)), flap_memo=memo)   # an equal policy, another object
-    assert "z" not in memo.decided and len(memo.decided) == 1 and memo.policy is not P
-
-
 def test_a_second_plan_of_the_same_state_takes_what_the_memo_kept():
-    """Nothing changed between two plans: the cleared conditions' decisions and the flapping
-    subject's FLAPPING condition are the memo's very objects (built once), the lists' entries
-    too; the plans are the same."""
+    """Nothing changed between two plans: the flapping subject's FLAPPING condition is the memo's
+    very object (built once), the lists' entries too; the plans are the same."""
     w = World()
     for i in range(30):
         w.cls("a1", ("RECLAMA", "TRABAJANDO")[i % 2], T0 + i)     # flapping, never notified
     w.cls("a2", "RECLAMA", T0)
     w.cls("a2", "TRABAJANDO", T0 + 1)                            # cleared
-    memo = PlanMemo()
+    memo = FlapMemo()
     first = plan(w.state, T0 + 40, P, flap_memo=memo)
-    kept = dict(memo.decided), dict(memo.synthetic), memo.by_subject["agent:a1"][4]
+    kept = dict(memo.synthetic), memo.by_subject["agent:a1"][4]
     second = plan(w.state, T0 + 41, P, flap_memo=memo)
     assert any(d.key.startswith("agent:a1|FLAPPING#") for d in second.decisions)
-    assert kept[0] and all(memo.decided[k] is v for k, v in kept[0].items())
-    assert kept[1] and all(memo.synthetic[k] is v for k, v in kept[1].items())
-    assert memo.by_subject["agent:a1"][4] is kept[2]
+    assert kept[0] and all(memo.synthetic[k] is v for k, v in kept[0].items())
+    assert memo.by_subject["agent:a1"][4] is kept[1]
     _plans_equal(first, plan(w.state, T0 + 40, P))
     _plans_equal(second, plan(w.state, T0 + 41, P))

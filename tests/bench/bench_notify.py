@@ -23,7 +23,8 @@ from events.log import EventLog, Recorded, iso  # noqa: E402
 from events.types import AgentClassified, NoticeSent, RuleViolated, SwarmChanged, tag_of  # noqa: E402
 from projections import fleet, notify  # noqa: E402
 from projections.notify import Policy  # noqa: E402
-from projections.notify_plan import PlanMemo, plan  # noqa: E402
+from projections.notify_flap import FlapMemo  # noqa: E402
+from projections.notify_plan import plan  # noqa: E402
 from watcher.config import parse  # noqa: E402
 from watcher.runtime.notifier import Deliverer, Notifier  # noqa: E402
 from watcher.runtime.state import Projections  # noqa: E402
@@ -54,7 +55,7 @@ def decision_cost(n: int = 10_000, rounds: int = 3) -> dict:
     best_n = best_b = float("inf")
     for _ in range(rounds):
         st = notify.initial()
-        memo = PlanMemo()   # the notifier keeps one from one plan to the next (watcher/runtime/notifier.py)
+        memo = FlapMemo()   # the notifier keeps one from one plan to the next (watcher/runtime/notifier.py)
         t = time.perf_counter()
         seq = n
         for i, r in enumerate(recs):

@@ -44,7 +44,8 @@ from events.types import (AgentNudged, NoticeAbandoned, NoticeEscalated, NoticeF
                           SourceRecovered)
 from projections.agent_records import Record
 from projections.notify import Policy, redact, retry_delay
-from projections.notify_plan import Message, NudgeAction, PlanMemo, nudges, plan
+from projections.notify_flap import FlapMemo
+from projections.notify_plan import Message, NudgeAction, nudges, plan
 from projections.notify_quiet import quiet_until
 from watcher.config import Config, parse_duration
 from watcher.runtime.deliver import (  # noqa: F401  (re-exported: older imports)
@@ -135,7 +136,7 @@ class Notifier:
         self.wake = wake                 # optional callable: wakes the loop when a job finishes
         self.mono = mono
         self.clock = PlanClock(mono)
-        self.flap_memo = PlanMemo()      # flap percents and cleared decisions, kept from one plan to the next
+        self.flap_memo = FlapMemo()      # flap percents, kept from one plan to the next
         self.tz = quiet_zone(cfg)
         self._todo: queue.Queue[_Job | None] = queue.Queue()
         self._done: queue.Queue[_Job] = queue.Queue()
