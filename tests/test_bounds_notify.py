@@ -11,7 +11,7 @@ from projections.base import decode_state, encode_state
 from projections.notify import MAX_CONDS, MAX_EXPIRY, MAX_RECENT
 from projections.notify_plan import plan
 
-from tests.test_notify_plan import P, T0, World
+from tests.support.notifyworld import P, T0, World
 
 KEEP = MAX_CONDS * 3 // 4          # what an over-cap prune cuts down to
 

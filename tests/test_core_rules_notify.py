@@ -13,7 +13,7 @@ from events.types import RuleViolated, SilenceAdded
 from projections.notify import Policy
 from projections.notify_msg import MAX_LINES, Item, message
 from projections.notify_plan import NudgeReason, nudge_decision, plan
-from tests.test_notify_plan import T0, World, cond, flap
+from tests.support.notifyworld import T0, World, cond, flap
 
 P = Policy(group_wait=10, group_interval=300, repeat_interval=4 * 3600, min_severity="warning")
 
@@ -215,7 +215,7 @@ def test_nudges_wake_at_the_earliest_due_stall():
 
 def test_a_snooze_reminder_is_a_first_attempt():
     from events.types import NoticeAcked
-    from tests.test_notify_plan import PE
+    from tests.support.notifyworld import PE
     w = World()
     w.cls("a1", "RECLAMA", T0, state="waiting")
     m = plan(w.state, T0 + 10, PE).send[0]
@@ -235,7 +235,7 @@ def test_a_one_second_repeat_interval_still_repeats():
 
 
 def test_after_quiet_hours_heads_a_push_when_any_of_its_items_was_held():
-    from tests.test_notify_plan import PE
+    from tests.support.notifyworld import PE
     w = World()
     w.cls("s1", "ESTANCADO", T0)
     p = plan(w.state, T0 + 20, PE, quiet_end=T0 + 100)          # held by quiet hours

@@ -4,11 +4,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.log import Recorded, iso
+from events.log import iso
 from events.types import (AgentClassified, AgentNudged, DodFlagged, DodVerdict, MissionCompleted,
-                          NoticeAbandoned, NoticeFailed, NoticeSent, NoticeSilenced, RuleViolated,
+                          NoticeAbandoned, NoticeFailed, NoticeSilenced, RuleViolated,
                           SilenceAdded, SilenceRemoved, SourceFailed, SourceRecovered, SwarmChanged,
-                          WpChanged, tag_of)
+                          WpChanged)
 from projections import notify
 from projections.base import encode_state
 from projections.notify import Policy
@@ -16,37 +16,7 @@ from projections.notify_plan import (DedupeReason, GroupReason, InhibitReason, I
                                      RouteReason, SilenceReason, dedupe, inhibit, nudge_decision,
                                      nudges, plan, ready_at, route, silence)
 
-T0 = 1_800_000_000.0
-P = Policy(group_wait=10, group_interval=300, repeat_interval=4 * 3600, min_severity="warning")
-
-
-class World:
-    """A notify state fed with events on a virtual clock (no DB: the fold is pure)."""
-
-    def __init__(self) -> None:
-        self.state = notify.initial()
-        self.seq = 0
-
-    def add(self, ev, t: float) -> int:
-        self.seq += 1
-        rec = Recorded(self.seq, f"id{self.seq}", iso(t), tag_of(ev), ev.subject, 1, ev, b"", b"")
-        self.state = notify.fold(self.state, rec)
-        return self.seq
-
-    def cls(self, agent: str, to: str, t: float, state: str = "busy", reason: str = "") -> int:
-        return self.add(AgentClassified(agent=agent, to=to, state=state, reason=reason), t)
-
-    def sent(self, m, t: float) -> None:
-        self.add(NoticeSent(notice=m.notice, covers=m.covers, attempt=m.attempt, title=m.title,
-                            severity=m.severity, keys=m.keys), t)
-
-
-def cond(**kw):
-    c = {"subject": "agent:a1", "cls": "RECLAMA", "sev": "urgent", "name": "a1", "text": "", "seq": 1,
-         "last_seq": 1, "since": T0, "changed": T0, "rev": 0, "oneshot": False, "cleared": None,
-         "cleared_by": None, "sends": 0, "sent_at": None, "sent_rev": -1, "silenced": None}
-    c.update(kw)
-    return c
+from tests.support.notifyworld import NP, P, PE, T0, World, cond, flap  # noqa: F401
 
 
 # ---- stages --------------------------------------------------------------------------------
@@ -259,13 +229,6 @@ def test_silence_records_once_and_expires():
     assert len(plan(w.state, T0 + 41, P).send) == 1            # still needs you: pushed now
 
 
-def flap(w: World, agent: str, n: int, t: float, step: float = 20.0) -> float:
-    for i in range(n):
-        w.cls(agent, "RECLAMA" if i % 2 == 0 else "TRABAJANDO", t, state="waiting" if i % 2 == 0 else "busy")
-        t += step
-    return t
-
-
 def test_flapping_one_notice_holds_others_then_settles():
     w = World()
     t = flap(w, "a1", 13, T0, step=1.0)                        # ends in RECLAMA
@@ -286,7 +249,6 @@ def test_slow_changes_are_not_flapping():
 
 
 # ---- nudges --------------------------------------------------------------------------------
-NP = Policy(nudge_enabled=True, nudge_max=2, nudge_after=60, nudge_gap=300, nudge_needs_target=True)
 
 
 @pytest.mark.parametrize("agent_kw,dod,now,target,want", [
@@ -411,7 +373,6 @@ from projections.notify_escalate import AckReason, EscalateReason, ack_stage, es
 from projections.notify_msg import dest  # noqa: E402
 from projections.notify_quiet import quiet_until  # noqa: E402
 
-PE = msgspec.structs.replace(P, escalate_after=900.0)
 MADRID = ZoneInfo("Europe/Madrid")
 
 
@@ -653,7 +614,6 @@ def test_after_quiet_hours_prefix_only_on_the_first_push_after_them():
 # ---- the caller's memo (FlapMemo: flap percents extended, FLAPPING conditions) ----
 import random  # noqa: E402
 
-from events.log import EventLog  # noqa: E402
 from events.types import NoticeAcked, SilenceAdded  # noqa: E402
 from projections.notify_flap import FlapMemo  # noqa: E402
 

@@ -6,7 +6,7 @@ from projections.notify_flap import entries
 from projections.notify_policy import Policy
 
 from tests.test_notify_flap import ALT, T, state
-from tests.test_notify_plan import T0, World
+from tests.support.notifyworld import T0, World
 
 
 def test_each_of_the_last_21_classes_has_its_percent_over_its_20_predecessors():

@@ -8,7 +8,7 @@ import logging
 from projections import notify
 from projections.notify_plan import NudgeReason, nudge_decision, plan
 
-from tests.test_notify_plan import NP, P, T0, World
+from tests.support.notifyworld import NP, P, T0, World
 
 
 def test_the_next_nudge_waits_nudge_gap_after_the_last_nudge():
