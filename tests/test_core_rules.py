@@ -11,7 +11,7 @@ from projections import fleet
 from projections.fleet import Cls, classify
 from projections.observations import Snapshot, SourceResult
 from tests.support.runsworld import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
-from tests.test_fleet import NOW, STALL, obs  # busy, haciendo, a contract, active at NOW
+from tests.support.fleetstep import NOW, STALL, obs  # busy, haciendo, a contract, active at NOW
 from tests.test_runs_rules import EVID, HEX, violations
 from tests.support.fleetstep import step
 

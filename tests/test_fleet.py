@@ -7,18 +7,7 @@ from events.log import EventLog
 from projections import fleet
 from projections.fleet import Cls, classify, diff
 from projections.observations import AgentObs, Snapshot, SourceResult
-from tests.support.fleetstep import step
-
-NOW = 1_800_000_000.0
-STALL = 900.0
-
-
-def obs(**kw) -> AgentObs:
-    base = dict(agent="a1", source="fleet", state="busy", phase="haciendo", contract_sha256="c" * 64,
-                contract_len=10, last_activity=NOW)
-    base.update(kw)
-    return AgentObs(**base)
-
+from tests.support.fleetstep import NOW, STALL, obs, step
 
 CLASSIFY = [
     # (observation, expected class) -- one row per rule of docs/contract.md, first match wins

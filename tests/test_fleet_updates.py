@@ -6,36 +6,9 @@ from __future__ import annotations
 from events.log import EventLog
 from events.types import AgentUpdated
 from projections import fleet
-from projections.observations import AgentObs, Snapshot, SourceResult
 from watcher.runtime.state import Projections, rebuild
-from tests.support.fleetstep import step
 
-NOW = 1_800_000_000.0
-STALL = 900.0
-
-
-def obs(**kw) -> AgentObs:
-    base = dict(agent="a1", source="fleet", state="waiting", phase="haciendo", contract_sha256="c" * 64,
-                contract_len=10, last_activity=NOW, task="t1")
-    base.update(kw)
-    return AgentObs(**base)
-
-
-def snap(*agents: AgentObs) -> Snapshot:
-    return Snapshot(agents={a.agent: a for a in agents}, results=[SourceResult(name="fleet", kind="goals")])
-
-
-def tick(elog: EventLog, p: Projections, s: Snapshot, now: float, memo=None, stall: float = STALL,
-         busy: float | None = None):
-    """step (the watcher's fleet judge) with ``stall_after`` ``stall`` (and ``busy_silence`` ``busy``), its events
-    appended and folded (as a tick)."""
-    evs, memo = step(p.states["fleet"], s, now, stall_after=stall, memo=memo, busy_silence=busy)
-    if evs:
-        for seq in elog.append(evs, now):
-            pass
-        for rec in elog.read(p.seq):
-            p.fold(rec)
-    return evs, memo
+from tests.support.fleetupdates import NOW, STALL, obs, snap, tick  # noqa: F401
 
 
 def test_waiting_preguntando_then_busy_preguntando_is_recorded_within_the_class(tmp_path):

@@ -14,8 +14,8 @@ from watcher.runtime.state import Projections
 from tests.support.fleetstep import step
 
 from tests.test_bounds_fleet import Fold
-from tests.test_fleet import NOW as FNOW, STALL, obs as fobs
-from tests.test_fleet_updates import NOW, obs, snap, tick
+from tests.support.fleetstep import NOW as FNOW, STALL, obs as fobs
+from tests.support.fleetupdates import NOW, obs, snap, tick
 from tests.support.goalfleet import T0
 
 
