@@ -70,8 +70,9 @@ def resolve(log: Any, state: dict, target: str) -> tuple[str, list[str]]:
         if not cids:
             raise UnknownTarget(f"notice {t!r} has nothing open to acknowledge (already cleared)", op="ack")
         return t, cids
-    if not t or any(ch.isspace() or ord(ch) < 0x20 for ch in t):
-        raise UnknownTarget(f"not a notice id or a subject: {t!r}", op="ack")
+    if not t or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in t):  # a raw control character: type it escaped
+        raise UnknownTarget(f"not a notice id or a subject: '{t}'", op="ack",  # escaped on print
+                            hint="type the id as `status` prints it (escaped)")
     cids = subject_conditions(state, t)
     if not cids and "\\" in t:  # a subject typed as `tail`/`status` and the hint below print it (escaped)
         from projections.text import unescape
