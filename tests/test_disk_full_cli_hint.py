@@ -12,17 +12,20 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
 import pytest
 from tests.support.exe import FLEETWATCH
+from tests.support.hostile import rows
+from tests.support.waiting import wait_for
 
 
 
 def _mount_small_tmpfs(path: str) -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", path],
+    # room for the log and the watcher's 256 KiB <log>.spill reserve (watcher/runtime/spill.py): the
+    # test's filler, not the watcher's own files, is what fills it
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", path],
                           capture_output=True).returncode == 0
 
 
@@ -43,15 +46,18 @@ def test_verdict_on_a_full_disk_says_run_it_again_and_the_watcher_catches_up(tmp
         p = subprocess.run([FLEETWATCH, "run", "--once", "--config", str(cfg), "--db", db],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stderr
-        w = subprocess.Popen([FLEETWATCH, "run", "--config", str(cfg), "--db", db],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        log = tmp_path / "watcher.err"   # a file, not a pipe: a pipe nobody reads would block the watcher
+        with open(log, "wb") as err:
+            w = subprocess.Popen([FLEETWATCH, "run", "--config", str(cfg), "--db", db],
+                                 stdout=subprocess.DEVNULL, stderr=err)
+        # the watcher holds the log (its own watcher.started is in) before the disk is filled
+        wait_for(lambda: w.poll() is not None or len(rows(db, ("watcher.started",))) >= 2, timeout=120)
+        assert w.poll() is None, log.read_text()
         filler = os.path.join(full, "filler")
-        with open(filler, "wb") as f:   # fill the file system
+        with open(filler, "wb", buffering=0) as f:   # every free page of the file system, one page a write
             try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
+                while f.write(b"\0" * 4096):
+                    pass
             except OSError:
                 pass
         for i in range(20):
@@ -62,16 +68,18 @@ def test_verdict_on_a_full_disk_says_run_it_again_and_the_watcher_catches_up(tmp
         assert v.returncode != 0 and "Traceback" not in v.stderr, v.stderr
         assert "kept and retried" not in v.stderr and "run the command again" in v.stderr, v.stderr
         os.unlink(filler)
-        deadline = time.monotonic() + 20
-        while True:
+
+        def caught_up() -> bool:
             out = subprocess.run([FLEETWATCH, "status", "--json", "--db", db], capture_output=True, text=True,
                                  timeout=60).stdout
             agents = {a["agent"]: a for a in json.loads(out)["agents"]} if out else {}
-            if agents and all(agents[f"a{i}"]["class"] == "RECLAMA" for i in range(20)):
-                break
-            assert time.monotonic() < deadline, "the watcher did not commit its kept batch"
-            time.sleep(0.2)
-        assert w.poll() is None
+            return bool(agents) and all(agents[f"a{i}"]["class"] == "RECLAMA" for i in range(20))
+
+        try:
+            wait_for(lambda: w.poll() is not None or caught_up(), timeout=120, step=0.2)
+        except AssertionError:
+            raise AssertionError(f"the watcher did not commit its kept batch: {log.read_text()[-2000:]}") from None
+        assert w.poll() is None and caught_up(), log.read_text()[-2000:]
     finally:
         if w is not None:
             w.terminate()
