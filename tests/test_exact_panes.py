@@ -178,3 +178,31 @@ def test_claude_in_finds_the_pane_process_itself_and_descendants(tmp_path, srv):
     assert panes.claude_in(pid[plain], pid[plain]) is True       # a recorded pid alive in the pane's tree
     assert panes.claude_in(pid[plain], os.getpid()) is False     # alive, but not in that pane
     assert panes.claude_in(2 ** 22 + 7) is None                  # no such pane process: nothing said
+
+
+def test_on_the_default_server_unscoped_no_window_is_an_agents_by_its_name(tmp_path, monkeypatch):
+    """A tmux source with neither socket nor session reads the default server, every session of
+    it: a window named a1 there (a stranger's) is not agent a1's (no target, so no nudge typed
+    into it); the pane a1's hook recorded still is. The default server is made private to the
+    test through $TMUX_TMPDIR."""
+    import subprocess
+
+    from watcher.sources import build_sources, merge
+
+    monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("TMUX", raising=False)
+    subprocess.run(["tmux", "-f", "/dev/null", "new-session", "-d", "-s", "other", "-n", "a1", "sleep 600"], check=True)
+    try:
+        mine = subprocess.run(["tmux", "new-window", "-d", "-P", "-F", "#{pane_id}\t#{socket_path}", "-t", "=other:",
+                               "-n", "work", "sleep 600"], check=True, capture_output=True, text=True).stdout.strip()
+        pane, path = mine.split("\t")
+        goal(tmp_path / "fleet", "a1", state="waiting")
+        goal(tmp_path / "fleet", "a2", state="busy", tmux={"socket": path, "pane": pane})
+        cfg = parse(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/fleet/*/goal.json"\n'
+                    f'[[sources]]\nname = "tm"\nkind = "tmux"\n')
+        srcs = build_sources(cfg)
+        snap = merge(srcs, [s.poll(0) for s in srcs])
+        assert snap.agents["a1"].target is None and not snap.agents["a1"].tmux_exact
+        assert snap.agents["a2"].target == "=other:1.0" and snap.agents["a2"].tmux_exact
+    finally:
+        subprocess.run(["tmux", "kill-server"], capture_output=True)

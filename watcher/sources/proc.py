@@ -64,6 +64,8 @@ class TmuxSource:
     2. else the window this agent was linked to before (by window id: a renamed window keeps it);
     3. else the one window in scope whose name is exactly the agent id (two such: none), never a
        window of ``exclude_windows``.
+    2 and 3 only on a source scoped to the fleet (a ``socket`` or a ``session``): on the default
+    server every window of every session would do, a stranger's too.
 
     Only 0 and 1 are exact (``tmux_exact``): only they report a dead pane, a pane whose Claude Code
     process is gone (``claude_gone``, ``panes.claude_in``) or a window gone, the facts that close
@@ -231,6 +233,8 @@ class TmuxSource:
             return (None, "", "elsewhere") if hit is None else (hit[0], hit[1], "pane")
         if obs.target:
             return (*self.resolve(obs.target), "target")
+        if not (self.spec.socket or self.session):
+            return None, "", "name"   # the default server, unscoped: any window of anyone's; no name counts
         wid = self.links.get(obs.agent)
         if wid is not None and wid in self.by_id:
             return self.by_id[wid], "", "link"
