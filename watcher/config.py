@@ -101,8 +101,6 @@ class Source(_S):
     session: str | None = None       # tmux: only windows of this session (exact name)
     agent_windows: list[str] | None = None    # tmux: window-name globs that are agents (no goal.json: MAL_LANZADO)
     exclude_windows: list[str] | None = None  # tmux: window-name globs never an agent (a shell, an editor, the board)
-    agent_windows: list[str] | None = None    # tmux: window-name globs that are agents (no goal.json: MAL_LANZADO)
-    exclude_windows: list[str] | None = None  # tmux: window-name globs never an agent (a shell, an editor, the board)
     entity: Literal["agent", "wp", "circuit", "swarm"] | None = None  # command (agent|swarm), sqlite
     path: str | None = None          # sqlite database
     query: str | None = None         # sqlite
@@ -211,7 +209,7 @@ class Dod(_S):
 
 class HookEndpoint(_S):
     """``[hook]``: the loopback endpoint Claude Code's http hooks POST to (watcher/hook/endpoint.py); off when absent."""
-    listen: str = "127.0.0.1:8766"             # 127.0.0.1/::1/localhost:port; `hook install` writes this URL
+    listen: str = "127.0.0.1:8766"             # a loopback address (127.x.y.z, [::1]):port; `hook install` writes this URL
     goals_dir: str = ""                        # for sessions whose hook names none; default $FLEETWATCH_GOALS_DIR, ~/.fleet/agents
 
 
@@ -375,7 +373,8 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
     _validate_phone(cfg, bad)
     if cfg.hook is not None:
         host, sep, port = cfg.hook.listen.rpartition(":")
-        if not sep or host.strip("[]") not in ("127.0.0.1", "::1", "localhost") and not host.startswith("127.") \
+        # an address, not a name: Claude Code may resolve "localhost" to ::1 while the endpoint binds 127.0.0.1
+        if not sep or host.strip("[]") != "::1" and not re.match(r"^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$", host) \
                 or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise bad("hook.listen", f"expected a loopback host:port (127.0.0.1:8766), got {cfg.hook.listen!r}")
     if cfg.nudge.enabled and not cfg.nudge.argv:

@@ -38,7 +38,8 @@ from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
 from watcher.runtime import spill
-from projections.base import encode_state
+from watcher.runtime.snapcadence import (SNAPSHOT_EVERY_EVENTS, SNAPSHOT_EVERY_SECONDS,  # noqa: F401
+                                         SNAPSHOT_SHARE, SnapshotCadence)
 from watcher.runtime.snapround import SnapshotRound
 from watcher.runtime.state import Projections, gc_paused
 from watcher.runtime.waker import Waker  # noqa: F401  (re-exported: run and the tests take it from here)
@@ -46,9 +47,6 @@ from watcher.runtime.walquiet import Quiet
 
 log = logging.getLogger("fleetwatch.watcher")
 
-SNAPSHOT_EVERY_EVENTS = 2000
-SNAPSHOT_EVERY_SECONDS = 60.0
-SNAPSHOT_SHARE = 100   # agents per event folded that make a round due by time (snapshot_due)
 APPEND_FAILED_EVERY_S = 60.0  # a failing append (a full disk) is said again at most this often
 SLOW_TICK_S = 5.0  # a tick this long is logged as a warning with where its time went (debug: every tick)
 # events the notifier hands back are not re-derivable from sources: keep them until committed
@@ -84,7 +82,7 @@ def version() -> str:
         return "0+unknown"
 
 
-class Watcher:
+class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: snapcadence.py
     def __init__(self, cfg: Config, elog: EventLog, *, notifier: Any = None):
         self.cfg = cfg
         self.log = elog
@@ -93,7 +91,7 @@ class Watcher:
         self.quiet = Quiet(elog.path)        # has the log had a commit since the last catch-up?
         self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.fleet = FleetTicker()       # the fleet judge's changed and due agents, and miss counts
-        self.tickers = {"dod": DodTicker(), "fanout": FanoutTicker()}   # their detectors, incremental
+        self.tickers: dict[str, DodTicker | FanoutTicker] = {"dod": DodTicker(), "fanout": FanoutTicker()}  # incremental
         self.pending: list[Any] = []
         self.notifier = notifier
         self.census_seq: int | None = None   # the log's seq after this process's first complete look
@@ -297,81 +295,6 @@ class Watcher:
                     continue
                 allowed -= 1
             log.info("%s", describe(e))
-
-    def snapshot_due(self) -> bool:
-        """Every ``max(SNAPSHOT_EVERY_EVENTS, agents)`` events (a snapshot's cost grows with the
-        fleet: one per that many events keeps it O(1) per event), or every
-        SNAPSHOT_EVERY_SECONDS when at least one event per SNAPSHOT_SHARE agents was folded
-        since (at least one): a round's cost grows with the agents, and a few
-        events after the last one cost a restart or a `status` next to nothing to fold — an
-        idle big fleet's trickle (a source's edge, a notice) no longer buys a round a minute."""
-        behind = self.proj.seq - self.snap_seq
-        agents = len(self.proj["fleet"]["agents"])
-        return behind >= max(SNAPSHOT_EVERY_EVENTS, agents) or (
-            behind >= max(1, agents // SNAPSHOT_SHARE) and time.monotonic() - self.snap_mono >= SNAPSHOT_EVERY_SECONDS)
-
-    def snapshot(self) -> None:
-        """Store every projection's state now, here (a round in flight is ended), at the seq it
-        covers (one transaction of its own: snapshots are a cache, not atomic with the events)."""
-        self._end_round()
-        self._snap_todo, self.snap_wanted = [], True   # a round of its own, all of it
-        self.snapshot_if_due()
-
-    def _end_round(self) -> None:  # kill and reap a round in flight (its outcome is not taken)
-        if self._round is not None:
-            self._round.close()
-            self._round = None
-
-    def snapshot_if_due(self, budget: float | None = None) -> bool:
-        """Write the snapshot that came due (True), if one did. ``budget`` (seconds): `run` calls
-        this in the debounce after a wake-up, time the loop sleeps anyway, and then it encodes
-        one projection after another until the budget is spent, at least one, and stores them
-        at the seq they cover (``Projections.load`` folds each from its own); the rest go in the
-        next windows: 50,000 agents' projections are ~0.4 s to encode, one of them ≤ ~0.1 s. A
-        tick's end with no window since the last one (idle, or a loop so far behind that it
-        does not wait) writes its share with ``snap_budget``. Without a budget it writes all
-        that are left.
-
-        With ``snap_fork`` (``run``) and a budget the loop writes none of it: a
-        :class:`SnapshotRound` forks a child that encodes the states as of now, a thread stores
-        them (slices held the loop 0.2-0.8 s each at 50,000 agents); a later call takes the
-        outcome: stored (its seq is the last snapshot's) or failed (a new round when due). If
-        the fork fails, the slices above."""
-        if budget is not None:
-            self._window = True
-        if self._round is not None:   # a round off the loop: its outcome once it is over
-            ok = self._round.done()
-            if ok is None:
-                return False
-            r, self._round = self._round, None
-            if ok:
-                self.snap_seq, self.snap_mono = r.seq, time.monotonic()
-            self.snap_wanted = False   # stored, or failed (logged): a new round when due
-            return True
-        if not self.snap_wanted:
-            return False
-        if self.snap_fork and budget is not None and not self._snap_todo:
-            self._round = SnapshotRound.start(self.log, self.proj.states, self.proj.seq, self.write_lock)
-            if self._round is not None:
-                return True
-        if not self._snap_todo:
-            self._snap_todo, self._snap_low = list(self.proj.mods), self.proj.seq
-        start = time.monotonic()
-        snaps: dict[str, bytes] = {}
-        for name in self._snap_todo:
-            snaps[name] = encode_state(self.proj.states[name])
-            if budget is not None and time.monotonic() - start >= budget:
-                break
-        try:
-            self.log.put_snapshots(self.proj.seq, snaps)
-        except Exception as e:  # a snapshot is only a cache: the round starts again when due
-            log.error("could not store snapshots: %s", type(e).__name__)
-            self._snap_todo, self.snap_wanted = [], False
-            return True
-        del self._snap_todo[:len(snaps)]
-        if not self._snap_todo:
-            self.snap_seq, self.snap_mono, self.snap_wanted = self._snap_low, time.monotonic(), False
-        return True
 
     def tick(self, now: float, full: bool = True, changed: set[str] | None = None) -> int:
         """One tick. Returns how many events this tick appended. ``changed`` (the paths a
