@@ -247,7 +247,7 @@ def _agent_line(cls: str, aid: str, a: Any, age: str, dod: str, h: dict[str, Any
     """One summary line: what the agent needs (what it waits for, when known), its task title,
     and how it was handled ("· acked by web:phone")."""
     if cls == classes.RECLAMA:
-        what = waiting_words(waiting_for(a)) or f"{a.get('state') or '-'}/{a.get('phase') or '-'}"
+        what = waiting_words(waiting_for(a)) or a.get("reason") or f"{a.get('state') or '-'}/{a.get('phase') or '-'}"
         line = f"{aid}: {what} for {age}"
     elif cls == classes.DICE_TERMINADO:
         line = f"{aid}: claims done {age} ago, DoD {dod}"

@@ -85,7 +85,7 @@ def test_http_without_an_endpoint_is_refused(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "[hook] listen" in r.output and not (tmp_path / "s.json").exists()
 
 
-@pytest.mark.parametrize("listen,ok", [("127.0.0.1:8766", True), ("[::1]:8766", True), ("localhost:1", True),
+@pytest.mark.parametrize("listen,ok", [("127.0.0.1:8766", True), ("[::1]:8766", True), ("localhost:1", False), ("127.0.0.1.x:1", False),
                                        ("0.0.0.0:8766", False), ("10.0.0.2:8766", False), ("127.0.0.1:0", False),
                                        ("127.0.0.1", False)])
 def test_the_endpoint_listens_on_loopback_only(listen, ok):
