@@ -33,3 +33,19 @@ def test_ack_names_agents_whose_ids_hold_spaces(tmp_path):
     assert [c.split("|")[0] for cs in acked for c in cs] == ["agent:my agent", f"agent:{RAW}"]
     r = ack(f"agent:{RAW}")                      # raw control characters: refused, named escaped once
     assert r.returncode == 2 and f"'agent:{SHOWN}'" in r.stderr and "\x1b" not in r.stderr, r.stderr
+
+
+def test_ack_names_the_agent_whose_id_holds_a_pipe_and_a_hash(tmp_path):
+    """Found: `ack 'p|RECLAMA#q'` acknowledged that agent but printed "acknowledged agent:p RECLAMA"
+    (the condition id cut at its first '#'), naming another agent."""
+    from events.log import EventLog
+    from events.types import AgentClassified
+
+    db = str(tmp_path / "e.db")
+    log = EventLog(db)
+    log.append([AgentClassified(agent="p|RECLAMA#q", to="RECLAMA", state="waiting", reason="r")], 1.8e9)
+    log.close()
+    r = fw("ack", "p|RECLAMA#q", "--db", db)
+    assert r.returncode == 0 and r.stdout.startswith("acknowledged agent:p|RECLAMA#q RECLAMA (until"), r.stdout
+    r = fw("ack", "p|RECLAMA#q", "--db", db)
+    assert r.returncode == 0 and r.stdout.startswith("already acknowledged agent:p|RECLAMA#q RECLAMA"), r.stdout

@@ -67,7 +67,9 @@ def register(app: typer.Typer) -> None:
         until = f" until {ev.until}" if ev.until else " (until it clears)"
         for verb, part in (("acknowledged", todo), ("already acknowledged", same)):
             if part:
-                what = ", ".join(safe(c.partition("#")[0].replace("|", " "), 80) for c in part)
+                # SUBJECT|CLASS#N: the subject (an id may hold '|' and '#') and the class
+                what = ", ".join(safe(f"{c.rpartition('|')[0]} {c.rpartition('|')[2].partition('#')[0]}", 80)
+                                 for c in part)
                 typer.echo(f"{verb} {what}{until}" + ("" if todo else ": nothing recorded"))
 
     UNASKED_EVERY = 600   # s: at most one push for the exits the unit did not ask for
