@@ -308,7 +308,7 @@ def _what(keys: list[str]) -> str:
     """What a notice was about, from its keys (``subject|CLASS#seq@rev``): "a1 RECLAMA, …"."""
     out = []
     for k in sorted(keys):
-        subj, _, rest = _split_key(k)[0].partition("|")
+        subj, _, rest = _split_key(k)[0].rpartition("|")   # an id may hold "|"
         out.append(f"{subj.partition(':')[2] or subj} {rest.partition('#')[0]}".strip())
     return ", ".join(out)
 

@@ -131,7 +131,7 @@ def notice_subjects(data: Mapping[str, Any]) -> list[str]:
     ids = data.get("keys") or data.get("conditions") or []
     if not isinstance(ids, list):
         return []
-    return list(dict.fromkeys(k.partition("|")[0] for k in ids if isinstance(k, str) and "|" in k))
+    return list(dict.fromkeys(k.rpartition("|")[0] for k in ids if isinstance(k, str) and "|" in k))  # an id may hold "|"
 
 
 def head_segments(seq: int, time: str, subject: str, version: int) -> list[Seg]:

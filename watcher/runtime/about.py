@@ -25,7 +25,7 @@ def covers(rec: Any, subjects: set[str]) -> bool:
     ev = rec.event
     if subj.startswith("notice:"):
         ids = getattr(ev, "keys", None) or getattr(ev, "conditions", None) or ()
-        return any(isinstance(k, str) and k.partition("|")[0] in subjects for k in ids)
+        return any(isinstance(k, str) and k.rpartition("|")[0] in subjects for k in ids)  # an id may hold "|"
     if subj.startswith("silence:") and rec.type == "silence.added":
         pat = getattr(ev, "subject_match", None)
         return isinstance(pat, str) and any(fnmatch.fnmatchcase(x, pat) for x in subjects)

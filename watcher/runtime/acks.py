@@ -33,6 +33,12 @@ class UnknownTarget(FleetwatchError):
     exit_code = 2
 
 
+def _cid(key: str) -> str:
+    """The condition id of a key (``subject|CLASS#n``, maybe ``@rev``; a subject may hold '@')."""
+    cid, sep, rev = key.rpartition("@")
+    return cid if sep and rev.isascii() and rev.isdigit() else key
+
+
 def notice_keys(log: Any, notice: str) -> list[str] | None:
     """The condition ids a notice covered (None: no such notice in the log)."""
     if not NOTICE_RE.fullmatch(notice):
@@ -42,7 +48,7 @@ def notice_keys(log: Any, notice: str) -> list[str] | None:
                         subject=f"notice:{notice}"):
         ev = rec.event
         keys = list(getattr(ev, "keys", None) or getattr(ev, "conditions", None) or [])
-        found = (found or []) + [k.rpartition("@")[0] if "@" in k else k for k in keys]
+        found = (found or []) + [_cid(k) for k in keys]
     return None if found is None else sorted(set(found))
 
 
