@@ -92,15 +92,20 @@ class Scheduler:
                     todo.add(a)
         return sorted(todo)
 
-    def judged(self, aid: str, obs: Any, rec: Any, due_at: float) -> None:
-        """``aid`` was judged with ``obs`` and ``rec``; judge it again from ``due_at`` on."""
-        self.seen[aid] = (obs, rec if self.sig is None else self.sig(rec))
-        if due_at == _INF:
-            self.due.pop(aid, None)
-        elif self.due.get(aid) != due_at:
-            self.due[aid] = due_at
-            heapq.heappush(self.heap, (due_at, aid))
-        if len(self.heap) > 4 * len(self.due) + 1024:   # stale entries: rebuilt from the live ones
+    def judged(self, done: list[tuple[str, Any, Any, float]]) -> None:
+        """Each (id, observation, record, due time) of ``done`` was judged with that observation
+        and record; judge it again from its due time on (one call a tick: a big first tick)."""
+        seen, due, heap, sig = self.seen, self.due, self.heap, self.sig
+        push = heapq.heappush
+        for aid, obs, rec, due_at in done:
+            seen[aid] = (obs, rec if sig is None else sig(rec))
+            if due_at == _INF:
+                if aid in due:
+                    del due[aid]
+            elif due.get(aid) != due_at:
+                due[aid] = due_at
+                push(heap, (due_at, aid))
+        if len(heap) > 4 * len(due) + 1024:   # stale entries: rebuilt from the live ones
             self.heap = [(t, a) for a, t in self.due.items()]
             heapq.heapify(self.heap)
 
@@ -127,13 +132,14 @@ class FleetTicker:
               judge: Callable[..., tuple[Any, float]]) -> list[Any]:
         out = fleet.source_edges(state, snap)
         agents, cur, blind = state["agents"], snap.agents, snap.tmux_unknown
-        sched = self.sched
+        sched, done = self.sched, []
         for aid in sched.pick(cur, agents, now, limits, snap.gen, snap.dirty):
             obs, rec = cur[aid], agents.get(aid)
             ev, due = judge(aid, obs, rec, now, limits, blind)
             if ev is not None:
                 out.append(ev)
-            sched.judged(aid, obs, rec, due)
+            done.append((aid, obs, rec, due))
+        sched.judged(done)
         # the same snapshot dict (the merge hands the last one on while nothing changed) against a
         # state of the same size (it only grows, but by a prune): the same agents are missing
         g = self.gone
@@ -166,15 +172,16 @@ class DodTicker:
     def _tick(self, state: dict[str, Any], snap: Any, now: float, claim_unverified_after: float) -> list[Any]:
         agents, cur, failed = state["agents"], snap.agents, snap.failed or {}
         out: list[Any] = []
-        sched = self.sched
+        sched, done = self.sched, []
         for aid in sched.pick(cur, agents, now, None, snap.gen, snap.dirty):
             obs, rec = cur[aid], agents.get(aid)
             if failed and obs.source in failed:   # its last state stands; judged once the source is back
-                sched.judged(aid, obs, rec, fleet.NEXT_TICK)
+                done.append((aid, obs, rec, fleet.NEXT_TICK))
                 continue
             evs = dod.judge(aid, obs, rec)
             out += evs
-            sched.judged(aid, obs, rec, fleet.NEXT_TICK if evs else _INF)
+            done.append((aid, obs, rec, fleet.NEXT_TICK if evs else _INF))
+        sched.judged(done)
         # a claim starts or ends only through the agent's own events (it is then in the hint)
         if sched.hinted:
             for aid in snap.dirty:
