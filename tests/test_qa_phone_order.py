@@ -4,7 +4,8 @@ and the page over HTTP.
 
 Found: the page listed the items in the order of their condition ids' strings, so a notice of
 RECLAMA a0, a1, a2 and DICE_TERMINADO a10 read a0, a10 (ready for review), a1, a2, and an
-acknowledged agent stayed above the unanswered ones."""
+acknowledged agent stayed above the unanswered ones. The silence button of a notice of several
+items read "Silence agent 1d" and silenced every agent of the notice for a day (14 at once here)."""
 from __future__ import annotations
 
 import re
@@ -38,6 +39,10 @@ def test_notice_page_is_in_push_order_with_the_handled_after_the_open(tmp_path):
         pushed = [ln.split()[1] for ln in body.splitlines() if ln.split()[:1] in (["RECLAMA"], ["DICE_TERMINADO"])]
         url = LINK.search(body).group(1)
         items = page_items(url)
+        with urllib.request.urlopen(url, timeout=20) as r:
+            html = r.read().decode()
+        # the silence button acts on every agent of the notice and says so
+        assert "Silence all agents 1d" in html and "Silence agent 1d" not in html
         assert [name for _, name in items] == pushed == ["a0", "a1", "a2", "a10"], (items, pushed)
         assert fw("ack", "agent:a0", "--config", str(cfg)).returncode == 0
         acked = wait_for(lambda: "acked by" in urllib.request.urlopen(url, timeout=20).read().decode(), timeout=60)

@@ -101,7 +101,7 @@ def test_page_lists_items_and_post_buttons(site):
     code, html, headers = site.req(f"/n/{site.notice}?t={site.token}")
     assert code == 200
     assert "a1" in html and "a2" in html and "RECLAMA" in html
-    for label in ("Acknowledge", "Snooze 1h", "Silence agent 1d"):
+    for label in ("Acknowledge", "Snooze 1h all", "Silence all agents 1d"):   # 2 items: the buttons act on both
         assert label in html
     # per item (2 open): Acknowledge, Snooze 1h; then all at once: Acknowledge, Snooze 1h, Silence
     assert html.count("<form method=post") == 2 * 2 + 3 and "<script" not in html.lower()

@@ -25,6 +25,7 @@ HEADERS = {
 }
 ACTIONS = (("ack", "Acknowledge"), ("snooze", "Snooze 1h"), ("silence", "Silence agent 1d"))
 ITEM_ACTIONS = ACTIONS[:2]   # per item: Acknowledge, Snooze 1h
+SILENCE_ALL = "Silence all agents 1d"   # the silence button of a notice of several items
 MAX_ITEMS = 100   # a notice's items shown; the buttons still act on all of them
 MAX_ROWS = 50     # agents shown per class on the fleet page (a phone page stays small and quick)
 MAX_ITEM_FORMS = 20   # a notice of more items has only the all-at-once buttons (the page stays small)
@@ -88,8 +89,9 @@ def notice_page(notice: str, token: str, items: list[dict], now: float, done: st
             Markup("<div class=task>task: {}</div>").format(_text(it["task"], 80)) if it.get("task") else "",
             escape(status), own))
     rows += _more(len(items) - MAX_ITEMS, "the buttons act on all of them")
-    forms = [_form(base, notice, action, label + (" all" if action != "silence" and len(items) > 1 else ""),
-                   token, c, primary=action == "ack") for action, label in ACTIONS]
+    # every button acts on every item: on several, each label says so (silence: every agent of them)
+    forms = [_form(base, notice, action, (SILENCE_ALL if action == "silence" else label + " all")
+                   if len(items) > 1 else label, token, c, primary=action == "ack") for action, label in ACTIONS]
     banner = (Markup("<div class=done role=status>{}</div>").format(DONE[done]) if done in DONE else
               Markup("<div class=refused role=status>{}</div>").format(REFUSED[done]) if done in REFUSED else "")
     fleet = f"{base}/n/{notice}/fleet?t={token}" + (f"&c={c}" if c else "")
