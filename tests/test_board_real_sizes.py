@@ -69,13 +69,21 @@ def world(tmp_path_factory):
 
 
 def board(db: str, env: dict, w: int, h: int, extra: str = "") -> None:
-    subprocess.run(["tmux", "-L", "fwsizes", "kill-session", "-t", "b"], capture_output=True, env=env)
-    subprocess.run(["tmux", "-L", "fwsizes", "new-session", "-d", "-s", "b", "-x", str(w), "-y", str(h),
+    """The board in a pane of exactly ``w``×``h``, checked before the board starts in it (session
+    b named exactly, ``=b:``, everywhere: a bare ``b`` may resolve to another session's window)."""
+    tm = ["tmux", "-L", "fwsizes"]
+    subprocess.run([*tm, "kill-session", "-t", "=b"], capture_output=True, env=env)
+    subprocess.run([*tm, "new-session", "-d", "-s", "b", "-x", str(w), "-y", str(h), "sleep 600"], check=True, env=env)
+    subprocess.run([*tm, "resize-window", "-t", "=b:", "-x", str(w), "-y", str(h)], check=True, env=env)
+    size = subprocess.run([*tm, "display", "-p", "-t", "=b:", "#{pane_width}x#{pane_height}"], capture_output=True,
+                          text=True, env=env).stdout.strip()
+    assert size == f"{w}x{h}", size
+    subprocess.run([*tm, "respawn-pane", "-k", "-t", "=b:",
                     f"env TERM=xterm-256color {extra} {EXE} board --db {db}; sleep 120"], check=True, env=env)
 
 
 def screen(env: dict, escapes: bool = False) -> str:
-    return subprocess.run(["tmux", "-L", "fwsizes", "capture-pane", "-p", *(["-e"] if escapes else []), "-t", "b"],
+    return subprocess.run(["tmux", "-L", "fwsizes", "capture-pane", "-p", *(["-e"] if escapes else []), "-t", "=b:"],
                           capture_output=True, text=True, env=env).stdout
 
 
@@ -156,17 +164,17 @@ def test_enter_opens_the_agent_view_and_j_jumps(world):
     board(db, env, 120, 40)
     until(env, lambda s: "a29" in s)
     for _ in range(5):  # keys sent before the table has the focus are lost: sent again
-        subprocess.run(["tmux", "-L", "fwsizes", "send-keys", "-t", "b", "Home", "Down", "Down", "Down", "Down", "Enter"],
+        subprocess.run(["tmux", "-L", "fwsizes", "send-keys", "-t", "=b:", "Home", "Down", "Down", "Down", "Down", "Enter"],
                        env=env)
         try:
             s = until(env, lambda s: "Class history" in s, timeout=10)
             break
         except AssertionError:
-            subprocess.run(["tmux", "-L", "fwsizes", "send-keys", "-t", "b", "Escape"], env=env)
+            subprocess.run(["tmux", "-L", "fwsizes", "send-keys", "-t", "=b:", "Escape"], env=env)
     for part in ("a00", "Contract and checks", "Last verdict", "Class history", "Handled", "acked via cli",
                  "target fleet:0", "-> RECLAMA", "j jump"):
         assert part in s, (part, s)
-    subprocess.run(["tmux", "-L", "fwsizes", "send-keys", "-t", "b", "j"], env=env)
+    subprocess.run(["tmux", "-L", "fwsizes", "send-keys", "-t", "=b:", "j"], env=env)
     s = until(env, lambda s: "Class history" not in s and "a00:" in s)
     assert "a00: " in s                                   # the jump's answer (no such window on this server)
 
