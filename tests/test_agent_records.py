@@ -1,7 +1,7 @@
 """fleet's and notify's per-agent records are Structs (projections/agent_records.py, issue 19: a
 first tick's memory and page faults) that encode to the very bytes of the dicts they replaced,
 decode from the snapshots those dicts wrote, and read, write and compare as those dicts. Real
-SQLite logs (tests/test_rebuild_batches.py's seeded churn)."""
+SQLite logs (tests/support/seededlogs.py's seeded churn)."""
 from __future__ import annotations
 
 import msgspec
@@ -12,7 +12,7 @@ from projections.base import decode_state, encode_state
 from projections.agent_records import Agent, NotifyAgent, Record
 from watcher.runtime.state import Projections
 
-from tests import test_rebuild_batches as rb
+from tests.support import seededlogs as rb
 
 
 def as_dicts(state: dict) -> dict:

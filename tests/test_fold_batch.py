@@ -1,6 +1,6 @@
 """A projection's ``fold_batch`` folds a batch to the very state of its ``fold`` one event at a
 time (notify, report, fanout, fleet, dod and swarms have one; real SQLite event logs: the seeded logs of
-tests/test_rebuild_batches.py: every type both fold, prunes by time and by the cap, sweeps,
+tests/support/seededlogs.py: every type both fold, prunes by time and by the cap, sweeps,
 times shared by an append's events and jumping across UTC midnights, batch edges inside a run
 of one time), and report's with a time outside iso's shape (the day computed from ``t``)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from projections import dod, fanout, fleet, notify, report, swarms
 from projections.base import encode_state
 from watcher.runtime.state import TimeCache
 
-from tests import test_rebuild_batches as rb
+from tests.support import seededlogs as rb
 
 
 def both(mod, recs: list, batch: int) -> tuple[dict, dict]:

@@ -711,10 +711,10 @@ def test_a_plan_memo_kept_for_another_state_answers_for_that_state():
 
 @pytest.mark.parametrize("mix", ["churn", "bench_mix"])
 def test_a_kept_plan_memo_plans_as_no_memo_on_a_real_log(tmp_path, mix):
-    """The seeded logs of tests/test_rebuild_batches.py (every type notify folds, in a real
+    """The seeded logs of tests/support/seededlogs.py (every type notify folds, in a real
     SQLite event log), folded as the live loop does, a plan after each distinct event time and
     every 100 events (two policies, a memo each, as a notifier keeps one for its policy)."""
-    from tests import test_rebuild_batches as rb
+    from tests.support import seededlogs as rb
 
     elog = getattr(rb, mix)(str(tmp_path / "e.db"), **({"appends": 120} if mix == "churn" else {"n": 4000}))
     st, memos, last, n = notify.initial(), (FlapMemo(), FlapMemo()), None, 0

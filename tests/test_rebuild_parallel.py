@@ -16,7 +16,7 @@ from watcher.runtime.state import Projections
 from watcher.runtime.state import rebuild as rebuild_one
 
 from tests.test_log_integrity import raw
-from tests.test_rebuild_batches import churn
+from tests.support.seededlogs import churn
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from watcher.runtime.state import Projections
 from watcher.runtime.state import rebuild as rebuild_one
 
 from tests.test_log import sample
-from tests.test_rebuild_batches import churn
+from tests.support.seededlogs import churn
 
 NOW = 1_800_000_000.0
 
