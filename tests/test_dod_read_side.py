@@ -1,16 +1,15 @@
-"""What `status` and `summary` say of the DoD, pinned where a full mutation run of projections.dod
-(tests/mutation/mutate.py with dod's tests, thirteenth session: 138 of 184 mutants killed) found
-nothing checking it: the counts, a claim from the agent's own file, the claim's age, the contract
-flag, the summary's lines, what a verdict keeps of its checks, and the detector's defaults; then its
-memo and change hint, as fleet's (tests/test_rules_mutants_fleet.py). With these dod joined the
-mutation gate (168 of 168 killed by make mutation at 9a5c7b6; equivalents listed with why)."""
+"""What `status` and `summary` say of the DoD, pinned where a mutation run of projections.dod found
+nothing checking it (docs/mutation.md): the counts, a claim from the agent's own file, the claim's
+age, the contract flag, the summary's lines, what a verdict keeps of its checks, and the detector's
+defaults; then the watcher's ticker of dod and the change hint, as fleet's
+(tests/test_rules_mutants_fleet.py)."""
 from __future__ import annotations
 
 from events.types import DodContractChanged, DodFlagged, DodVerdict
 from projections import dod
 from projections.observations import AgentObs, Snapshot
-from tests.test_dod import SELF, T0, V, cls, fold_all, obs, rec, snap
-from tests.test_rules_mutants_fleet import _hinted as _hint
+from tests.support.dodworld import SELF, T0, V, cls, fold_all, obs, rec, snap
+from tests.support.dodworld import hinted as _hint
 from tests.support.fleetstep import dod_step
 
 
@@ -112,7 +111,7 @@ def test_a_claim_is_cleared_when_the_agent_leaves_dice_terminado():
     assert dod.agent_status(a) is dod.Status.PENDING
 
 
-# ---- the detector's memo and change hint (as fleet's: tests/test_rules_mutants_fleet.py) ------
+# ---- the watcher's ticker and the change hint (as fleet's: tests/test_rules_mutants_fleet.py) ---
 class _Ticks:
     """dod's detector (the watcher's DodTicker) tick after tick, its events folded into the state."""
 
