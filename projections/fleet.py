@@ -288,13 +288,15 @@ def judge(aid: str, obs: AgentObs, old: Any, now: float, limits: Limits,
     return None, due
 
 
-def missing(prev: dict[str, Any], snap: Snapshot, absent: dict[str, int], out: list[Any]) -> dict[str, int]:
-    """Agents of the state the snapshot lacks: CERRADO on the second consecutive miss (one
-    resync of grace, so a file replaced by rename is not reported gone), never while their
-    source failed; their events are added to ``out``. Returns the new miss counts."""
+def missing(prev: dict[str, Any], snap: Snapshot, absent: dict[str, int], out: list[Any],
+            gone: list[str] | None = None) -> dict[str, int]:
+    """Agents of the state the snapshot lacks (``gone``: their ids in order, when the caller
+    knows them): CERRADO on the second consecutive miss (one resync of grace, so a file replaced
+    by rename is not reported gone), never while their source failed; their events are added to
+    ``out``. Returns the new miss counts."""
     agents, cur = prev["agents"], snap.agents
     absent = {k: v for k, v in absent.items() if k not in cur} if absent else {}
-    for aid in sorted(agents.keys() - cur.keys()):
+    for aid in sorted(agents.keys() - cur.keys()) if gone is None else gone:
         old = agents[aid]
         if old["class"] == CERRADO:
             continue
