@@ -53,8 +53,30 @@ class _Quiet(WSGIRequestHandler):
             log.warning("web: %s", "request error")
 
 
+class _BindFailed(Exception):
+    """Binding or listening failed (``strerror``: the OSError's). Not an OSError: werkzeug
+    answers one raised there with a message on stderr and ``sys.exit(1)``, which would end the
+    whole watcher; this one reaches ``WebServer`` and becomes a ``WebError``."""
+
+    def __init__(self, e: OSError) -> None:
+        super().__init__(e.strerror)
+        self.strerror = e.strerror
+
+
 class _Server(ThreadedWSGIServer):
     """Bounded: ``MAX_CONNECTIONS`` at once, each shut down ``DEADLINE`` s after its accept."""
+
+    def server_bind(self) -> None:
+        try:
+            super().server_bind()
+        except OSError as e:
+            raise _BindFailed(e) from e
+
+    def server_activate(self) -> None:
+        try:
+            super().server_activate()
+        except OSError as e:
+            raise _BindFailed(e) from e
 
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
@@ -113,7 +135,7 @@ class WebServer:
         self.app = app
         try:
             self.srv = _Server(host, port, app, handler=_Quiet)
-        except OSError as e:
+        except (OSError, _BindFailed) as e:
             raise WebError(f"cannot listen on {host}:{port}: {e.strerror}", op="web",
                            hint="change [web] listen, or stop what uses the port") from e
         self.port = self.srv.server_port
