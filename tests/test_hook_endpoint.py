@@ -12,6 +12,7 @@ import pytest
 
 from watcher.hook.endpoint import HookEndpoint
 from watcher.hook.mapping import iso_utc
+from tests.support.exe import FLEETWATCH
 
 
 @pytest.fixture
@@ -133,8 +134,6 @@ class _Port:
 
 def _run_setup(tmp_path):
     """(port, goals dir, config, fleetwatch, env) of a `fleetwatch run` serving [hook] on a free port."""
-    import sys
-    from pathlib import Path
 
     from tests.support.fleet import free_port
 
@@ -144,7 +143,7 @@ def _run_setup(tmp_path):
     cfg = tmp_path / "fw.toml"
     cfg.write_text(f'[store]\npath = "{tmp_path}/e.db"\n[hook]\nlisten = "127.0.0.1:{port}"\ngoals_dir = "{goals}"\n'
                    f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{goals}/*/goal.json"\n')
-    exe = str(Path(sys.executable).parent / "fleetwatch")
+    exe = FLEETWATCH
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "CLAUDE", "LISTEN_"))}
     return port, goals, cfg, exe, env
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from watcher.hook.adapter import Reason, decide, run_hook, tmux_of
 from watcher.hook.mapping import (ANSWER_NOTIFICATIONS, NOISE_NOTIFICATIONS, WAITING_NOTIFICATIONS, apply,
                                   waiting_for)
 from tests.support.realclaude import SCHEMA_EVENTS
+from tests.support.exe import FLEETWATCH
 
 NOW = 1796068800.0
 BASE = {"session_id": "5e1f-real", "transcript_path": "/h/.claude/projects/x/5e1f.jsonl", "cwd": "/w/a1",
@@ -159,7 +159,7 @@ def test_the_hook_learns_the_pid_of_the_claude_that_runs_it(tmp_path):
     claude = tmp_path / "bin" / "claude"
     claude.parent.mkdir()
     os.symlink("/bin/sh", claude)
-    exe = str(Path(sys.executable).parent / "fleetwatch")
+    exe = FLEETWATCH
     cmd = f"sh -c '{exe} hook --agent a1 --goals-dir {tmp_path}/g; true'; true"
     p = subprocess.Popen([str(claude), "-c", cmd], stdin=subprocess.PIPE,
                          env={"PATH": os.environ["PATH"], "TMUX_PANE": "%7", "TMUX": "/tmp/tmux-9/x,1,0"})

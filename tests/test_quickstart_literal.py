@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import sys
 
 from tests.fwcli import ENV, ROOT, fw
+from tests.support.exe import FLEETWATCH
 
-FW_BIN = str(Path(sys.executable).with_name("fleetwatch"))
+FW_BIN = FLEETWATCH
 
 QUICK = Path(ROOT) / "docs" / "readme" / "02-quickstart.md"
 

@@ -8,7 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from watcher.runtime.sdnotify import SystemdNotifier, status_line
+from tests.support.exe import FLEETWATCH
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if not FIXTURES.exists():
@@ -156,7 +156,7 @@ def test_status_line(counts, age, line):
 
 # ---- the real watcher under a fake manager --------------------------------------------------
 def _fleetwatch() -> str:
-    exe = Path(sys.executable).parent / "fleetwatch"
+    exe = Path(FLEETWATCH)
     return str(exe) if exe.exists() else shutil.which("fleetwatch") or "fleetwatch"
 
 

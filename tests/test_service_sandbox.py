@@ -16,7 +16,6 @@ import pwd
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from tests.support.exe import FLEETWATCH as FLEETWATCH_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 # 6.2 with every namespace refused; the DoD checks' own PID namespace (user, pid and mnt namespaces
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # watcher stops it at every start (issue 47)
 MAX_EXPOSURE = 6.8
 MANY = 2100  # agents of a second source: its first poll is read in two processes (forkread.FORK_MIN)
-FLEETWATCH = Path(sys.executable).parent / "fleetwatch"
+FLEETWATCH = Path(FLEETWATCH_PATH)
 _SCORE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+)")
 
 
