@@ -199,7 +199,8 @@ class Phone:
     """A local HTTP receiver for apprise ``json://`` pushes: each one is shown as the phone would."""
 
     def __init__(self, on_push: Callable[[str, str], None]):
-        pushes = self.pushes = []
+        pushes: list[Any] = []
+        self.pushes = pushes
 
         class H(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802

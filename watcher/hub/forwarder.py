@@ -250,7 +250,7 @@ class Forwarder:
         acknowledged prefix. A row too large for the stream is skipped with a warning (it stays
         in the local log)."""
         self.stats["rounds"] += 1
-        futs = []
+        futs: list[Any] = []
         for r in recs:
             if len(r.data) > wire.MAX_PAYLOAD:
                 log.warning("seq %d is larger than %d bytes: not forwarded", r.seq, wire.MAX_PAYLOAD)

@@ -42,7 +42,7 @@ def _stat(pid: int) -> tuple[int, int] | None:
 
 
 def _members(pgid: int) -> list[int]:
-    out = []
+    out: list[int] = []
     try:
         names = os.listdir("/proc")
     except OSError:

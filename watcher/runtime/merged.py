@@ -54,6 +54,7 @@ class Merger:
                         owners[a.agent] = owners.get(a.agent, 0) + 1
             self._last = (results, snap, owners)
         else:
+            assert last is not None   # a patch needs the last merge
             self._last = (results, snap, last[2])
         return snap
 

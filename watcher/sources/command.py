@@ -186,6 +186,7 @@ def run_bounded(argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT, *,
                 running.pgids.discard(p.pid)
         p.stdout.close()     # type: ignore[union-attr]
         p.stderr.close()     # type: ignore[union-attr]
+        code: int | None
         try:
             code = p.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL was sent to the group
