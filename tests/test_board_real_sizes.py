@@ -59,7 +59,9 @@ def world(tmp_path_factory):
     r = fw("ack", "a00", "--db", db)                  # acked from the shell: a handled RECLAMA
     assert r.returncode == 0, r.stderr
     (tmp / "tmux").mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    # COLUMNS and LINES: pytest-xdist's workers set them (80, 24), and a board started with them
+    # takes them for the terminal's size (shutil.get_terminal_size) whatever the pane's
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
     env["TMUX_TMPDIR"] = str(tmp / "tmux")
     # a session that outlives the boards: killing a board's session never stops the server while
     # the next one starts (new-session then met a server on its way out)
@@ -70,7 +72,7 @@ def world(tmp_path_factory):
 
 def board(db: str, env: dict, w: int, h: int, extra: str = "") -> None:
     """The board in a pane of exactly ``w``×``h``, checked before the board starts in it (session
-    b named exactly, ``=b:``, everywhere: a bare ``b`` may resolve to another session's window)."""
+    b named exactly, ``=b:``, everywhere)."""
     tm = ["tmux", "-L", "fwsizes"]
     subprocess.run([*tm, "kill-session", "-t", "=b"], capture_output=True, env=env)
     subprocess.run([*tm, "new-session", "-d", "-s", "b", "-x", str(w), "-y", str(h), "sleep 600"], check=True, env=env)
