@@ -7,6 +7,7 @@ plain processes: tests/test_exact_panes.py."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 
@@ -32,6 +33,14 @@ def status(cfg, env) -> dict:
     return {a["agent"]: a for a in json.loads(r.stdout).get("agents", [])}
 
 
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 @pytest.mark.parametrize("form", ["exec", "http"])
 def test_claude_killed_in_a_live_shell_pane_is_closed(tmp_path, flavour, form):
     """``form``: the hooks as commands (each records the pane and claude's pid), or as http POSTs to
@@ -52,6 +61,9 @@ def test_claude_killed_in_a_live_shell_pane_is_closed(tmp_path, flavour, form):
         run = subprocess.Popen([FLEETWATCH, "run", "--config", str(cfg)], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
+            if form == "http":   # the endpoint listens before the session's first hook POSTs to it
+                wait_for(lambda: run.poll() is not None or listening(port), 60, what="the hook endpoint")
+                assert run.poll() is None, run.stderr.read().decode() if run.stderr else ""
             c.start_shell()
             c.type(c.command_line())
             c.wait_ready()
