@@ -26,7 +26,7 @@ from events.timefmt import iso
 from events.types import NoticeHeld, NoticeSilenced
 from projections.classes import CERRADO, DICE_TERMINADO, ESTANCADO
 from projections.notify_escalate import AckReason, ack_stage, escalations, resolved, snooze_due
-from projections.notify_flap import FlapMemo, flap_state
+from projections.notify_flap import flap_state
 from projections.notify_msg import (  # noqa: F401  (re-exported: the planner's public names)
     APPRISE_TYPE, BUCKETS, LABELS, MAX_LINES, Decision, Item, Message, dest, message, notice_id)
 from projections.notify_policy import SEV_RANK, Policy, matching_silence, swarm_text
@@ -222,26 +222,18 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
 
 
 # ---- the pipeline --------------------------------------------------------------------------
-def flap_conds(state: dict, now: float, policy: Policy, memo: FlapMemo | None = None
-               ) -> tuple[set[str], dict[str, dict]]:
+def flap_conds(state: dict, now: float, policy: Policy) -> tuple[set[str], dict[str, dict]]:
     """Subjects flapping at ``now`` and a synthetic FLAPPING condition for each one not yet
-    notified in this episode (``memo``: the caller's, see :class:`FlapMemo`; it also keeps each
-    subject's condition, used again while its episode start and last entry are the very same
-    entry objects: the condition is built from those and the subject alone; never mutated)."""
+    notified in this episode."""
     flapping: set[str] = set()
     out: dict[str, dict] = {}
     sent = state["flap_sent"]
-    built = memo.synthetic if memo is not None else {}   # the same episode start and last entry: the same condition
     for subj, flat in state["classes"].items():
-        start, hist, notified = flap_state(flat, sent.get(subj), now, policy, subj, memo)
+        start, hist, notified = flap_state(flat, sent.get(subj), now, policy)
         if start is None:
             continue
         flapping.add(subj)
         if not notified:
-            b = built.get(subj)
-            if b is not None and b[0] is start and b[1] is hist[-1]:
-                out[b[2]] = b[3]
-                continue
             cid = f"{subj}|FLAPPING#{start[2]}"
             pct = hist[-1][3]
             out[cid] = {"subject": subj, "cls": "FLAPPING", "sev": "warning", "name": subj.partition(":")[2],
@@ -249,27 +241,24 @@ def flap_conds(state: dict, now: float, policy: Policy, memo: FlapMemo | None = 
                         "seq": start[2], "last_seq": hist[-1][2], "since": start[1], "changed": start[1],
                         "rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,
                         "sent_at": None, "sent_rev": -1, "silenced": None}
-            built[subj] = (start, hist[-1], cid, out[cid])
     return flapping, out
 
 
 def plan(state: dict[str, Any], now: float, policy: Policy,
-         inflight: frozenset[str] | set[str] = frozenset(), quiet_end: float | None = None,
-         flap_memo: FlapMemo | None = None) -> Plan:
+         inflight: frozenset[str] | set[str] = frozenset(), quiet_end: float | None = None) -> Plan:
     """The whole decision for ``now``: messages to send, events to record, when to call again.
 
     ``inflight``: condition ids of notices handed to the deliverer and not yet folded back.
     ``quiet_end``: when the current quiet hours end (None: not in quiet hours), from
     ``projections.notify_quiet.quiet_until`` at the edge. ``now`` must not step back between
-    calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock).
-    ``flap_memo``: a :class:`FlapMemo` the caller keeps between calls (the same plan, less work)."""
+    calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock)."""
     now += EPS
     decisions: list[Decision] = []
     record: list[Any] = []
     wakes: list[float] = []
     items: list[Item] = []
     held: list[Item] = []
-    flapping, flaps = flap_conds(state, now, policy, flap_memo)
+    flapping, flaps = flap_conds(state, now, policy)
     conds = chain(state["conds"].items(), flaps.items())   # (plan never changes the state)
     silences, dod = state["silences"], state["dod"]
     for cid, c in conds:

@@ -5,9 +5,10 @@
 status change; a new run's steps are its first transitions), ``rule.violated`` (one per occurrence
 key, never again while it persists), ``step.overdue`` (once per begin) and ``run.abandoned`` (once).
 ``fold`` (pure) applies them, one small function per event type; the state is plain JSON with
-string keys. ``detect_memo`` is ``detect`` with a :class:`Memo` the caller (the Watcher) carries from
-tick to tick: the same events, without re-reading runs that cannot have changed. Parsing a
-steps.json: ``projections.runs_parse``.
+string keys. ``judge`` is ``detect`` told which runs are known to raise and which cannot report
+anything (the runtime keeps both: ``watcher.runtime.schedule.RunsTicker``); it keeps nothing
+between calls. Parsing a steps.json:
+``projections.runs_parse``.
 
 Attempts. A step's attempt number grows when it starts again: first sight, a change to ``begin``,
 leaving ``done``/``fail`` for another status (a begin happened between polls), or the same status
@@ -215,56 +216,41 @@ class _Policy(NamedTuple):
     default_deadline: float
     deadlines: dict[str, float]
     cross: dict[str, Any]   # the keywords of check_cross_run
-    key: tuple              # all of it, hashable: a memo holds for one policy only
-
-
-class Memo:
-    """What :func:`detect_memo` carries from one tick to the next; the caller (the Watcher) owns it.
-    ``quiet``: per run whose last full evaluation gave no event, (doc, the run's state stamp, source,
-    wake: the time until which nothing can change by time alone). A run that matches all of it is
-    skipped, which is what a full evaluation would give (nothing): the memo never changes the
-    events. Saves: the no-change tick's parse of every steps.json (bench_steps "no-change tick")."""
-
-    __slots__ = ("policy", "quiet", "bad")
-
-    def __init__(self, policy: tuple = ()):
-        self.policy = policy
-        self.quiet: dict[str, tuple] = {}
-        self.bad: dict[str, tuple] = {}  # run -> (the doc whose evaluation raised, why): see detect_memo
 
 
 def detect(state: dict, snap: Any, now: float, **policy: Any) -> list:
     """Events for this tick, deterministic: runs sorted by id, per run in a fixed order (pure)."""
-    return detect_memo(state, snap, now, None, **policy)[0]
+    return judge(state, snap, now, {}, (), **policy)[0]
 
 
-def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_deadline: float = DEFAULT_DEADLINE,
-                deadlines: dict[str, float] | None = None, board_daily_quota: int = 3, sessions_per_day: int = 12,
-                inactive_boards: Any = (), **_policy: Any) -> tuple[list, Memo]:
-    """``detect`` with the caller's :class:`Memo`: the same events, fewer looks; returns the memo."""
+def judge(state: dict, snap: Any, now: float, hidden: dict[str, str], skip: Any = (),
+          default_deadline: float = DEFAULT_DEADLINE, deadlines: dict[str, float] | None = None,
+          board_daily_quota: int = 3, sessions_per_day: int = 12, inactive_boards: Any = (),
+          **_policy: Any) -> tuple[list, dict[str, str], dict[str, float | None]]:
+    """(``detect``'s events, the runs whose evaluation raised -> why, the runs evaluated -> None
+    when they reported something, else their wake: until then nothing changes for them by time
+    alone, unless their record is missing or their observation unreadable: not there). The caller
+    (``watcher.runtime.schedule.RunsTicker``) knows two things from earlier calls: ``hidden``, the
+    runs that raised on the very observation they still hold, evaluated as unreadable from the
+    start; ``skip``, the runs that cannot report anything (same doc, folded record and source as
+    when they were quiet, before their wake), not evaluated. A run whose evaluation raises is
+    evaluated again as unreadable and hidden from the others (:func:`_without`): one pass more
+    per run found raising."""
     deadlines = deadlines or {}
     cross = {"board_daily_quota": int(board_daily_quota), "sessions_per_day": int(sessions_per_day),
              "inactive_boards": tuple(sorted(inactive_boards))}
-    pol = _Policy(float(default_deadline), deadlines, cross,
-                  (float(default_deadline), tuple(sorted(deadlines.items())), tuple(cross.items())))
-    if memo is None or memo.policy != pol.key:
-        memo = Memo(pol.key)
+    pol = _Policy(float(default_deadline), deadlines, cross)
     runs = state["runs"]
-    # runs whose evaluation raised -> why: evaluated as unreadable, hidden from the others (_without).
-    # One pass more per run found this tick; a run still holding the very doc that raised (the
-    # source hands on an unchanged file's observation) is hidden from the start, so a fleet of
-    # such runs costs one pass a tick, not one a run
-    bad = {rid: why for rid, (doc, why) in memo.bad.items() if (o := snap.runs.get(rid)) is not None and o.doc is doc}
+    bad = {rid: why for rid, why in hidden.items() if rid in snap.runs}
     while True:
         view = _without(snap, bad) if bad else snap
-        ctx, quiet, out, failed = _Ctx(state, view, now), dict(memo.quiet), {}, None
+        ctx, out, failed = _Ctx(state, view, now), {}, None
+        quiet: dict[str, float | None] = {}
         for rid, obs in view.runs.items():
+            if rid in skip and rid not in bad:
+                continue
             rs = runs.get(rid)
             try:
-                m = quiet.get(rid)
-                if (m is not None and rs is not None and obs.error is None and m[1] == rs["stamp"]
-                        and m[2] == obs.source and now <= m[3] and (m[0] is obs.doc or m[0] == obs.doc)):
-                    continue
                 evs, wake = _detect_run(rid, obs, rs, ctx, pol)
             except Exception as e:  # a value nobody foresaw: that run's problem, never every run's
                 if rid in bad:
@@ -272,21 +258,14 @@ def detect_memo(state: dict, snap: Any, now: float, memo: Memo | None, default_d
                 failed, bad[rid] = rid, f"could not be evaluated ({type(e).__name__})"
                 break
             if evs:
-                out[rid] = evs
-                quiet.pop(rid, None)
+                out[rid], quiet[rid] = evs, None
             elif rs is not None and obs.error is None:
-                quiet[rid] = (obs.doc, rs["stamp"], obs.source, wake)
+                quiet[rid] = wake
         if failed is None:
             break
-    memo.quiet = quiet
-    memo.bad = {rid: (snap.runs[rid].doc, why) for rid, why in bad.items()}
     for ev in _gone(runs, snap):
-        out[ev.run] = [ev]
-        quiet.pop(ev.run, None)
-    if len(quiet) > 2 * len(snap.runs) + 64:
-        for k in [k for k in quiet if k not in snap.runs]:
-            del quiet[k]
-    return [e for rid in sorted(out) for e in out[rid]], memo
+        out[ev.run], quiet[ev.run] = [ev], None
+    return [e for rid in sorted(out) for e in out[rid]], bad, quiet
 
 
 def _without(snap: Any, bad: dict[str, str]) -> Any:
@@ -463,4 +442,4 @@ def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failu
 from projections.runs_view import next_retry, run_status, status, summary  # noqa: E402,F401
 
 
-__all__ = ["NAME", "ORDER", "Memo", "Reason", "Rule", "detect", "detect_memo", "fold", "initial", "status", "summary"]
+__all__ = ["NAME", "ORDER", "Reason", "Rule", "detect", "judge", "fold", "initial", "status", "summary"]

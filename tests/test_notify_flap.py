@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections.notify_flap import FlapMemo, entries, flap_percent, flap_state
+from projections.notify_flap import entries, flap_percent, flap_state
 from projections.notify_policy import Policy
 
 T = 1_800_000_000.0
@@ -211,43 +211,14 @@ def test_a_list_grown_in_place_is_computed_again():
     assert entries(f)[-1][3] == 56.58           # 10 changes: 7.5 + 0.5*145/19 = 11.31579
 
 
-def test_the_callers_memo_recomputes_a_list_grown_in_place():
-    memo = FlapMemo()
-    f = flat(ALT[:10])
-    assert entries(f, "agent:a", memo)[-1][3] == 51.51
-    f += ["A", T + 10, 11]                      # same object, longer
-    assert entries(f, "agent:a", memo)[-1][3] == 56.58
-    del f[:3]                                   # trimmed at the front, then the same length again
-    f += ["B", T + 11, 12]
-    assert entries(f, "agent:a", memo) == entries(list(f))
-    g = list(f)                                 # an equal copy (a state decoded from a snapshot)
-    g[-3] = "A"
-    assert entries(g, "agent:a", memo) == entries(g) != entries(f)
-
-
-def test_the_callers_memo_answers_like_no_memo():
-    memo = FlapMemo()
-    f = flat(ALT + "A" * 14)
-    for now in (f[-2] + 1, f[-2] + 600, f[-2] + 4000):
-        for pol in (P, Policy(flap_high=30.0, flap_low=10.0)):
-            assert flap_state(f, None, now, pol, "agent:a", memo) == flap_state(f, None, now, pol)
-
-
-def test_the_callers_memo_stays_bounded():
-    memo = FlapMemo()
-    lists = [flat("AB" * 4) for _ in range(FlapMemo.MAX + 100)]
-    for i, f in enumerate(lists):
-        entries(f, f"agent:a{i}", memo)
-    assert len(memo.by_subject) <= FlapMemo.MAX
-
-
 def test_no_module_level_memo():
-    """Issue 23: the pure core keeps no cache of its own; the caller owns the memo."""
+    """Issue 23: the pure core keeps no cache of its own (nor a class of one: issue 46)."""
     from projections import notify_flap
     assert not [k for k, v in vars(notify_flap).items() if isinstance(v, (dict, list, set)) and not k.startswith("__")]
+    assert not hasattr(notify_flap, "FlapMemo")
 
 
-# ---- the memo extends a list that only grew (FlapMemo.entry / _extended) ---------------------
+# ---- the running count against the definition, on lists grown as the fold grows them -----------
 def _grow(rnd, f: list, seq: int, t: float, back: float) -> tuple[int, float]:
     """One class appended as the fold does (the last HIST_KEEP kept), the clock now and then
     stepped back by up to 2 hours (``back``: how often)."""
@@ -261,78 +232,19 @@ def _grow(rnd, f: list, seq: int, t: float, back: float) -> tuple[int, float]:
     return seq, t
 
 
-@pytest.mark.parametrize("back", [0.0, 0.03, 0.2])
-def test_the_callers_memo_extends_a_grown_list_as_computed_from_scratch(back):
-    """Random lists grown one to a few classes between looks (times in order, or stepping back
-    now and then): the memo's entries are always those of the list computed anew, and with times
-    in order the memo extended them (FlapMemo's running count) rather than recompute."""
+def test_each_entry_holds_flap_percent_at_its_time_over_its_predecessors():
+    """Random lists grown as the fold grows them (times in order, the last HIST_KEEP kept):
+    each of the last 21 entries holds :func:`flap_percent` at its time over it and its 20
+    predecessors (``entries`` computes them all in one pass with a running count)."""
     import random
 
-    from projections.notify_flap import _entries
-
-    rnd = random.Random(int(back * 100))
-    memo = FlapMemo()
-    lists = {f"agent:a{i}": [] for i in range(5)}
-    state = {s: (0, T) for s in lists}
-    extended = 0
-    for step in range(600):
-        s = rnd.choice(sorted(lists))
-        for _ in range(rnd.choice((1, 1, 1, 2, 2, 5, 25))):
-            state[s] = _grow(rnd, lists[s], *state[s], back)
-        assert entries(lists[s], s, memo) == _entries(list(lists[s]))
-        extended += bool(memo.by_subject[s][6])
-        for pol in (P, Policy(flap_high=30.0, flap_low=10.0)):
-            now = lists[s][-2] + rnd.choice((0.0, 100.0, 3599.0, 3700.0))
-            assert flap_state(lists[s], None, now, pol, s, memo) == flap_state(list(lists[s]), None, now, pol)
-    assert (extended > 300) if back == 0.0 else True
-
-
-def test_the_callers_memo_recomputes_a_list_edited_in_place():
-    """Not only appended (never by the fold, but the memo must not guess): the entry it computed
-    last replaced, or the front cut short, then a class appended: computed anew."""
-    memo = FlapMemo()
-    f = flat(ALT)
-    entries(f, "agent:a", memo)
-    f[-3:] = ["B", T + 20, 30]                 # the last entry replaced (seq 21 -> 30) ...
-    f += ["A", T + 21, 31]                     # ... then one appended
-    assert entries(f, "agent:a", memo) == entries(list(f))
-    g = flat(ALT)
-    entries(g, "agent:b", memo)
-    del g[:30]                                 # a short list cut at the front ...
-    g += ["B", T + 21, 22]                     # ... then one appended
-    assert entries(g, "agent:b", memo) == entries(list(g))
-    h = flat("AB" * 22 + "A")                  # longer than the fold keeps ...
-    entries(h, "agent:c", memo)
-    del h[:3]                                  # ... cut at the front, nothing appended
-    assert entries(h, "agent:c", memo) == entries(list(h))
-
-
-def test_the_callers_memo_extends_every_way_the_fold_grows_a_list():
-    """Times in order: one class, two, five, then past the 41 kept (trimmed), then 25 at once:
-    every look extends the kept entries (the running count is kept, never computed anew) and
-    gives the entries of the list computed anew; all changes within the hour, so each new
-    entry's percent counts every one of its 20 predecessors' changes (a count started one
-    entry late would miss the oldest)."""
-    memo = FlapMemo()
-    f = flat("AB" * 12)                                   # 24 classes, 1 s apart, each a change
-    assert entries(f, "agent:a", memo) == entries(list(f))
-    seq, t = 24, T + 23
-    for k in (1, 2, 5, 1, 20, 1, 25, 1):
-        for _ in range(k):
-            seq, t = seq + 1, t + 1
-            f += ["AB"[(seq - 1) % 2], t, seq]
-            del f[:max(0, len(f) - 3 * 41)]
-        got = entries(f, "agent:a", memo)
-        assert got == entries(list(f)) and got[-1][3] == 100.0
-        assert memo.by_subject["agent:a"][6], k            # extended, not computed anew
-
-
-def test_the_callers_memo_keeps_the_entries_of_a_long_list_cut_at_the_front():
-    """Longer than the fold keeps (45 classes), cut at the front, nothing appended: the kept
-    percents each still have their 20 predecessors, so the memo keeps them (extends by none)."""
-    memo = FlapMemo()
-    h = flat("AB" * 22 + "A")
-    entries(h, "agent:c", memo)
-    del h[:3]
-    assert entries(h, "agent:c", memo) == entries(list(h))
-    assert memo.by_subject["agent:c"][6]
+    rnd = random.Random(7)
+    f: list = []
+    seq, t = 0, T
+    for _ in range(400):
+        seq, t = _grow(rnd, f, seq, t, 0.0)
+        pairs = [[f[i], f[i + 1]] for i in range(0, len(f), 3)]
+        got = entries(f)
+        assert [e[2] for e in got] == f[2::3][-21:]
+        for j, e in enumerate(got, len(pairs) - len(got)):
+            assert abs(e[3] - flap_percent(pairs[:j + 1], e[1])) < 0.011, (j, e)

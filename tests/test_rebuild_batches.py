@@ -89,7 +89,6 @@ def test_no_module_level_cache_in_notify_and_report(tmp_path):
     import importlib
 
     from projections import notify_plan, report_view
-    from projections.notify_flap import FlapMemo
     from projections.notify_policy import Policy
 
     mods = [importlib.import_module(f"projections.{n}") for n in NOTIFY_REPORT]
@@ -99,9 +98,8 @@ def test_no_module_level_cache_in_notify_and_report(tmp_path):
     before = {m.__name__: _containers(m) for m in mods}
     elog = churn(str(tmp_path / "e.db"))
     p, _ = rebuild(elog, store=False)
-    memo = FlapMemo()
     for dt in (0, 10, 600):
-        notify_plan.plan(p["notify"], T0 + dt, Policy(), flap_memo=memo)
+        notify_plan.plan(p["notify"], T0 + dt, Policy())
     report_view.figures(p["report"], T0 + 86400 * 30)
     after = {m.__name__: _containers(m) for m in mods}
     assert after == before

@@ -1,5 +1,6 @@
-"""The runs detector's memo is the caller's (issue 23): ``detect_memo`` reports exactly what ``detect``
-reports, tick by tick, and the pure core keeps nothing between calls. Also the speed work's
+"""The runs detector keeps nothing between calls (issue 23, issue 46): what the watcher keeps (the
+runs that raised, ``watcher.runtime.schedule.RunsTicker``) never changes what ``detect`` reports,
+tick by tick. Also the speed work's
 equivalences (the UTC day without strftime, time stamps without a cache, the fixed step order)."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from events.types import RuleViolated
 from projections import runs, runs_parse, runs_quota, runs_rules
+from watcher.runtime.schedule import RunsTicker
 from tests.support.runsworld import MIN, T0, Harness, S, doc, fixture_docs, snap
 
 
@@ -19,9 +21,10 @@ def _enc(evs: list) -> bytes:
 
 
 def _tick_both(h: Harness, sn, now: float, memo, **policy):
-    """detect (no memo) on a copy of the state, detect_memo on the state; fold what it found."""
+    """detect on a copy of the state, the watcher's RunsTicker on the state; fold what it found."""
     want = runs.detect(copy.deepcopy(h.state), sn, now, **policy)
-    got, memo = runs.detect_memo(h.state, sn, now, memo, **policy)
+    memo = memo or RunsTicker()
+    got = memo.tick(h.state, sn, now, **policy)
     assert _enc(got) == _enc(want), now
     if got:
         h.log.append(got, now)
@@ -31,18 +34,17 @@ def _tick_both(h: Harness, sn, now: float, memo, **policy):
     return got, memo
 
 
-def test_the_memo_never_changes_what_a_tick_reports(tmp_path):
+def test_the_ticker_never_changes_what_a_tick_reports(tmp_path):
     h = Harness(tmp_path)
     try:
         memo = None
         a = doc("R1", {"facts": S("done", 0), "audit": S("begin", 1)})
         b = doc("R2", {"facts": S("done", 0)})
         got, memo = _tick_both(h, snap(a, b), T0 + 2 * MIN, memo)
-        assert got and isinstance(memo, runs.Memo)
-        for m in (3, 4, 5):  # nothing changes: the memo skips both runs
+        assert got
+        for m in (3, 4, 5):  # nothing changes: nothing reported
             got, memo = _tick_both(h, snap(a, b), T0 + m * MIN, memo)
             assert got == []
-        assert set(memo.quiet) == {"R1", "R2"}
         # time alone: audit in begin past the 45 min deadline -> step.overdue, once
         got, memo = _tick_both(h, snap(a, b), T0 + 47 * MIN, memo)
         assert [type(e).__name__ for e in got] == ["StepOverdue"]
@@ -61,14 +63,14 @@ def test_the_memo_never_changes_what_a_tick_reports(tmp_path):
         h.close()
 
 
-def test_a_memo_made_under_one_deadline_is_not_used_under_another(tmp_path):
-    # a run skipped until its 45 min deadline must be looked at when the deadline becomes 5 min
+def test_a_run_quiet_under_one_deadline_is_overdue_under_another(tmp_path):
+    # a run quiet until its 45 min deadline is overdue at once when the deadline becomes 5 min
     h = Harness(tmp_path)
     try:
         d = doc("R1", {"facts": S("begin", 0)})
         _, memo = _tick_both(h, snap(d), T0 + 1 * MIN, None)
         got, memo = _tick_both(h, snap(d), T0 + 2 * MIN, memo)
-        assert got == [] and "R1" in memo.quiet
+        assert got == []
         got, memo = _tick_both(h, snap(d), T0 + 6 * MIN, memo, default_deadline=5 * MIN)
         assert [type(e).__name__ for e in got] == ["StepOverdue"]
     finally:
@@ -91,7 +93,7 @@ def test_detect_keeps_nothing_at_module_level():
     now = T0 + 90 * MIN
     st = runs.initial()
     runs.detect(st, snap(t1, t2), now)
-    runs.detect_memo(st, snap(t1, t2), now, None)
+    runs.judge(st, snap(t1, t2), now, {})
     assert _module_containers() == before
     assert not hasattr(runs, "_memo") and not hasattr(runs_rules, "_TS")
 
@@ -158,8 +160,8 @@ def test_a_step_at_reads_as_the_rules_read_it(at):
     assert runs_parse.parse_step("facts", {"status": "done", "at": at})[2] == runs_rules.ts(at)
 
 
-def test_the_watcher_carries_the_runs_memo_from_tick_to_tick(tmp_path):
-    # the memo is the Watcher's (Watcher.memos["runs"]), handed to runs.detect_memo and taken back
+def test_the_watcher_judges_its_runs_through_the_runs_ticker(tmp_path):
+    # the Watcher's runs detector is its RunsTicker (Watcher.tickers["runs"]): a quiet tick reports nothing
     import json
 
     from events.log import EventLog
@@ -177,11 +179,11 @@ def test_the_watcher_carries_the_runs_memo_from_tick_to_tick(tmp_path):
     w = Watcher(cfg, elog)
     try:
         now = T0 + 90 * MIN
+        assert isinstance(w.tickers["runs"], RunsTicker)
         assert w.tick(now) > 0
+        assert set(w.proj["runs"]["runs"]) == {t1["run"], t2["run"]}
         assert w.tick(now + 1) == 0
-        memo = w.memos["runs"]
-        assert isinstance(memo, runs.Memo) and set(memo.quiet) == {t1["run"], t2["run"]}
-        assert w.tick(now + 2) == 0 and w.memos["runs"] is memo
+        assert w.tick(now + 2) == 0 and w.tickers["runs"].bad == {}
     finally:
         w.close()
         elog.close()

@@ -11,6 +11,7 @@ from events.records import Recorded
 from events.types import tag_of
 from projections import runs
 from projections.observations import RunObs, Snapshot
+from watcher.runtime.schedule import RunsTicker
 
 NOW = 1_764_600_000.0
 GOOD = {"run": "good", "branch": "full", "board": "B1", "steps": {
@@ -47,17 +48,18 @@ def _snap(bad_doc: dict) -> Snapshot:
 def test_one_run_whose_evaluation_raises_does_not_stop_the_others_being_checked():
     bad = {"run": "bad", "steps": {"facts": {"status": Boom("done"), "at": Boom("2026-12-01T10:00:00Z")}}}
     state = runs.initial()
-    evs, memo = runs.detect_memo(state, _snap(bad), NOW, None)
+    memo = RunsTicker()
+    evs = memo.tick(state, _snap(bad), NOW)
     mine = [e for e in evs if getattr(e, "run", None) == "bad"]
     assert [(tag_of(e), e.error) for e in mine] == [("run.changed", "could not be evaluated (RuntimeError)")]
     good = {tag_of(e) for e in evs if getattr(e, "run", None) == "good"}
     assert {"run.changed", "step.changed", "rule.violated"} <= good     # the other run is checked
     state = _fold(state, evs)
     assert state["runs"]["bad"]["error"] == "could not be evaluated (RuntimeError)"
-    again, memo = runs.detect_memo(state, _snap(bad), NOW + 2, memo)    # once: no event per tick
+    again = memo.tick(state, _snap(bad), NOW + 2)    # once: no event per tick
     assert [e for e in again if getattr(e, "run", None) == "bad"] == []
     fixed = {"run": "bad", "steps": {"facts": {"status": "done", "at": "2026-12-01T10:00:00Z"}}}
-    healed, _ = runs.detect_memo(state, _snap(fixed), NOW + 4, memo)     # a new steps.json: read again
+    healed = memo.tick(state, _snap(fixed), NOW + 4)     # a new steps.json: read again
     assert any(tag_of(e) == "run.changed" and e.run == "bad" and not e.error for e in healed)
 
 
@@ -72,12 +74,13 @@ def test_many_runs_whose_evaluation_raises_cost_one_pass_a_tick_not_one_a_run():
     obs["good"] = RunObs(run="good", source="runs", doc=GOOD)
     snap = Snapshot(runs=obs)
     state = runs.initial()
-    evs, memo = runs.detect_memo(state, snap, NOW, None)
+    memo = RunsTicker()
+    evs = memo.tick(state, snap, NOW)
     assert sum(1 for e in evs if tag_of(e) == "run.changed" and e.error) == 200
     state = _fold(state, evs)
     Boom.uses = 0
-    again, memo = runs.detect_memo(state, snap, NOW + 2, memo)
+    again = memo.tick(state, snap, NOW + 2)
     assert Boom.uses == 0 and [e for e in again if getattr(e, "run", "").startswith("b")] == []
     obs["b007"] = RunObs(run="b007", source="runs", doc={"run": "b007", "steps": {"facts": {"status": "done"}}})
-    healed, _ = runs.detect_memo(state, Snapshot(runs=obs), NOW + 4, memo)
+    healed = memo.tick(state, Snapshot(runs=obs), NOW + 4)
     assert [e.run for e in healed if tag_of(e) == "run.changed" and not e.error] == ["b007"]

@@ -2,9 +2,11 @@
 agents that changed or are due gives the very events of judging every agent (``fleet.detect``),
 tick by tick, on random fleets and histories — observations that change, agents that come and
 go, sources that fail, the clock moving on, standing still and going back, the policy changing,
-the change hint given, withheld and narrowed as the watcher narrows it."""
+the change hint given, withheld and narrowed as the watcher narrows it; and for runs, judging
+only the runs not known quiet gives ``runs.detect``'s events."""
 from __future__ import annotations
 
+import copy
 import random
 
 import msgspec
@@ -14,9 +16,12 @@ from hypothesis import strategies as st
 from events.log import Recorded
 from events.timefmt import iso
 from events.types import AgentClassified, DodVerdict, tag_of
-from projections import classes, dod, fanout, fleet
+from projections import classes, dod, fanout, fleet, runs, runs_parse
 from projections.observations import AgentObs, Snapshot, SourceResult
-from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker
+from tests.support.runsworld import T0 as T0_RUNS
+from tests.support.runsworld import S, doc
+from tests.support.runsworld import snap as runsworld_snap
+from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker, RunsTicker
 
 T0 = 1_800_000_000.0
 STATES = ("busy", "idle", "waiting", "weird")
@@ -150,3 +155,53 @@ def test_dod_judging_changed_agents_gives_the_events_of_judging_everyone(seed, t
         fleet.fold_batch(fst, recs)
         dod.fold_batch(dst, recs)
         fanout.fold_batch(ost, recs)
+
+
+RUN_STATUSES = ("begin", "done", "fail", "skip", "review")
+
+
+def random_run_doc(rng: random.Random, rid: str, minute: float) -> dict:
+    steps = {}
+    for name in rng.sample(runs_parse.ORDER, k=rng.randint(0, 5)):
+        steps[name] = S(rng.choice(RUN_STATUSES), rng.choice((None, minute - rng.uniform(0, 120), minute)),
+                        **({"verdict": rng.choice(("pass", "fail", "review"))} if name == "audit" else {}))
+    return doc(rid, steps, failures=rng.choice((0, 0, 1, 2)), board=rng.choice(("b1", "b2")),
+               **({"continue_from": rng.choice(("R0", "R1"))} if rng.random() < 0.2 else {}))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), ticks=st.integers(5, 30), size=st.integers(1, 8))
+def test_runs_ticker_gives_the_events_of_judging_every_run(seed, ticks, size):
+    """runs: the watcher's RunsTicker (quiet runs skipped until their wake, runs that raised kept
+    hidden) gives ``runs.detect``'s events, tick by tick: docs that change or stay the same object,
+    runs that come and go or turn unreadable, the clock moving on and back, the deadline changing."""
+    rng = random.Random(seed)
+    minute, ids = 0.0, [f"R{i}" for i in range(size)]
+    docs = {r: random_run_doc(rng, r, minute) for r in ids if rng.random() < 0.8}
+    errors: dict[str, str] = {}
+    state, seq, ticker = runs.initial(), [0], RunsTicker()
+    deadline = 2700.0
+    for _ in range(ticks):
+        for r in rng.sample(ids, k=rng.randint(0, min(len(ids), 3))):
+            x = rng.random()
+            if x < 0.15:
+                docs.pop(r, None)
+            elif x < 0.2:
+                errors[r] = "unreadable"
+            else:
+                errors.pop(r, None)
+                docs[r] = random_run_doc(rng, r, minute)
+        if rng.random() < 0.1:
+            deadline = rng.choice((300.0, 2700.0))
+        minute += rng.choice((0.0, 0.5, 3.0, 30.0, 60.0, -2.0))
+        now = T0_RUNS + minute * 60
+        sn = runsworld_snap(*[d for r, d in docs.items() if r not in errors], errors=errors)
+        want = runs.detect(copy.deepcopy(state), sn, now, default_deadline=deadline)
+        got = ticker.tick(state, sn, now, default_deadline=deadline)
+        assert msgspec.json.encode(got) == msgspec.json.encode(want)
+        recs = []
+        for ev in got:
+            seq[0] += 1
+            recs.append(Recorded(seq[0], f"id{seq[0]}", iso(now), tag_of(ev), ev.subject, 1, ev, b"", b""))
+        for rec in recs:
+            state = runs.fold(state, rec)

@@ -23,7 +23,6 @@ from events.log import EventLog, Recorded, iso  # noqa: E402
 from events.types import AgentClassified, NoticeSent, RuleViolated, SwarmChanged, tag_of  # noqa: E402
 from projections import fleet, notify  # noqa: E402
 from projections.notify import Policy  # noqa: E402
-from projections.notify_flap import FlapMemo  # noqa: E402
 from projections.notify_plan import plan  # noqa: E402
 from watcher.config import parse  # noqa: E402
 from watcher.runtime.notifier import Deliverer, Notifier  # noqa: E402
@@ -55,14 +54,13 @@ def decision_cost(n: int = 10_000, rounds: int = 3) -> dict:
     best_n = best_b = float("inf")
     for _ in range(rounds):
         st = notify.initial()
-        memo = FlapMemo()   # the notifier keeps one from one plan to the next (watcher/runtime/notifier.py)
         t = time.perf_counter()
         seq = n
         for i, r in enumerate(recs):
             st = notify.fold(st, r)
             if i % 100 == 99:  # a tick: plan, and fold back what the deliverer records
                 now = T0 + i * 0.05
-                for m in plan(st, now, pol, flap_memo=memo).send:
+                for m in plan(st, now, pol).send:
                     seq += 1
                     ev = NoticeSent(notice=m.notice, covers=m.covers, title=m.title, severity=m.severity,
                                     keys=m.keys)

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from events.log import EventLog, Recorded, iso  # noqa: E402
 from events.types import tag_of  # noqa: E402
 from projections import runs  # noqa: E402
+from watcher.runtime.schedule import RunsTicker  # noqa: E402
 
 T0 = 1_800_000_000.0
 N_RUNS = 1000
@@ -89,14 +90,14 @@ class Ticker:
         self.merge = merge
         self.src = _source(pattern)
         self.state = runs.initial()
-        self.memo = None  # the detector's memo, carried from tick to tick as the Watcher does
+        self.runs = RunsTicker()  # the runs detector as the Watcher runs it
         self.seq = 0
         self.events: list = []
 
     def tick(self, now: float) -> int:
         snap = self.merge([self.src], [self.src.poll(now)])
         t = time.perf_counter()
-        evs, self.memo = runs.detect_memo(self.state, snap, now, self.memo, default_deadline=2700.0, deadlines={})
+        evs = self.runs.tick(self.state, snap, now, default_deadline=2700.0, deadlines={})
         when = iso(now)
         for e in evs:
             self.seq += 1

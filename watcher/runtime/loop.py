@@ -11,8 +11,8 @@ reuse their last result. While inotify is healthy, file sources stat every file 
 ``watch.resync``, a slice of them on each full tick (the rolling resync; once in full after a
 queue overflow); without inotify, every ``interval``.
 The fleet's, dod's and fanout's detectors look only at the agents that changed or are due
-(``Watcher.fleet``, ``Watcher.tickers``: runtime/schedule.py); detectors with ``detect_memo`` carry a memo from tick to tick in
-``Watcher.memos`` (pure: passed in, returned). Each Snapshot carries the change hint (``gen``, ``dirty``: the agents
+(``Watcher.fleet``, ``Watcher.tickers``: runtime/schedule.py; runs' ticker keeps the runs that
+raised on the doc they still hold). Each Snapshot carries the change hint (``gen``, ``dirty``: the agents
 whose observation the patched merge changed, runtime/merged.py, plus those whose records this
 watcher's folds changed since the last detect; None after another writer's events, a failed
 append or a full merge): with it a tick with one changed file costs O(changed), not O(agents).
@@ -34,7 +34,7 @@ from watcher.config import Config
 from watcher.runtime.counts import ClassCounts
 from watcher.runtime.logs import LineBudget
 from watcher.runtime.merged import Merger
-from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker
+from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker, RunsTicker
 from watcher.sources import build_sources
 from watcher.runtime.polls import Polls
 from watcher.runtime import spill
@@ -89,9 +89,9 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
         self.sources = build_sources(cfg)
         self.proj = Projections.load(elog)
         self.quiet = Quiet(elog.path)        # has the log had a commit since the last catch-up?
-        self.memos: dict[str, Any] = {}  # per projection: what its detector carries between ticks
         self.fleet = FleetTicker()       # the fleet judge's changed and due agents, and miss counts
-        self.tickers: dict[str, DodTicker | FanoutTicker] = {"dod": DodTicker(), "fanout": FanoutTicker()}  # incremental
+        self.tickers: dict[str, DodTicker | FanoutTicker | RunsTicker] = {
+            "dod": DodTicker(), "fanout": FanoutTicker(), "runs": RunsTicker()}  # what they keep: runtime/schedule.py
         self.pending: list[Any] = []
         self.notifier = notifier
         self.census_seq: int | None = None   # the log's seq after this process's first complete look
@@ -206,10 +206,6 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
             try:
                 if name in self.tickers:   # on the changed and due entities (runtime/schedule.py)
                     evs += self.tickers[name].tick(self.proj[name], snap, now, **kw)
-                elif hasattr(mod, "detect_memo"):  # same events as detect; the memo skips what did not change
-                    found, self.memos[name] = mod.detect_memo(self.proj[name], snap, now, self.memos.get(name),
-                                                              seq=self.proj.seq, **kw)
-                    evs += found
                 else:
                     evs += mod.detect(self.proj[name], snap, now, **kw)
             except Exception:
@@ -382,7 +378,7 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
         return False
 
     def reload(self, cfg: Config, db: str | None = None) -> None:
-        """Take a new config (SIGHUP): the sources are rebuilt and every detector memo dropped
+        """Take a new config (SIGHUP): the sources are rebuilt and every ticker reset
         (they hold the old policy). What a running watcher cannot change — the log's path and
         durability, fixed when the log was opened — is refused with a :class:`ConfigError`
         before anything changes; the caller keeps the running config. The path is the file the
@@ -400,7 +396,6 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
         self.cfg = cfg
         self.sources = build_sources(cfg)
         self.merger.forget()
-        self.memos = {}
         self.fleet.sched.reset()  # the fleet's miss counts survive (the grace of an absent agent)
         for t in self.tickers.values():
             t.reset()

@@ -44,7 +44,6 @@ from events.types import (AgentNudged, NoticeAbandoned, NoticeEscalated, NoticeF
                           SourceRecovered)
 from projections.agent_records import Record
 from projections.notify import Policy, redact, retry_delay
-from projections.notify_flap import FlapMemo
 from projections.notify_plan import Message, NudgeAction, nudges, plan
 from projections.notify_quiet import quiet_until
 from watcher.config import Config, parse_duration
@@ -136,7 +135,6 @@ class Notifier:
         self.wake = wake                 # optional callable: wakes the loop when a job finishes
         self.mono = mono
         self.clock = PlanClock(mono)
-        self.flap_memo = FlapMemo()      # flap percents, kept from one plan to the next
         self.tz = quiet_zone(cfg)
         self._todo: queue.Queue[_Job | None] = queue.Queue()
         self._done: queue.Queue[_Job] = queue.Queue()
@@ -180,8 +178,7 @@ class Notifier:
         out += self._url_record(states)
         self._heartbeat()
         if self.enabled:
-            p = plan(st, t, self.policy, inflight=self._inflight_keys(), quiet_end=quiet_end,
-                     flap_memo=self.flap_memo)
+            p = plan(st, t, self.policy, inflight=self._inflight_keys(), quiet_end=quiet_end)
             out += p.record
             for m in p.send:
                 self._inflight[m.notice] = m
@@ -198,8 +195,7 @@ class Notifier:
         t, quiet_end = self._clock(st, now)
         wakes = []
         if self.enabled:
-            w = plan(st, t, self.policy, inflight=self._inflight_keys(), quiet_end=quiet_end,
-                     flap_memo=self.flap_memo).next_wake
+            w = plan(st, t, self.policy, inflight=self._inflight_keys(), quiet_end=quiet_end).next_wake
             if w is not None:
                 wakes.append(w)
         _, w = nudges(st, t, self.policy, _targets(states), set(self._nudging))

@@ -29,7 +29,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-from projections import dod, fanout, fleet
+from projections import dod, fanout, fleet, runs
 
 _INF = float("inf")
 
@@ -213,3 +213,48 @@ class FanoutTicker:
         else:
             self.new = set(cur.keys() - alive.keys())
         return fanout.detect(state, snap, now, new=sorted(self.new), **policy)
+
+
+class RunsTicker:
+    """runs' detector as the watcher runs it (``runs.judge``): a run evaluated without an event is
+    not evaluated again while its doc (by identity or equality), its folded record's stamp and
+    its source are the ones it was quiet with and its wake (``runs.judge``: nothing changes for
+    it by time alone until then) has not come; a run that raised on the very doc it still holds
+    (the source hands on an unchanged file's doc object) is evaluated as unreadable from the
+    start, so a fleet of such runs costs one pass a tick, not one a run. Both are forgotten when
+    the policy changes. The same events as ``runs.detect`` (tests/test_schedule_differential.py);
+    the skip pays its way on the idle tick of a fleet with runs (docs/bench.md, Steps)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.policy: Any = None
+        self.quiet: dict[str, tuple[Any, Any, str, float]] = {}  # run -> (doc, stamp, source, wake)
+        self.bad: dict[str, tuple[Any, str]] = {}   # run -> (the doc whose evaluation raised, why)
+
+    def tick(self, state: dict[str, Any], snap: Any, now: float, **policy: Any) -> list[Any]:
+        key = repr(sorted(policy.items()))
+        if key != self.policy:
+            self.reset()
+            self.policy = key
+        recs, cur = state["runs"], snap.runs
+        hidden = {rid: why for rid, (doc, why) in self.bad.items()
+                  if (o := cur.get(rid)) is not None and o.doc is doc}
+        skip: set[str] = set()
+        for rid, (doc, stamp, source, wake) in self.quiet.items():
+            o, rs = cur.get(rid), recs.get(rid)
+            if (o is not None and rs is not None and o.error is None and stamp == rs["stamp"]
+                    and source == o.source and now <= wake and (doc is o.doc or doc == o.doc)):
+                skip.add(rid)
+        evs, bad, quiet = runs.judge(state, snap, now, hidden, skip, **policy)
+        self.bad = {rid: (cur[rid].doc, why) for rid, why in bad.items()}
+        for rid, until in quiet.items():
+            if until is None:
+                self.quiet.pop(rid, None)
+            else:
+                self.quiet[rid] = (cur[rid].doc, recs[rid]["stamp"], cur[rid].source, until)
+        if len(self.quiet) > 2 * len(cur) + 64:
+            for k in [k for k in self.quiet if k not in cur]:
+                del self.quiet[k]
+        return evs
