@@ -35,7 +35,7 @@ from watcher.runtime.counts import ClassCounts
 from watcher.runtime.logs import LineBudget
 from watcher.runtime.merged import Merger
 from watcher.runtime.schedule import DodTicker, FanoutTicker, FleetTicker, RunsTicker
-from watcher.sources import build_sources
+from watcher.sources import Source, WindowSource, build_sources
 from watcher.runtime.polls import Polls
 from watcher.runtime import spill
 from watcher.runtime.snapcadence import (SNAPSHOT_EVERY_EVENTS, SNAPSHOT_EVERY_SECONDS,  # noqa: F401
@@ -135,7 +135,7 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
         if marks is not None or self.closing is not None:  # the echo of the watcher's own keys is not activity
             quiet = {**(marks() if marks is not None else {}), **(self.closing.marks() if self.closing else {})}
             for s in self.sources:
-                if s.kind == "tmux":
+                if isinstance(s, WindowSource):
                     s.quiet = quiet
         snap = self.merger.merge(self.sources, results)  # patched where a file changed (runtime/merged.py)
         if pending:
@@ -166,14 +166,15 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
                 self._touched = None
                 return
 
-    def poll_one(self, s: Any, now: float, full: bool, changed: set[str] | None):
+    def poll_one(self, s: Source, now: float, full: bool, changed: set[str] | None):
         """One source's poll (run in that source's worker thread by :class:`Polls`). A file
         source on a tick with inotify's paths looks only there; on a full tick (every
         ``interval``) it also stats its next ``sweep`` part of the files (the rolling resync)."""
-        if changed is not None and getattr(s, "partial", False):
+        if changed is not None and s.partial:
+            files: Any = s   # a partial source's poll takes changed=, sweep=, most= (GlobSource.poll)
             if full and self.sweep > 0:
-                return s.poll(now, False, changed=changed, sweep=self.sweep, most=self.sweep_most)
-            return s.poll(now, False, changed=changed)
+                return files.poll(now, False, changed=changed, sweep=self.sweep, most=self.sweep_most)
+            return files.poll(now, False, changed=changed)
         return s.poll(now, full)
 
     def detect(self, snap, now: float) -> list[Any]:
@@ -346,7 +347,7 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
     def suspects(self) -> bool:
         """True when a file failed its first read (the two-read rule wants a second one)."""
         return any(e.fails == 1 for s in self.sources if not self.polls.busy(s)
-                   for e in list(getattr(s, "cache", {}).values()))
+                   for e in list(s.cache.values()))
 
     def next_wake(self, now: float) -> float | None:
         if self.notifier is None:

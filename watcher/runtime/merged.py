@@ -71,7 +71,7 @@ class Merger:
                 return None
             r = results[changed[0]]
             src = next((s for s in sources if s.name == r.name), None)
-            delta = getattr(src, "delta", None)  # (base list, new list, changed pairs)
+            delta = src.delta if src is not None else None  # (base list, new list, changed pairs)
             if delta is None or delta[1] is not r.agents or delta[0] is not prev_results[changed[0]].agents:
                 return None  # not the change from what was merged last (a result in between was dropped)
             patch = _patched(agents, delta[2], owners)

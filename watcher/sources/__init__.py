@@ -1,43 +1,89 @@
-"""Snapshot sources. ``build_sources(cfg)`` makes one per ``[[sources]]`` entry; each has
-``name``, ``kind``, ``poll(now, full=True) -> SourceResult`` and ``close()``. ``merge`` folds one
-tick's results into a :class:`Snapshot` (agents merged by id in the configured source order)."""
+"""Snapshot sources. ``build_sources(cfg)`` makes one per ``[[sources]]`` entry through the one
+table of kinds (:data:`KINDS`); each is a :class:`Source`. ``merge`` folds one tick's results into
+a :class:`Snapshot` (agents merged by id in the configured source order)."""
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from projections.observations import RunObs, Snapshot, SourceResult
+from projections.observations import AgentObs, RunObs, Snapshot, SourceResult
 from watcher.sources import orphans
-from watcher.config import Config, Source
+from watcher.config import Config
+from watcher.config import Source as Spec
 
 
-def make(spec: Source) -> Any:
-    if spec.kind in ("goals", "steps"):
-        from watcher.sources.files import FACTORY
+@runtime_checkable
+class Source(Protocol):
+    """What the runtime asks of every source (tests/test_sources_protocol.py runs one shared
+    check over every kind). ``partial``: ``poll(now, False, changed=paths)`` looks only at those
+    paths (file sources); ``cache``: path -> entry with ``fails`` (the two-read rule's suspects;
+    empty for a source that reads no files); ``delta``: (the result's agents it changed from,
+    the new list, the changed (old, new) pairs) of its last poll, or None when not known (the
+    patched merge, runtime/merged.py). A source that reads no files: ``partial = False``,
+    ``cache`` empty (:data:`NO_FILES`), ``delta = None``."""
 
-        return FACTORY[spec.kind](spec)
-    if spec.kind == "command":
-        from watcher.sources.proc import CommandSource
+    name: str
+    kind: str
+    partial: bool
 
-        return CommandSource(spec)
-    if spec.kind == "tmux":
-        from watcher.sources.proc import TmuxSource
+    @property
+    def cache(self) -> Mapping[str, Any]: ...
 
-        return TmuxSource(spec)
-    if spec.kind == "sqlite":
-        from watcher.sources.sqlite import SqliteSource
+    @property
+    def delta(self) -> tuple[Any, Any, Any] | None: ...
 
-        return SqliteSource(spec)
-    if spec.kind == "claude":
-        from watcher.sources.claude import ClaudeSource
+    def poll(self, now: float, full: bool = True) -> SourceResult: ...
 
-        return ClaudeSource(spec)
-    raise ValueError(spec.kind)
+    def close(self) -> None: ...
 
 
-def build_sources(cfg: Config) -> list[Any]:
+@runtime_checkable
+class WindowSource(Source, Protocol):
+    """A source that adds to every agent's observation after the merge (tmux: its window's
+    activity, target, dead pane); ``known``: one poll succeeded (its last windows stand while a
+    later poll fails); ``quiet``: agent -> (from, until) of the watcher's own keys, whose echo is
+    not activity."""
+
+    known: bool
+    quiet: dict[str, tuple[float, float]]
+
+    def enrich(self, obs: AgentObs) -> AgentObs: ...
+
+
+@runtime_checkable
+class SessionSource(Source, Protocol):
+    """A source whose sessions join their agents in the merged snapshot, before any
+    :class:`WindowSource` looks (Claude Code's session list)."""
+
+    def join(self, snap: Snapshot) -> None: ...
+
+
+NO_FILES: Mapping[str, Any] = MappingProxyType({})   # the ``cache`` of a source that reads no files
+
+
+# kind -> (module, class): the one table of source kinds (imported when a source of the kind is made)
+KINDS: dict[str, tuple[str, str]] = {
+    "goals": ("watcher.sources.files", "GoalsSource"),
+    "steps": ("watcher.sources.files", "StepsSource"),
+    "command": ("watcher.sources.command", "CommandSource"),
+    "tmux": ("watcher.sources.proc", "TmuxSource"),
+    "sqlite": ("watcher.sources.sqlite", "SqliteSource"),
+    "claude": ("watcher.sources.claude", "ClaudeSource"),
+}
+
+
+def make(spec: Spec) -> Source:
+    mod, cls = KINDS[spec.kind]
+    made: Source = getattr(importlib.import_module(mod), cls)(spec)
+    return made
+
+
+def build_sources(cfg: Config) -> list[Source]:
     return [make(s) for s in cfg.sources]
 
 
@@ -80,9 +126,9 @@ def combine(obs: list[Any]) -> Any:
     return base
 
 
-def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
+def merge(sources: list[Source], results: list[SourceResult]) -> Snapshot:
     snap = Snapshot(results=results)
-    tmux = [s for s in sources if s.kind == "tmux"]
+    tmux = [s for s in sources if isinstance(s, WindowSource)]
     answered = {r.name for r in results}
     for s in sources:  # no result this tick (a poll still pending): its agents are unseen, not gone
         if s.name not in answered:
@@ -117,13 +163,13 @@ def merge(sources: list[Any], results: list[SourceResult]) -> Snapshot:
         if len(files) >= 2:
             snap.runs[rid] = duplicate(list(files.values()))
     for c in sources:  # Claude Code's sessions join their agents (watcher/sources/claude.py), before tmux looks
-        if c.kind == "claude":
+        if isinstance(c, SessionSource):
             c.join(snap)
     for t in tmux:
         # failed this tick: its last known windows stand (a dead pane, a window's activity and
         # target do not vanish for a tick: no CERRADO -> TRABAJANDO flap, no false stall)
         failed = t.name in snap.failed
-        if failed and not getattr(t, "known", False):
+        if failed and not t.known:
             snap.tmux_unknown = True  # never answered: nothing known (the fleet keeps the log's)
             continue
         for aid, obs in list(snap.agents.items()):

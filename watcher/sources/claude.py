@@ -35,10 +35,13 @@ import glob as _glob
 import os
 import stat
 
+from typing import Any
+
 import msgspec
 
 from projections.observations import AgentObs, SourceResult, Snapshot
 from watcher.config import Source, expand, parse_duration
+from watcher.sources import NO_FILES
 from watcher.sources.command import MAX_OUTPUT, run_argv
 from watcher.sources.parse import ParseError, clamp_activity, decode_json
 
@@ -138,6 +141,9 @@ def _read_session_file(path: str, cap: int) -> object:
 
 class ClaudeSource:
     kind = "claude"
+    partial = False                  # (the Source protocol, watcher/sources/__init__.py: reads no files)
+    cache = NO_FILES
+    delta: tuple[Any, Any, Any] | None = None
 
     def __init__(self, spec: Source):
         self.name = spec.name

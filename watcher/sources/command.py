@@ -24,12 +24,13 @@ import signal
 import subprocess
 import threading
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
 from projections.observations import AgentObs, RowObs, SourceResult
 from watcher.config import Source, expand, parse_duration
+from watcher.sources import NO_FILES
 from watcher.sources.parse import _Goal, ParseError, agent_from_obj, clamp_activity, decode_json
 
 MAX_OUTPUT = 16 * 1024 * 1024   # a command's stdout cap unless its source sets max_bytes
@@ -275,6 +276,9 @@ class CommandSource:
     full resync ticks only; between them (inotify wake-ups) the last result is reused."""
 
     kind = "command"
+    partial = False                  # (the Source protocol, watcher/sources/__init__.py: reads no files)
+    cache = NO_FILES
+    delta: tuple[Any, Any, Any] | None = None
 
     def __init__(self, spec: Source):
         self.name = spec.name

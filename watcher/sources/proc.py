@@ -9,10 +9,11 @@ import fnmatch
 import math
 import os
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from projections.observations import AgentObs, SourceResult
 from watcher.config import Source, parse_duration
+from watcher.sources import NO_FILES
 # the bounded runner and the command source live in command.py; re-exported for old imports
 from watcher.sources.command import MAX_OUTPUT, CommandSource, run_argv  # noqa: F401
 from watcher.sources.panes import claude_in
@@ -82,6 +83,9 @@ class TmuxSource:
     """
 
     kind = "tmux"
+    partial = False                  # (the Source protocol, watcher/sources/__init__.py: reads no files)
+    cache = NO_FILES
+    delta: tuple[Any, Any, Any] | None = None
 
     def __init__(self, spec: Source):
         self.name = spec.name

@@ -25,6 +25,7 @@ import apsw
 from projections.observations import RowObs, SourceResult
 from watcher.config import Source, expand, parse_duration
 from watcher.config_limits import file_kind
+from watcher.sources import NO_FILES
 
 log = logging.getLogger("fleetwatch.sources.sqlite")
 
@@ -43,6 +44,9 @@ def ro_uri(path: str) -> str:
 
 class SqliteSource:
     kind = "sqlite"
+    partial = False                  # (the Source protocol, watcher/sources/__init__.py: reads no files)
+    cache = NO_FILES
+    delta: tuple[Any, Any, Any] | None = None
 
     def __init__(self, spec: Source):
         self.name = spec.name
