@@ -1,7 +1,8 @@
 """The notification pipeline: pure stages over the notify state, wired in :func:`plan`.
 
-Per condition: route → inhibit → silence → flap hold → dedupe/repeat, each a small function
-returning a named reason; the survivors are grouped per destination (apprise tag) into ONE
+Per condition: route → inhibit → silence → flap hold → ack → dedupe/repeat → quiet hours, each a
+:data:`Stage` of one signature returning a named reason, wired in the one list :data:`STAGES`
+(a new stage is one function and one line there); the survivors are grouped per destination (apprise tag) into ONE
 message each when their group is due. Delivery is the caller's edge (``watcher.runtime.notifier``);
 ``notice.*`` events it records come back through the fold.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 from enum import Enum
 from itertools import chain
+from collections.abc import Callable
 from typing import Any, cast
 
 import msgspec
@@ -221,7 +223,98 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
     return batches, wakes, decisions
 
 
-# ---- the pipeline --------------------------------------------------------------------------
+# ---- the pipeline: every stage of one signature, wired in STAGES ---------------------------
+class _Run:
+    """One plan's inputs, what its stages add (events to record, wake times, items held by quiet
+    hours) and the dedupe stage's answer for the condition going through (``due``, ``attempt``,
+    ``retry``: read once every stage passed it)."""
+
+    __slots__ = ("state", "now", "policy", "inflight", "quiet_end", "flapping", "flaps", "silences", "dod",
+                 "record", "wakes", "held", "due", "attempt", "retry")
+
+    def __init__(self, state: dict, now: float, policy: Policy, inflight: frozenset[str] | set[str],
+                 quiet_end: float | None, flapping: set[str], flaps: dict[str, dict], record: list[Any],
+                 wakes: list[float], held: list[Item]) -> None:
+        self.state, self.now, self.policy, self.inflight, self.quiet_end = state, now, policy, inflight, quiet_end
+        self.flapping, self.flaps, self.silences, self.dod = flapping, flaps, state["silences"], state["dod"]
+        self.record, self.wakes, self.held = record, wakes, held
+        self.due: float | None = None
+        self.attempt, self.retry = 1, False
+
+
+# A stage: (condition id, condition, the plan's run) -> (the named reason it decided, recorded as
+# the condition's Decision, or None; whether the condition goes on to the next stage).
+Stage = Callable[[str, dict, _Run], "tuple[str | None, bool]"]
+_ON = (None, True)
+
+
+def _route_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
+    r = route(c, run.policy, run.dod, run.state)
+    return _ON if r is RouteReason.ROUTED else (r, False)
+
+
+def _inhibit_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
+    i = inhibit(c)
+    return _ON if i is InhibitReason.PASS else (i, False)
+
+
+def _silence_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
+    if not run.silences:
+        return _ON
+    s, sid = silence(c, run.silences, run.now)
+    if s is SilenceReason.PASS:
+        return _ON
+    run.wakes.append(run.silences[sid]["until"])
+    if s is SilenceReason.SILENCED and cid not in run.flaps:
+        it = Item(cid=cid, c=c, due=run.now)
+        run.record.append(NoticeSilenced(notice=notice_id([it]), covers=sorted({c["seq"], c["last_seq"]}),
+                                         silence=sid or "", keys=[f"{cid}@{c['rev']}"]))
+    return s, False
+
+
+def _flap_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
+    f = flap_hold(c, run.flapping) if run.flapping else FlapReason.PASS
+    return _ON if f is FlapReason.PASS else (f, False)
+
+
+def _ack_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
+    if "acked" not in c:   # never acked
+        return _ON
+    a, until = ack_stage(c, run.now)
+    if a is AckReason.PASS:
+        return _ON
+    if until is not None:
+        run.wakes.append(until)
+    return a, False
+
+
+def _dedupe_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
+    d, due, attempt = dedupe(cid, c, run.now, run.policy, run.inflight, run.state["retry"])
+    if d in DUE_NOW:
+        run.due, run.attempt, run.retry = due, attempt, d is DedupeReason.RETRY_DUE
+        return d, True
+    if due is not None:
+        run.wakes.append(due)
+    return d, False
+
+
+def _quiet_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
+    q = quiet_stage(c, run.quiet_end, run.policy.quiet_urgent)
+    if q is not QuietReason.HELD and q is not QuietReason.HELD_RECORDED:
+        return _ON
+    run.wakes.append(run.quiet_end or run.now)
+    if q is QuietReason.HELD and cid not in run.flaps:
+        run.held.append(Item(cid=cid, c=c, due=run.now))
+    return q, False
+
+
+# every condition goes through these in order until one stops it; what passes them all is due now
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("route", _route_stage), ("inhibit", _inhibit_stage), ("silence", _silence_stage), ("flap", _flap_stage),
+    ("ack", _ack_stage), ("dedupe", _dedupe_stage), ("quiet", _quiet_stage))
+
+
+# ---- the plan ------------------------------------------------------------------------------
 def flap_conds(state: dict, now: float, policy: Policy) -> tuple[set[str], dict[str, dict]]:
     """Subjects flapping at ``now`` and a synthetic FLAPPING condition for each one not yet
     notified in this episode."""
@@ -260,51 +353,18 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     held: list[Item] = []
     flapping, flaps = flap_conds(state, now, policy)
     conds = chain(state["conds"].items(), flaps.items())   # (plan never changes the state)
-    silences, dod = state["silences"], state["dod"]
+    run = _Run(state, now, policy, inflight, quiet_end, flapping, flaps, record, wakes, held)
     for cid, c in conds:
-        r = route(c, policy, dod, state)
-        if r is not RouteReason.ROUTED:
-            decisions.append(Decision(cid, "route", r))
-            continue
-        i = inhibit(c)
-        if i is not InhibitReason.PASS:
-            decisions.append(Decision(cid, "inhibit", i))
-            continue
-        # (a stage's answer without its call where it is known: no silence, nothing flapping, never acked)
-        s, sid = silence(c, silences, now) if silences else (SilenceReason.PASS, None)
-        if s is not SilenceReason.PASS:
-            decisions.append(Decision(cid, "silence", s))
-            wakes.append(silences[sid]["until"])
-            if s is SilenceReason.SILENCED and cid not in flaps:
-                it = Item(cid=cid, c=c, due=now)
-                record.append(NoticeSilenced(notice=notice_id([it]), covers=sorted({c["seq"], c["last_seq"]}),
-                                             silence=sid or "", keys=[f"{cid}@{c['rev']}"]))
-            continue
-        f = flap_hold(c, flapping) if flapping else FlapReason.PASS
-        if f is not FlapReason.PASS:
-            decisions.append(Decision(cid, "flap", f))
-            continue
-        a, until = ack_stage(c, now) if "acked" in c else (AckReason.PASS, None)
-        if a is not AckReason.PASS:
-            decisions.append(Decision(cid, "ack", a))
-            if until is not None:
-                wakes.append(until)
-            continue
-        d, due, attempt = dedupe(cid, c, now, policy, inflight, state["retry"])
-        decisions.append(Decision(cid, "dedupe", d))
-        if d in DUE_NOW:
-            q = quiet_stage(c, quiet_end, policy.quiet_urgent)
-            if q is QuietReason.HELD or q is QuietReason.HELD_RECORDED:
-                decisions.append(Decision(cid, "quiet", q))
-                wakes.append(quiet_end or now)
-                if q is QuietReason.HELD and cid not in flaps:
-                    held.append(Item(cid=cid, c=c, due=now))
-                continue
+        for name, step in STAGES:
+            reason, go_on = step(cid, c, run)
+            if reason is not None:
+                decisions.append(Decision(cid, name, reason))
+            if not go_on:
+                break
+        else:   # through every stage: due now
             if c["cls"] == "SWARM":  # its line is built from the group's counts now
                 c = {**c, "text": swarm_text(state["swarms"].get(c["name"], {}))}
-            items.append(Item(cid=cid, c=c, due=cast(float, due), attempt=attempt, retry=d is DedupeReason.RETRY_DUE))
-        elif due is not None:
-            wakes.append(due)
+            items.append(Item(cid=cid, c=c, due=cast(float, run.due), attempt=run.attempt, retry=run.retry))
     batches, gwakes, gdec = group(items, now, policy, state["last"])
     decisions += gdec
     if flapping:  # a quiet flapping subject settles by time: look again when changes age out

@@ -609,3 +609,26 @@ def test_after_quiet_hours_prefix_only_on_the_first_push_after_them():
     w.sent(m, T0 + 101)
     again = plan(w.state, T0 + 101 + 4 * 3600 + 20, PE).send[0]         # the repeat, 4 h later
     assert not again.title.startswith("after quiet hours")
+
+
+def test_every_condition_goes_through_the_one_list_of_stages():
+    """The stages are one list of one signature (notify_plan.STAGES); a plan's per-condition
+    decisions name only those stages, in the list's order per condition, and a stage that stops a
+    condition is its last decision (a silenced agent stops at silence; a new one is due)."""
+    from projections.notify_plan import STAGES
+
+    assert [n for n, _ in STAGES] == ["route", "inhibit", "silence", "flap", "ack", "dedupe", "quiet"]
+    w = World()
+    w.cls("a1", "RECLAMA", T0, state="waiting")
+    w.cls("a2", "RECLAMA", T0, state="waiting")
+    w.add(SilenceAdded(silence="s1", subject_match="agent:a2", until=iso(T0 + 600)), T0)
+    p = plan(w.state, T0 + 60, P)
+    order = [n for n, _ in STAGES]
+    by: dict[str, list[str]] = {}
+    for d in p.decisions:
+        if d.stage in order:
+            by.setdefault(d.key.partition("|")[0], []).append(d.stage)
+    assert by["agent:a2"] == ["silence"]
+    assert by["agent:a1"] == ["dedupe"] and p.send
+    for stages in by.values():
+        assert stages == sorted(stages, key=order.index)
