@@ -20,6 +20,7 @@ import math
 from datetime import datetime, timezone
 import re
 from enum import Enum
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -157,59 +158,121 @@ def intents_index(ctx: Ctx) -> list[tuple[int, float, str]]:
     return out
 
 
+class Look(NamedTuple):
+    """One step's change as a step rule reads it: the run, its fields and step view, the detect
+    context, the run's folded record (None: never seen), the change, and whether
+    ``audit-branch`` already fired for it (``upload-needs-audit`` then stays silent)."""
+
+    rid: str
+    fields: dict
+    view: dict
+    ctx: Ctx
+    rs: dict | None
+    ch: Change
+    branch: bool
+
+
+def _audit_branch(lk: Look) -> str:
+    ch = lk.ch
+    cf_new = ch.step == "launch_intent" and ch.data.get("continue_from") != \
+        (ch.rec["data"] if ch.rec else {}).get("continue_from")
+    if ch.step in GATED and (ch.new or cf_new):
+        why = restricted(lk.rid, lk.fields, lk.view, lk.ctx, ch.step)
+        if why:
+            return f"{ch.step} began while {why}"
+    return ""
+
+
+def _launch_request_stable(lk: Look) -> str:
+    return _request_changed(lk.ch.data, lk.ch.rec, lk.rs) if lk.ch.step == "launch_intent" else ""
+
+
+def _reconciled_no_reupload(lk: Look) -> str:
+    ch, p = lk.ch, lk.ch.rec
+    if ch.new and ch.step == "upload_intent" and p is not None and p["status"] in ("begin", "done", "fail") and \
+            "yes" in (reconciled(p["data"]), reconciled(ch.data)):
+        return (f"upload_intent began again (attempt {ch.attempt}) after reconciled: yes "
+                "(found on the account page: never re-upload)")
+    return ""
+
+
+def _upload_needs_audit(lk: Look) -> str:
+    return _audit_passed(lk.view) if lk.ch.new and lk.ch.step == "upload_intent" and not lk.branch else ""
+
+
+def _no_redo(lk: Look) -> str:
+    ch, p = lk.ch, lk.ch.rec
+    if ch.new and p is not None and (p["done"] or ch.prev == "done"):
+        return f"{ch.step} was done and began again (attempt {ch.attempt})"
+    return ""
+
+
+def _single_open_intent(lk: Look) -> str:
+    ch = lk.ch
+    if ch.new and ch.step == "upload_intent":
+        return _open_intent(lk.rid, ch.t, ch.data, ch.rec, lk.rs, lk.view, lk.ctx)
+    return ""
+
+
+def _deploy_gate_rule(lk: Look) -> str:
+    ch = lk.ch
+    return _deploy_gate(ch.status, ch.t, lk.view) if ch.new and ch.step == "launch_intent" else ""
+
+
+def _upload_intent_evidence(lk: Look) -> str:
+    data = lk.ch.data
+    if lk.ch.step != "upload_intent":
+        return ""
+    miss = [k for k, ok in (("sha256", isinstance(data.get("sha256"), str)
+                             and SHA256.fullmatch(data["sha256"]) is not None),
+                            ("candidate", _present(data.get("candidate")))) if not ok]
+    if not miss:
+        return ""
+    return "upload_intent lacks " + " and ".join("a 64-hex data.sha256" if m == "sha256" else "data.candidate"
+                                                 for m in miss)
+
+
+def _launch_request_id(lk: Look) -> str:
+    if lk.ch.step == "launch_intent" and not _present(lk.ch.data.get("request_id")):
+        return "launch_intent has no data.request_id"
+    return ""
+
+
+# The step rules, one function each keyed by its rule, tried in this order for every change of a
+# step (a rule answers what it found, "" for nothing); the order is the order of their events
+STEP_RULES: dict[Rule, Callable[[Look], str]] = {
+    Rule.AUDIT_BRANCH: _audit_branch,
+    Rule.LAUNCH_REQUEST_STABLE: _launch_request_stable,
+    Rule.RECONCILED_NO_REUPLOAD: _reconciled_no_reupload,
+    Rule.UPLOAD_NEEDS_AUDIT: _upload_needs_audit,
+    Rule.NO_REDO: _no_redo,
+    Rule.SINGLE_OPEN_INTENT: _single_open_intent,
+    Rule.DEPLOY_GATE: _deploy_gate_rule,
+    Rule.UPLOAD_INTENT_EVIDENCE: _upload_intent_evidence,
+    Rule.LAUNCH_REQUEST_ID: _launch_request_id,
+}
+
+
 def check_step_rules(rid: str, fields: dict, view: dict, changes: list[Change], ctx: Ctx) -> list:
-    """Step rules for this tick's changes (:class:`Change` rows) of one run."""
+    """Step rules (:data:`STEP_RULES`) for this tick's changes (:class:`Change` rows) of one run:
+    ``(Rule, step, key, detail)``, the key ``rule:step#attempt`` (``launch-request-stable``: and
+    the request id)."""
     out = []
     rs = ctx.runs.get(rid)
-    for name, pst, st, at, t, data, _, n, new, p in changes:
-        if st == "":
+    for ch in changes:
+        if ch.status == "":
             continue
-        branch = False
-        cf_new = name == "launch_intent" and data.get("continue_from") != (p["data"] if p else {}).get("continue_from")
-        if name in GATED and (new or cf_new):
-            why = restricted(rid, fields, view, ctx, name)
-            if why:
-                branch = True
-                out.append((Rule.AUDIT_BRANCH, name, f"{Rule.AUDIT_BRANCH.value}:{name}#{n}",
-                            f"{name} began while {why}"))
-        if name == "launch_intent":
-            d = _request_changed(data, p, rs)
-            if d:
-                out.append((Rule.LAUNCH_REQUEST_STABLE, name,
-                            f"{Rule.LAUNCH_REQUEST_STABLE.value}:{name}#{n}:{rid_key(data['request_id'])}", d))
-        if new:
-            if name == "upload_intent" and p is not None and p["status"] in ("begin", "done", "fail") and \
-                    "yes" in (reconciled(p["data"]), reconciled(data)):
-                out.append((Rule.RECONCILED_NO_REUPLOAD, name, f"{Rule.RECONCILED_NO_REUPLOAD.value}:{name}#{n}",
-                            f"upload_intent began again (attempt {n}) after reconciled: yes "
-                            "(found on the account page: never re-upload)"))
-            if name == "upload_intent" and not branch:
-                d = _audit_passed(view)
-                if d:
-                    out.append((Rule.UPLOAD_NEEDS_AUDIT, name, f"{Rule.UPLOAD_NEEDS_AUDIT.value}:{name}#{n}", d))
-            if p is not None and (p["done"] or pst == "done"):
-                out.append((Rule.NO_REDO, name, f"{Rule.NO_REDO.value}:{name}#{n}",
-                            f"{name} was done and began again (attempt {n})"))
-            if name == "upload_intent":
-                d = _open_intent(rid, t, data, p, rs, view, ctx)
-                if d:
-                    out.append((Rule.SINGLE_OPEN_INTENT, name, f"{Rule.SINGLE_OPEN_INTENT.value}:{name}#{n}", d))
-            if name == "launch_intent":
-                d = _deploy_gate(st, t, view)
-                if d:
-                    out.append((Rule.DEPLOY_GATE, name, f"{Rule.DEPLOY_GATE.value}:{name}#{n}", d))
-        if name == "upload_intent":
-            miss = [k for k, ok in (("sha256", isinstance(data.get("sha256"), str)
-                                     and SHA256.fullmatch(data["sha256"]) is not None),
-                                    ("candidate", _present(data.get("candidate")))) if not ok]
-            if miss:
-                out.append((Rule.UPLOAD_INTENT_EVIDENCE, name,
-                            f"{Rule.UPLOAD_INTENT_EVIDENCE.value}:{name}#{n}",
-                            "upload_intent lacks " + " and ".join(
-                                "a 64-hex data.sha256" if m == "sha256" else "data.candidate" for m in miss)))
-        if name == "launch_intent" and not _present(data.get("request_id")):
-            out.append((Rule.LAUNCH_REQUEST_ID, name, f"{Rule.LAUNCH_REQUEST_ID.value}:{name}#{n}",
-                        "launch_intent has no data.request_id"))
+        lk = Look(rid, fields, view, ctx, rs, ch, False)
+        for rule, check in STEP_RULES.items():
+            detail = check(lk)
+            if not detail:
+                continue
+            key = f"{rule.value}:{ch.step}#{ch.attempt}"
+            if rule is Rule.LAUNCH_REQUEST_STABLE:
+                key = f"{key}:{rid_key(ch.data['request_id'])}"
+            elif rule is Rule.AUDIT_BRANCH:
+                lk = lk._replace(branch=True)
+            out.append((rule, ch.step, key, detail))
     return out
 
 

@@ -185,3 +185,19 @@ def test_rule_names_are_the_contract():
         # issue 22 (docs/contract.md "More rules")
         "reconciled-no-reupload", "launch-request-stable", "upload-needs-audit", "board-daily-quota",
         "duplicate-upload", "session-concurrency", "session-daily-cap", "inactive-board"])
+
+
+def test_the_step_rules_are_one_function_each_keyed_by_the_rule():
+    """runs_rules.STEP_RULES: one function per step rule keyed by its contract name, tried in
+    the table's order; a rule's function alone decides it (a change nothing else breaks: only
+    launch-request-id answers for a launch_intent without a request id)."""
+    from projections.runs_rules import STEP_RULES, Change, Look, Rule
+
+    assert list(STEP_RULES) == [Rule.AUDIT_BRANCH, Rule.LAUNCH_REQUEST_STABLE, Rule.RECONCILED_NO_REUPLOAD,
+                                Rule.UPLOAD_NEEDS_AUDIT, Rule.NO_REDO, Rule.SINGLE_OPEN_INTENT, Rule.DEPLOY_GATE,
+                                Rule.UPLOAD_INTENT_EVIDENCE, Rule.LAUNCH_REQUEST_ID]
+    ch = Change("launch_intent", "begin", "begin", None, None, {}, "", 1, False, None)
+    lk = Look("R1", {}, {}, None, None, ch, False)  # type: ignore[arg-type]
+    got = {rule.value: check(lk) for rule, check in STEP_RULES.items() if rule is not Rule.AUDIT_BRANCH}
+    assert got.pop("launch-request-id") == "launch_intent has no data.request_id"
+    assert set(got.values()) == {""}
