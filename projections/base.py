@@ -12,9 +12,8 @@ State is JSON-encodable with msgspec (dicts, lists, scalars, Structs) so it can 
 """
 from __future__ import annotations
 
-from collections.abc import Collection
-from types import ModuleType
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
 
@@ -25,19 +24,60 @@ def encode_state(state: Any) -> bytes:
     return _enc.encode(state)
 
 
-def decode_state(mod: ModuleType, data: bytes) -> Any:
-    t = getattr(mod, "STATE_TYPE", None)
+class Projection(Protocol):
+    """What the runtime reads of a projection module (every module of :data:`ORDER` declares all
+    of it; a module is checked against it by mypy below): ``TYPES`` None = every type, ``TIME``
+    None = the fold reads ``rec.time`` itself, ``READS_ID`` whether the fold reads ``rec.id``,
+    ``STATE_TYPE`` None = a snapshot decodes as plain JSON."""
+
+    @property
+    def NAME(self) -> str: ...
+
+    @property
+    def TYPES(self) -> Collection[str] | None: ...
+
+    @property
+    def TIME(self) -> Callable[[str], float] | None: ...
+
+    @property
+    def READS_ID(self) -> bool: ...
+
+    @property
+    def STATE_TYPE(self) -> Any: ...
+
+    def initial(self) -> Any: ...
+
+    @property
+    def fold(self) -> Callable[..., Any]: ...   # (state, rec[, times]) -> state: ``times`` when TIME is set
+
+
+class Detector(Projection, Protocol):
+    """A projection with a detector: ``detect(state, snap, now, **policy) -> events`` (pure), run
+    by the watcher's tick for the projections its policy table names (watcher/runtime/loop.py)."""
+
+    @property
+    def detect(self) -> Callable[..., list[Any]]: ...
+
+
+def decode_state(mod: Projection, data: bytes) -> Any:
+    t = mod.STATE_TYPE
     return msgspec.json.decode(data, type=t) if t is not None else msgspec.json.decode(data)
 
 
 ORDER = ("fleet", "dod", "runs", "missions", "swarms", "fanout", "notify", "report", "plans")  # fold order; module = NAME
 
 
-def registry(names: Collection[str] | None = None) -> dict[str, ModuleType]:
+def registry(names: Collection[str] | None = None) -> dict[str, Projection]:
     """Every projection, by NAME, in fold order; ``names``: only those (a reader that shows a few
     imports no other fold: `status`, watcher/cli/status.py)."""
     import importlib
 
-    return {n: importlib.import_module(f"projections.{n}") for n in ORDER if names is None or n in names}
+    return {n: cast(Projection, importlib.import_module(f"projections.{n}")) for n in ORDER if names is None or n in names}
+
+
+if TYPE_CHECKING:   # mypy checks every module of ORDER against Projection (nothing imported at run time)
+    from projections import dod, fanout, fleet, missions, notify, plans, report, runs, swarms
+
+    _ALL: list[Projection] = [fleet, dod, runs, missions, swarms, fanout, notify, report, plans]
 
 

@@ -39,6 +39,9 @@ from projections.identity import same_identity
 from projections.text import age as fmt_age
 
 NAME = "dod"
+TIME = None        # fold reads rec.time itself (projections.base.Projection)
+READS_ID = False   # fold never reads rec.id
+STATE_TYPE = None  # a snapshot decodes as plain JSON
 
 VERDICTS = ("met", "failed", "unevaluable")
 CLAIM_CLASS = DICE_TERMINADO

@@ -25,6 +25,9 @@ from events.types import FleetFanout
 from projections.classes import CERRADO
 
 NAME = "fanout"
+TIME = None        # fold reads rec.time itself (projections.base.Projection)
+READS_ID = False   # fold never reads rec.id
+STATE_TYPE = None  # a snapshot decodes as plain JSON
 TYPES = frozenset(("agent.classified", "fleet.fanout"))
 KEEP = 512
 SHOW = 10

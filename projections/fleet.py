@@ -34,6 +34,8 @@ from projections.observations import AgentObs, Snapshot
 from projections.tmuxfacts import recorded_tmux, tmux_gone
 
 NAME = "fleet"
+TIME = None        # fold reads rec.time itself (projections.base.Projection)
+READS_ID = False   # fold never reads rec.id
 TYPES = frozenset(("agent.classified", "agent.updated", "source.failed", "source.recovered"))  # fold reads only these
 
 

@@ -25,6 +25,8 @@ from projections.missions_rules import (ACTIVE, MAX_ATTEMPTS, MAX_SAME_SIG, WpFl
                                         deps_not_done)
 
 NAME = "missions"
+TIME = None        # fold reads rec.time itself (projections.base.Projection)
+READS_ID = False   # fold never reads rec.id
 
 DONE, READY, APPROVAL = "DONE", "READY", "APPROVAL_REQUIRED"
 NEEDS_HUMAN = ("APPROVAL_REQUIRED", "ESCALATED", "BLOCKED")

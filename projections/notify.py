@@ -52,6 +52,7 @@ from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's 
     NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"
+READS_ID = False   # fold never reads rec.id
 MAX_CONDS = 2000
 MAX_RECENT = 300
 MAX_EXPIRY = 4 * MAX_CONDS   # an expiry queue is rebuilt from ``conds`` beyond this (stale entries)

@@ -33,6 +33,9 @@ from projections.classes import CERRADO, RECLAMA
 from projections.identity import same_identity
 
 NAME = "plans"
+TIME = None        # fold reads rec.time itself (projections.base.Projection)
+READS_ID = False   # fold never reads rec.id
+STATE_TYPE = None  # a snapshot decodes as plain JSON
 TYPES = frozenset(("agent.launched", "plan.recorded", "plan.stopped", "dod.verdict", "dod.acted",
                    "agent.classified"))
 KEEP = 200           # launch-to-met durations kept for status and report

@@ -36,6 +36,8 @@ from events.timefmt import log_time
 from projections.classes import CERRADO, DICE_TERMINADO, ESTANCADO, RECLAMA
 
 NAME = "report"
+READS_ID = False   # fold never reads rec.id
+STATE_TYPE = None  # a snapshot decodes as plain JSON
 KEEP_DAYS = 60
 MAX_SAMPLES = 20000
 KINDS = ("reclama", "stall", "claim_verdict", "approval", "source_failed")

@@ -40,6 +40,7 @@ from projections.runs_rules import (MAX_FAILURES, Change, Rule, check_retry, che
                                     rid_key, ts)
 
 NAME = "runs"
+TIME = None        # fold reads rec.time itself (projections.base.Projection)
 DEFAULT_DEADLINE = 45 * 60.0
 _TYPES = frozenset(("run.changed", "step.changed", "rule.violated", "step.overdue", "run.abandoned"))
 TYPES = _TYPES  # the event types fold reads (others: no-op)
@@ -442,4 +443,4 @@ def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failu
 from projections.runs_view import next_retry, run_status, status, summary  # noqa: E402,F401
 
 
-__all__ = ["NAME", "ORDER", "Reason", "Rule", "detect", "judge", "fold", "initial", "status", "summary"]
+__all__ = ["NAME", "ORDER", "READS_ID", "Reason", "Rule", "STATE_TYPE", "TIME", "TYPES", "detect", "judge", "fold", "initial", "status", "summary"]

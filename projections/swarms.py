@@ -25,6 +25,8 @@ from events.types import SwarmCapped, SwarmChanged
 from projections.rows import unseen
 
 NAME = "swarms"
+TIME = None        # fold reads rec.time itself (projections.base.Projection)
+READS_ID = False   # fold never reads rec.id
 
 STATUSES = ("queued", "running", "done", "failed", "killed", "timeout")
 ACTIVE = ("queued", "running")

@@ -30,6 +30,7 @@ from events.errors import AppendFailed, LogReplaced
 from events.log import EventLog
 from events.types import WatcherStarted, WatcherStopped
 from projections import dod, fanout, fleet
+from projections.base import Detector
 from watcher.config import Config
 from watcher.runtime.counts import ClassCounts
 from watcher.runtime.logs import LineBudget
@@ -208,7 +209,7 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
                 if name in self.tickers:   # on the changed and due entities (runtime/schedule.py)
                     evs += self.tickers[name].tick(self.proj[name], snap, now, **kw)
                 else:
-                    evs += mod.detect(self.proj[name], snap, now, **kw)
+                    evs += cast(Detector, mod).detect(self.proj[name], snap, now, **kw)   # policy names detectors
             except Exception:
                 log.exception("detector %s failed on this tick's snapshot; skipped", name)
         return evs

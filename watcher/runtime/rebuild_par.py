@@ -94,7 +94,7 @@ def fold_group(log: EventLog, names: tuple[str, ...], upto: int, types: bool,
     p = Projections(registry(names))
     wanted = None
     if types:
-        sets = [getattr(m, "TYPES", None) for m in p.mods.values()]
+        sets = [m.TYPES for m in p.mods.values()]
         wanted = None if any(s is None for s in sets) else sorted(set().union(*(s for s in sets if s is not None)))
     with gc_paused():
         n = 0
@@ -182,10 +182,10 @@ def worker_only(mods: dict[str, Any]) -> tuple[str, ...]:
     """The event types only the worker's projections fold: the rows this process need not read
     while the worker answers (it reads them, and reports the damaged ones among them). Empty when
     a projection here folds every type."""
-    here = [getattr(m, "TYPES", None) for n, m in mods.items() if n not in WORKER]
+    here = [m.TYPES for n, m in mods.items() if n not in WORKER]
     if any(t is None for t in here):
         return ()
-    theirs: list[Any] = [getattr(m, "TYPES", None) or () for n, m in mods.items() if n in WORKER]
+    theirs: list[Any] = [m.TYPES or () for n, m in mods.items() if n in WORKER]
     return tuple(sorted(set[str]().union(*theirs) - set[str]().union(*(t for t in here if t is not None))))
 
 

@@ -11,14 +11,13 @@ import gc
 from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
 from itertools import compress, islice
-from types import ModuleType
 from typing import Any
 
 import msgspec
 
 from events.log import EventLog
 from events.replay import replay
-from projections.base import decode_state, encode_state, registry
+from projections.base import Projection, decode_state, encode_state, registry
 
 
 FOLD_BATCH = 2000   # events folded per projection at a time by catch_up and rebuild (one read chunk)
@@ -43,28 +42,28 @@ class TimeCache(dict):
         return t
 
 
-def _times(m: ModuleType) -> Callable[[str], float] | None:
+def _times(m: Projection) -> Callable[[str], float] | None:
     """A new :class:`TimeCache` of ``m.TIME`` as the ``times`` its fold takes (None: no TIME)."""
-    t = getattr(m, "TIME", None)
+    t = m.TIME
     return None if t is None else TimeCache(t).__getitem__
 
 
 class Projections:
     """All projection states plus the seq they cover. Fold is the only way in."""
 
-    def __init__(self, mods: dict[str, ModuleType] | None = None):
+    def __init__(self, mods: dict[str, Projection] | None = None):
         self.mods = mods or registry()
         self.states: dict[str, Any] = {n: m.initial() for n, m in self.mods.items()}
         self.seq = 0
         self.viewed: frozenset[str] = frozenset()  # projections decoded into a reader's view (see load)
         # (name, fold, the types it reads or None for all, its times or None) in registry order
-        self._folds = [(n, m.fold, getattr(m, "TYPES", None), _times(m)) for n, m in self.mods.items()]
+        self._folds = [(n, m.fold, m.TYPES, _times(m)) for n, m in self.mods.items()]
         # a module's ``fold_batch(state, recs[, times])``: its fold of each of recs in order in one
         # call, the same state (each module's tests pin it); fold_many uses it
         self._batch = {n: m.fold_batch for n, m in self.mods.items() if hasattr(m, "fold_batch")}
         self._by_type: dict[str, list[tuple[str, Any]]] = {}
         # a replay reads the records' ids only when a fold reads them (events/replay.py)
-        self.reads_id = any(getattr(m, "READS_ID", False) for m in self.mods.values())
+        self.reads_id = any(m.READS_ID for m in self.mods.values())
 
     def __getitem__(self, name: str) -> Any:
         return self.states[name]
