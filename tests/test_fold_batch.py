@@ -21,7 +21,7 @@ def both(mod, recs: list, batch: int) -> tuple[dict, dict]:
     for rec in recs:
         one = mod.fold(one, rec)
     many = mod.initial()
-    times = (TimeCache(mod.TIME).__getitem__,) if hasattr(mod, "TIME") else ()
+    times = (TimeCache(mod.TIME).__getitem__,) if mod.TIME is not None else ()   # None: reads no time
     for i in range(0, len(recs), batch):
         many = mod.fold_batch(many, recs[i:i + batch], *times)
     return one, many
