@@ -103,6 +103,7 @@ class _Goal(msgspec.Struct):
     waiting_for: Any = None
     session_id: Any = None    # the hook's: joins the claude source's sessions (watcher/sources/claude.py)
     hook_at: Any = None       # the hook's last activity write, epoch seconds (ms)
+    stop_error: Any = None    # the hook's: the API error kind that ended the last turn
 
 
 _goal_dec = msgspec.json.Decoder(_Goal)
@@ -153,6 +154,7 @@ def _from_goal(g: _Goal, *, source: str, fallback_id: str | None, path: str | No
         pane=pane, tmux_socket=socket, claude_pid=pid,
         session_id=g.session_id[:200] if isinstance(g.session_id, str) and g.session_id else None,
         hook_at=float(g.hook_at) if type(g.hook_at) in (int, float) and 0 < g.hook_at < 1e11 else None,
+        stop_error=g.stop_error.strip()[:64] if isinstance(g.stop_error, str) and g.stop_error.strip() else None,
         task=task[:200] if isinstance(task, str) and task else None,
     )
 
