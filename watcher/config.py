@@ -198,13 +198,13 @@ class Dod(_S):
     run_checks: bool = False                   # run a structured contract's cmd checks when an agent claims done
     check_timeout: Dur = "5m"                  # per check; the whole process group is killed at the limit
     check_max_bytes: int = 1048576             # stdout kept per check (beyond: killed, unevaluable)
+    check_max_file_bytes: int = 1000000000     # any one file a check writes (RLIMIT_FSIZE; beyond: unevaluable)
+    check_isolation: Literal["auto", "bwrap", "unshare", "unshare-pid", "none"] = "auto"  # each check's PID namespace
+    check_output_lines: int = 0                # last stdout lines kept as evidence (0: digest and exit status; at most 20)
     verifier: list[str] = []                   # argv judging what checks cannot; stdin {agent, task, contract, cwd}
     verifier_timeout: Dur = "10m"              # the verifier's whole process group is killed at the limit
     on_met: Literal["keep", "close"] | list[str] = "keep"   # close: the agent's window closed; argv: run instead
     on_failed: Literal["keep", "nudge"] = "keep"            # nudge: one message into its pane naming the gap
-    check_max_file_bytes: int = 1000000000     # any one file a check writes (RLIMIT_FSIZE; beyond: unevaluable)
-    check_isolation: Literal["auto", "bwrap", "unshare", "unshare-pid", "none"] = "auto"  # each check's PID namespace
-    check_output_lines: int = 0                # last stdout lines kept as evidence (0: digest and exit status; at most 20)
 
 
 class HookEndpoint(_S):

@@ -316,19 +316,17 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
         t1 = t2 = time.perf_counter()
         n = 0
         try:
-            evs = self.detect(snap, now)
-            if self.closing is not None:   # a CERRADO the watcher caused by a close is "verified met"
-                evs = self.closing.amend(self.proj.states, evs)
+            evs = self.detect(snap, now) if self.closing is None else \
+                self.closing.amend(self.proj.states, self.detect(snap, now))   # a close's CERRADO: "verified met"
             t2 = time.perf_counter()
             n += self.commit(evs, now)
             if self.census_seq is None and not snap.failed:   # every source answered: the census is taken
                 self.census_seq = self.proj.seq
             if self.notifier is not None:
                 n += self.commit(self.notifier.step(self.proj.states, now), now)
-            if self.checker is not None:   # DoD checks run in its worker; only verdicts come back
-                n += self.commit(self.checker.step(self.proj.states, snap, now), now)
-            if self.closing is not None:   # verifier, verdicts acted on, plans followed (their workers)
-                n += self.commit(self.closing.step(self.proj.states, snap, now), now)
+            for stage in (self.checker, self.closing):  # DoD checks; verifier, verdicts acted on, plans
+                if stage is not None:                   # (their workers run them: only events come back)
+                    n += self.commit(stage.step(self.proj.states, snap, now), now)
         except AppendFailed:
             pass
         t3 = time.perf_counter()
