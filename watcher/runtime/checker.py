@@ -44,10 +44,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import queue
 import sys
 import tempfile
-import threading
 import time
 from typing import Any, NamedTuple
 
@@ -57,8 +55,8 @@ from projections import dod_checks
 from projections.dod import judged
 from projections.text import safe
 from watcher.config import xdg
-from watcher.runtime import checkgroups
 from watcher.runtime.isolated import Budget, isolation, run_isolated
+from watcher.runtime.workers import Pool, ledgered
 from watcher.sources.command import RunError, Running, run_bounded
 
 log = logging.getLogger("fleetwatch.checker")
@@ -238,23 +236,14 @@ class Checker:
         if self.iso.kind == "none":
             log.warning("checks run without isolation (%s): a check can signal the watcher; a stop it causes "
                         "is caught at the next start", self.iso.why)
-        self.jobs: queue.Queue = queue.Queue()
-        self.done: queue.Queue = queue.Queue()
         self.inflight: set[tuple[str, int]] = set()
         self.mine: set[tuple[str, int]] = set()    # claims this checker recorded as started
         self.decided: dict[tuple[str, int], Pending] = {}   # verdicts handed over, until folded
         self._dod: dict[str, Any] = {}          # the dod state's agents as of the last step
         self.pins: dict[str, str | None] = {}     # agent -> where its checks run, at first sight
         self._steps = 0
-        self._stop = threading.Event()
-        folder = groups or os.path.join(xdg("state"), "checks-running")
-        checkgroups.reap(folder)               # what a watcher killed -9 left running
-        self.running = Running()
-        self.running.pgids = checkgroups.Ledger(folder)
-        self.threads = [threading.Thread(target=self._work, name=f"fleetwatch-checker-{i}", daemon=True)
-                        for i in range(WORKERS)]
-        for t in self.threads:
-            t.start()
+        self.running = ledgered(groups or os.path.join(xdg("state"), "checks-running"))
+        self.pool = Pool("fleetwatch-checker", WORKERS, self._check, "checks", log)
 
     @classmethod
     def from_config(cls, cfg: Any) -> Checker | None:
@@ -269,20 +258,8 @@ class Checker:
         self.decided.update(old.decided)
         self.pins.update(old.pins)
 
-    def _work(self) -> None:
-        while not self._stop.is_set():
-            try:
-                job = self.jobs.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if self._stop.is_set():
-                break
-            key = (job[0], job[1])
-            try:
-                self.done.put((key, verdict_for(*job, self.limits, 0, self.running)))
-            except Exception:  # a bug, not an input: logged; the claim is retried next tick
-                log.exception("checks for %s failed to run", safe(job[0]))
-                self.done.put((key, None))
+    def _check(self, *job: Any) -> Pending:
+        return verdict_for(*job, self.limits, 0, self.running)
 
     def step(self, states: dict[str, Any], snap: Any, now: float) -> list[Any]:
         """Hand back finished verdicts and ``dod.check_started`` records (the watcher appends and
@@ -290,11 +267,7 @@ class Checker:
         recorded as started to the workers."""
         out: list[Any] = []
         dod = self._dod = states["dod"]["agents"]
-        while True:
-            try:
-                key, pending = self.done.get_nowait()
-            except queue.Empty:
-                break
+        for key, pending in self.pool.finished():
             self.inflight.discard(key)
             if pending is None:
                 continue
@@ -327,7 +300,7 @@ class Checker:
                                    id=f"checks-started:{agent}:{seq}"))
             else:
                 self.inflight.add(key)
-                self.jobs.put((agent, seq, obs.checks, where, obs.contract_sha256, pinned))
+                self.pool.put((agent, seq, obs.checks, where, obs.contract_sha256, pinned))
         return out
 
     def _decide(self, key: tuple[str, int], pending: Pending, out: list[Any]) -> None:
@@ -365,10 +338,5 @@ class Checker:
     def close(self, timeout: float = 2.0) -> None:
         """Stop the workers and kill every check still running (a claim checked but not recorded
         is checked again by the next checker)."""
-        self._stop.set()
-        self.running.kill()
-        end = time.monotonic() + timeout
-        for t in self.threads:
-            t.join(max(0.0, end - time.monotonic()))
-        self.running.kill()                    # one that started while we were killing
+        self.pool.stop(self.running, timeout)
 

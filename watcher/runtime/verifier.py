@@ -27,8 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
-import threading
 from typing import Any
 
 from events.log import Pending
@@ -38,8 +36,9 @@ from projections.dod_checks import parse_contract
 from projections.identity import same_identity
 from projections.text import safe
 from watcher.config import xdg
-from watcher.runtime import checkgroups, launcher
-from watcher.sources.command import RunError, Running
+from watcher.runtime import launcher
+from watcher.runtime.workers import Pool, ledgered
+from watcher.sources.command import RunError
 
 log = logging.getLogger("fleetwatch.verifier")
 
@@ -93,19 +92,10 @@ class Verifier:
         self.argv, self.timeout, self.db_path = list(argv), timeout, db_path
         self.name = "verifier:" + os.path.basename(argv[0])
         self.isolate, self.handles_all = isolate, handles_all
-        self.jobs: queue.Queue = queue.Queue()
-        self.done: queue.Queue = queue.Queue()
         self.inflight: set[tuple[str, int]] = set()
         self.decided: dict[tuple[str, int], Any] = {}
-        self._stop = threading.Event()
-        folder = groups or os.path.join(xdg("state"), "verifiers-running")
-        checkgroups.reap(folder)
-        self.running = Running()
-        self.running.pgids = checkgroups.Ledger(folder)
-        self.threads = [threading.Thread(target=self._work, name=f"fleetwatch-verifier-{i}", daemon=True)
-                        for i in range(WORKERS)]
-        for t in self.threads:
-            t.start()
+        self.running = ledgered(groups or os.path.join(xdg("state"), "verifiers-running"))
+        self.pool = Pool("fleetwatch-verifier", WORKERS, self.judge, "verifier", log)
 
     @classmethod
     def from_config(cls, cfg: Any, db_path: str) -> Verifier | None:
@@ -122,11 +112,7 @@ class Verifier:
     def step(self, states: dict[str, Any], snap: Any, now: float) -> list[Any]:
         out: list[Any] = []
         dod = states["dod"]["agents"]
-        while True:
-            try:
-                key, pending = self.done.get_nowait()
-            except queue.Empty:
-                break
+        for key, pending in self.pool.finished():
             self.inflight.discard(key)
             if pending is None or (dod.get(key[0]) or {}).get("claim_seq") != key[1]:
                 continue                         # a bug logged, or the claim ended: never the next claim's
@@ -147,25 +133,11 @@ class Verifier:
             if obs is None or obs.error or not self.takes(obs):
                 continue
             self.inflight.add((agent, seq))
-            self.jobs.put((agent, seq, launched.get(agent), obs.path, obs.task, a.get("contract_sha256"),
+            self.pool.put((agent, seq, launched.get(agent), obs.path, obs.task, a.get("contract_sha256"),
                            a.get("launched_cwd") or obs.cwd or (os.path.dirname(obs.path) if obs.path else None)))
         return out
 
-    # ---- the worker's side --------------------------------------------------------------
-    def _work(self) -> None:
-        while not self._stop.is_set():
-            try:
-                job = self.jobs.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if self._stop.is_set():
-                break
-            try:
-                self.done.put(((job[0], job[1]), self.judge(*job)))
-            except Exception:
-                log.exception("verifier for %s failed to run", safe(job[0]))
-                self.done.put(((job[0], job[1]), None))
-
+    # ---- the worker's side (``judge``, in the pool's threads) ---------------------------------
     def given(self, agent: str, launched: dict[str, Any] | None, path: str | None, title: str | None,
               pinned: str | None, cwd: str | None) -> tuple[dict[str, Any] | None, str]:
         """The document the verifier is given, or (None, why not)."""
@@ -223,8 +195,4 @@ class Verifier:
         return Pending(e, id=f"verifier:{agent}:{seq}")
 
     def close(self, timeout: float = 2.0) -> None:
-        self._stop.set()
-        self.running.kill()
-        for t in self.threads:
-            t.join(timeout)
-        self.running.kill()
+        self.pool.stop(self.running, timeout)
