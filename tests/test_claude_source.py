@@ -165,3 +165,32 @@ def test_hostile_session_files_are_skipped(tmp_path):
     (src,) = build_sources(cfg)
     snap = merge([src], [src.poll(NOW)])
     assert snap.results[0].ok and snap.agents == {}
+
+
+def test_session_files_are_read_again_only_when_their_stat_changed(tmp_path, monkeypatch):
+    """Every tick polls the session files: one unchanged since the last poll is not read again;
+    a rewritten one (same size, a later mtime) is."""
+    from watcher.sources import claude
+    d = tmp_path / ".claude" / "sessions"
+    d.mkdir(parents=True)
+    f = d / "501.json"
+
+    def write(status: str, mtime_ns: int) -> None:
+        f.write_text(json.dumps({"pid": 501, "sessionId": "S1", "name": "a1", "status": status}))
+        os.utime(f, ns=(mtime_ns, mtime_ns))
+
+    write("busy", 1_700_000_000_123_456_789)
+    cfg = parse(f'[[sources]]\nname = "cc"\nkind = "claude"\nglob = "{d}/*.json"\n')
+    (src,) = build_sources(cfg)
+    reads: list[str] = []
+    real = claude._read_session_file
+    monkeypatch.setattr(claude, "_read_session_file", lambda p, cap: reads.append(p) or real(p, cap))
+    src.poll(NOW)
+    src.poll(NOW + 2)
+    assert len(reads) == 1 and [s.status for s in src.sessions] == ["busy"]
+    write("idle", 1_700_000_001_123_456_789)  # "busy" and "idle": same size
+    src.poll(NOW + 4)
+    assert len(reads) == 2 and [s.status for s in src.sessions] == ["idle"]
+    f.unlink()
+    src.poll(NOW + 6)
+    assert src.sessions == []

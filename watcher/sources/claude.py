@@ -3,8 +3,9 @@
 Where the list comes from:
 - ``glob`` set (e.g. ``~/.claude/sessions/*.json``): Claude Code's per-process session files, read
   directly (no process; each file bounded by ``max_bytes``, opened non-blocking, never through a
-  symlink). Each holds ``pid``, ``sessionId``, ``cwd``, ``name``, ``status`` (busy | waiting |
-  idle), ``waitingFor`` and ``statusUpdatedAt`` (epoch ms), written by the running client.
+  symlink; read again only when its lstat changed, or while its coarse mtime is within its grain:
+  ``filestat.racy``). Each holds ``pid``, ``sessionId``, ``cwd``, ``name``, ``status`` (busy |
+  waiting | idle), ``waitingFor`` and ``statusUpdatedAt`` (epoch ms), written by the running client.
 - else ``argv`` (default ``claude agents --json``, Claude Code v2.1.145 and later): one JSON array,
   entries with ``pid``, ``cwd``, ``kind``, ``startedAt``, ``sessionId``, ``name``, ``status``
   (busy | waiting | idle), ``waitingFor``, ``state`` (working | blocked | done) when set. Run
@@ -34,6 +35,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import stat
+import time
 
 from typing import Any
 
@@ -43,6 +45,7 @@ from projections.observations import AgentObs, SourceResult, Snapshot
 from watcher.config import Source, expand, parse_duration
 from watcher.sources import NO_FILES
 from watcher.sources.command import MAX_OUTPUT, run_argv
+from watcher.sources.filestat import racy
 from watcher.sources.parse import ParseError, clamp_activity, decode_json
 
 DEFAULT_ARGV = ["claude", "agents", "--json"]
@@ -155,6 +158,7 @@ class ClaudeSource:
         self.last: SourceResult | None = None
         self.sessions: list[Session] = []
         self.seen: dict[object, tuple[str | None, float]] = {}  # session -> (status, poll that first saw it)
+        self._files: dict[str, tuple[tuple, Session | None]] = {}  # path -> (its lstat key, its session)
 
     def parse(self, raw: bytes) -> SourceResult:
         try:
@@ -169,8 +173,23 @@ class ClaudeSource:
     def _read_files(self) -> SourceResult:
         paths = sorted(p for p in _glob.glob(self.glob) if not p.endswith(".key"))[:MAX_SESSION_FILES] \
             if self.glob else []
-        self.sessions = [s for s in (session_of(_read_session_file(p, self.max_bytes)) for p in paths)
-                         if s is not None]
+        self.sessions = []
+        files: dict[str, tuple[tuple, Session | None]] = {}
+        now_ns = time.time_ns()
+        for p in paths:
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue  # gone since the glob: read as absent
+            k = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+            hit = self._files.get(p)
+            if hit is None or hit[0] != k:
+                hit = (k, session_of(_read_session_file(p, self.max_bytes)))
+            if not racy(st.st_mtime_ns, now_ns):  # a coarse mtime within its grain: read again next poll
+                files[p] = hit
+            if hit[1] is not None:
+                self.sessions.append(hit[1])
+        self._files = files
         return SourceResult(name=self.name, kind=self.kind)
 
     def _timed(self, now: float) -> None:
