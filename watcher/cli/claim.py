@@ -59,10 +59,16 @@ def register(app: typer.Typer) -> None:
         if w not in PHASES:
             print(f"fleetwatch: claim what? done, blocked, question or working (got {safe(what, 40)!r})", file=sys.stderr)
             raise typer.Exit(2)
-        aid = (agent or os.environ.get("FLEETWATCH_AGENT") or "").strip()
-        if not aid:
+        aid = agent if agent is not None else os.environ.get("FLEETWATCH_AGENT") or ""
+        if not aid.strip():
             print("fleetwatch: no agent: give --agent ID (or run inside a launched window: $FLEETWATCH_AGENT)",
                   file=sys.stderr)
+            raise typer.Exit(2)
+        from watcher.cli.launch import agent_problem   # the one id check (launch's too)
+
+        why = agent_problem(aid, new=False)   # checked as given: "a1\n" is not a1
+        if why:
+            print(f"fleetwatch: {safe(why)}", file=sys.stderr)
             raise typer.Exit(2)
         cfg, _ = context(config, db)
         path = goal_of(cfg, aid)

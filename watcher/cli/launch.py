@@ -10,6 +10,7 @@ records it (``plan.recorded``) and launches its runnable tasks, at most ``max_pa
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Annotated, Any, Optional
@@ -19,6 +20,31 @@ import typer
 from projections.text import safe
 from watcher.cli.launching import _live, _states, launch_one, launch_plan
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
+
+
+MAX_ID = 255   # a folder name (NAME_MAX): the longest id any goals source can name
+
+
+def agent_problem(agent: Optional[str], *, new: bool) -> Optional[str]:
+    """Why an agent id a person gave cannot be used (None: it can): the one check of ``launch
+    AGENT`` and ``claim --agent``/``$FLEETWATCH_AGENT``, made before anything is read, written or
+    opened. Every id must pass the hook's own rule (``adapter.valid_agent``: no control character
+    such as a newline or ESC, no ``/``, not ``.``/``..``, not empty) and be at most ``MAX_ID``
+    characters; a new one (``launch``) must also match ``launcher.AGENT_RE`` whole (``fullmatch``:
+    ``re.match``'s ``$`` also matches before a trailing newline, so ``"a1\n"`` passed it and
+    ``agents/a1\n/`` was created). The message carries the id raw, cut to 80 characters: the
+    caller prints it through ``safe`` (``error_text`` does for a LaunchError)."""
+    from watcher.hook.adapter import valid_agent
+    from watcher.runtime.launcher import AGENT_RE
+
+    if not agent:
+        return "agent id is empty"
+    shown = agent if len(agent) <= 80 else agent[:80] + "…"
+    rule = ("letters, digits, - and _ (1-64, starting with a letter or digit)" if new
+            else f"no control characters, no /, at most {MAX_ID} characters")
+    if len(agent) > MAX_ID or not valid_agent(agent) or (new and not re.fullmatch(AGENT_RE, agent)):
+        return f"agent id '{shown}' is not usable ({len(agent)} characters): {rule}"
+    return None
 
 
 def _dry(spec: Any, cfg: Any, as_json: bool) -> None:
@@ -68,6 +94,9 @@ def register(app: typer.Typer) -> None:
             return
         if not args:
             raise launcher.refuse("no agent id given", "fleetwatch launch AGENT --task TEXT --contract JSON|@FILE")
+        why = agent_problem(args[0], new=True)
+        if why:
+            raise launcher.refuse(why, "it names a folder and a tmux window")
         agent = launcher.check_agent(args[0])
         if not task or not task.strip():
             raise launcher.refuse("no task given (--task TEXT)")

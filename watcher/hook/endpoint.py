@@ -20,13 +20,15 @@ Invariants:
   loopback connection names its owner there); another user's request gets ``403``. Only ``POST``,
   a JSON body of at most ``MAX_BODY`` bytes with a ``Content-Length``; anything else is refused.
 - Bounded: ``MAX_CONNECTIONS`` connections at once (one more is closed at once), ``IO_TIMEOUT`` s
-  per read or write, ``MAX_QUEUED`` deliveries waiting (past it one is dropped and counted: the
+  per read or write and ``REQUEST_DEADLINE`` s for the whole of one request (its line, headers and
+  body: a peer trickling a byte a second cannot keep a connection slot past it), ``MAX_QUEUED`` deliveries waiting (past it one is dropped and counted: the
   log says how many, never what).
 - Logs say states and counts only, never a payload, a prompt or a path from one.
 """
 from __future__ import annotations
 
 import collections
+import io
 import logging
 import os
 import socket
@@ -40,6 +42,7 @@ MAX_BODY = 4 * 1024 * 1024     # as the command hook's stdin cap
 MAX_CONNECTIONS = 64
 MAX_QUEUED = 10_000
 IO_TIMEOUT = 5.0
+REQUEST_DEADLINE = 10.0        # seconds for one request, line to body, however the bytes trickle in
 WORKERS = 2
 PATH = "/hook"
 HEADERS = {"x-fleetwatch-agent": "FLEETWATCH_AGENT", "x-fleetwatch-tmux": "TMUX",
@@ -104,11 +107,38 @@ def peer_uid(local: tuple, peer: tuple) -> int | None:
     return None
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The connection's reads, each given at most what is left of the handler's deadline: the
+    socket timeout alone (``IO_TIMEOUT`` per read) restarts with every byte received."""
+
+    def __init__(self, sock: socket.socket, handler: "_Handler"):
+        self.sock, self.handler = sock, handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        left = self.handler.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request deadline passed")
+        self.sock.settimeout(min(IO_TIMEOUT, left))
+        return self.sock.recv_into(b)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"   # keep-alive: Claude Code reuses one connection
     timeout = IO_TIMEOUT
     server: "_Server"
     peer_ok = False      # this connection's peer was checked (one handler per connection)
+    deadline = 0.0       # monotonic time by which the request being read must be in
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self))
+
+    def handle_one_request(self) -> None:
+        self.deadline = time.monotonic() + REQUEST_DEADLINE
+        super().handle_one_request()
 
     def log_message(self, *a: Any) -> None:  # no access log: states only
         pass
@@ -148,6 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(n)
         if len(body) != n:
             return self._reply(400, close=True)
+        self.connection.settimeout(IO_TIMEOUT)   # the reply's write: its own timeout, not what was left
         env = {v: self.headers.get(k, "") for k, v in HEADERS.items()}
         ep.submit(body, {k: v for k, v in env.items() if v}, t)
         self._reply(200)
