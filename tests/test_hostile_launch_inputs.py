@@ -106,6 +106,22 @@ def test_a_claim_with_a_trailing_newline_does_not_touch_the_agent_it_looks_like(
     assert json.loads((g / "goal.json").read_text())["phase"] == "hecho"
 
 
+@pytest.mark.parametrize("field", ["plan", "task"])
+def test_a_plan_or_task_id_with_a_trailing_newline_is_refused(world, field):
+    plan = {"plan": "p1", "max_parallel": 1,
+            "tasks": [{"id": "t1", "task": "x", "dod_contract": "tests pass", "deps": [], "argv": ["true"]}]}
+    if field == "plan":
+        plan["plan"] = "p1\n"
+    else:
+        plan["tasks"][0]["id"] = "t1\n"
+    f = world.tmp / "plan.json"
+    f.write_text(json.dumps(plan))
+    r = world.fw("launch", "--plan", str(f), "--dry-run")
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and not any(ord(c) < 32 and c != "\n" for c in r.stderr), repr(r.stderr)
+    _nothing_written(world)
+
+
 # --- the hook HTTP endpoint -------------------------------------------------------------------
 
 @pytest.fixture

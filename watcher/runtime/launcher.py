@@ -33,7 +33,7 @@ from projections.dod_checks import parse_contract
 from watcher.hook.goalfile import HookError, read_regular, write_atomic
 from watcher.sources.command import run_bounded
 
-AGENT_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+AGENT_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z"   # \Z, not $: "$" also matches before a final newline
 TMUX_TIMEOUT = 10.0
 MAX_TASK = 20_000           # characters of a task's text
 MAX_CONTRACT_BYTES = 262_144
