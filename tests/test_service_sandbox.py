@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -215,7 +216,7 @@ group_wait = "1s"
                 shutil.chown(p, m.user)
         m.run("tmux", "-L", sock, "new-session", "-d", "-s", "fleet", "-n", "a2", "sh", env=env)
         props = service_properties(_install(work / "installed") / "fleetwatch.service")
-        unit = f"fw-sandbox-{os.getpid()}"
+        unit = f"fw-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         out = work / "service.log"   # no journald on a machine not booted with systemd
         props += [f"StandardOutput=append:{out}", f"StandardError=append:{out}"]
         r = m.run("systemd-run", "--user", f"--unit={unit}", *[f"--property={p}" for p in props],
@@ -321,7 +322,11 @@ def test_a_dod_check_that_runs_a_jit_passes_under_the_watchers_sandbox(tmp_path,
         m.run(str(FLEETWATCH), "run", "--once", "--create", "--config", str(cfg), "--db", db, env=env)
         props = [p for p in service_properties(_install(work / "installed") / "fleetwatch.service")
                  if p.partition("=")[0] not in _LIFE]
-        r = m.run("systemd-run", "--user", "--wait", "--pipe", "--quiet", *[f"--property={p}" for p in props],
+        # A named, collected unit: an unnamed one is called run-u<bus id>, and a second manager or
+        # test on the same bus id met "Unit run-u0.service was already loaded".
+        unit = f"fw-jit-{tool}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        r = m.run("systemd-run", "--user", f"--unit={unit}", "--collect", "--wait", "--pipe", "--quiet",
+                  *[f"--property={p}" for p in props],
                   *[f"--setenv={k}={v}" for k, v in env.items()],
                   str(FLEETWATCH), "check", "j1", "--json", "--config", str(cfg), "--db", db, env=env, check=False,
                   timeout=120)
