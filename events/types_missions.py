@@ -28,7 +28,7 @@ class WpChanged(_M, frozen=True, tag="wp.changed"):
 
 
 class WpViolated(_M, frozen=True, tag="wp.violated"):
-    """An orchestrator rule broken by a WP (projections/missions_rules.py); count/limit: a cap's level."""
+    """An orchestrator rule broken by a WP (projections/missions/rules.py); count/limit: a cap's level."""
 
     mission: str
     wp: str

@@ -64,7 +64,10 @@ def decode_state(mod: Projection, data: bytes) -> Any:
     return msgspec.json.decode(data, type=t) if t is not None else msgspec.json.decode(data)
 
 
-ORDER = ("fleet", "dod", "runs", "missions", "swarms", "fanout", "notify", "report", "plans")  # fold order; module = NAME
+ORDER = ("fleet", "dod", "runs", "missions", "swarms", "fanout", "notify", "report", "plans")  # fold order
+
+# each projection's module, by NAME: a room's fold (projections/<room>/fold.py), or fleet's fan-out
+MODULES = {n: f"projections.{n}.fold" for n in ORDER} | {"fanout": "projections.fleet.fanout"}
 
 
 def registry(names: Collection[str] | None = None) -> dict[str, Projection]:
@@ -72,11 +75,19 @@ def registry(names: Collection[str] | None = None) -> dict[str, Projection]:
     imports no other fold: `status`, watcher/cli/status.py)."""
     import importlib
 
-    return {n: cast(Projection, importlib.import_module(f"projections.{n}")) for n in ORDER if names is None or n in names}
+    return {n: cast(Projection, importlib.import_module(MODULES[n])) for n in ORDER if names is None or n in names}
 
 
 if TYPE_CHECKING:   # mypy checks every module of ORDER against Projection (nothing imported at run time)
-    from projections import dod, fanout, fleet, missions, notify, plans, report, runs, swarms
+    from projections.dod import fold as dod
+    from projections.fleet import fanout
+    from projections.fleet import fold as fleet
+    from projections.missions import fold as missions
+    from projections.notify import fold as notify
+    from projections.plans import fold as plans
+    from projections.report import fold as report
+    from projections.runs import fold as runs
+    from projections.swarms import fold as swarms
 
     _ALL: list[Projection] = [fleet, dod, runs, missions, swarms, fanout, notify, report, plans]
 

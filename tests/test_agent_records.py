@@ -1,4 +1,4 @@
-"""fleet's and notify's per-agent records are Structs (projections/agent_records.py, issue 19: a
+"""fleet's and notify's per-agent records are Structs (projections/fleet/records.py, issue 19: a
 first tick's memory and page faults) that encode to the very bytes of the dicts they replaced,
 decode from the snapshots those dicts wrote, and read, write and compare as those dicts. Real
 SQLite logs (tests/support/seededlogs.py's seeded churn)."""
@@ -7,9 +7,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from projections import fleet, notify
+from projections.fleet import fold as fleet
+from projections.notify import fold as notify
 from projections.base import decode_state, encode_state
-from projections.agent_records import Agent, NotifyAgent, Record
+from projections.fleet.records import Agent, NotifyAgent, Record
 from watcher.runtime.state import Projections
 
 from tests.support import seededlogs as rb

@@ -1,6 +1,6 @@
 """An API error that ended the turn (hook StopFailure: goal.json stop_error) is said in the reason
 of the idle agent; seen on the real client in tests/test_realclient_steps.py."""
-from projections.machine import classify
+from projections.fleet.machine import classify
 from projections.observations import AgentObs
 
 NOW = 1_800_000_000.0

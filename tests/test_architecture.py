@@ -4,7 +4,9 @@
 - dependencies go watcher -> projections -> events, never back;
 - projections import no apsw, apprise, watchdog, typer, rich, os/subprocess I/O or ``time``;
 - nothing outside ``watcher/cli`` imports from it (the entry point excepted);
-- every module stays under 500 lines.
+- every module stays under 500 lines;
+- projections/ is rooms: a module sits in a room package (or is one of ``projections.SHARED``)
+  and imports only its own room, the shared modules and the rooms its ``__init__``'s ``USES`` names.
 """
 from __future__ import annotations
 
@@ -139,3 +141,34 @@ def test_nothing_imports_the_cli(mod):
 def test_modules_stay_small(mod):
     n = MODULES[mod].read_text().count("\n")
     assert n <= MAX_LINES, f"{MODULES[mod].relative_to(ROOT)} has {n} lines (> {MAX_LINES}): split it by responsibility"
+
+
+def _literal(path: pathlib.Path, name: str):
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return ast.literal_eval(node.value)
+    raise AssertionError(f"{path.relative_to(ROOT)} declares no {name}")
+
+
+SHARED = set(_literal(ROOT / "projections" / "__init__.py", "SHARED"))
+ROOMS = sorted(p.parent.name for p in (ROOT / "projections").glob("*/__init__.py"))
+
+
+def test_projections_are_rooms():
+    """Every module of projections/ is in a room or is shared; every room states its contract."""
+    loose = sorted(p.stem for p in (ROOT / "projections").glob("*.py") if p.stem != "__init__")
+    assert loose == sorted(SHARED), f"modules of projections/ outside a room and not in SHARED: {loose}"
+    for room in ROOMS:
+        init = ROOT / "projections" / room / "__init__.py"
+        assert (ast.get_docstring(ast.parse(init.read_text())) or "").count("Contract"), f"{room}: no contract"
+        assert set(_literal(init, "USES")) <= set(ROOMS), room
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_rooms_import_only_what_they_declare(room):
+    allowed = {room, *_literal(ROOT / "projections" / room / "__init__.py", "USES")}
+    bad = sorted(t for m in MODULES if m.startswith(f"projections.{room}.") for t in GRAPH[m]
+                 if t.startswith("projections.") and t.split(".")[1] not in allowed | SHARED)
+    assert bad == [], f"projections.{room} imports undeclared rooms: {bad}"

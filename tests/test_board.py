@@ -167,7 +167,7 @@ def test_silence_key_records_a_silence(tmp_path):
 def test_board_silence_of_an_id_with_glob_characters_mutes_only_that_agent(tmp_path):
     """Silences match subjects by glob: `s` on agent ``a*`` once recorded ``agent:a*``, which muted
     a1's RECLAMA too (found by hand with the board in tmux: a1's push was notice.silenced)."""
-    from projections.notify_policy import matching_silence
+    from projections.notify.policy import matching_silence
 
     db = str(tmp_path / "e.db")
     elog = EventLog(db, durability="normal")

@@ -185,7 +185,7 @@ def test_board_phone_and_summary_render_one_view_model(world):
     """The board's rows are the phone page's rows (``views.agents_view``) at the same head and
     time, and who needs you is the same set in the board's rows, the phone's sections and the
     summary's attention groups (a met claim of done needs nobody anywhere)."""
-    from projections import views
+    from projections.present import views
     from watcher.board.feed import Feed
     from watcher.runtime.state import Projections
 

@@ -10,8 +10,9 @@ import apsw
 
 from events.log import Recorded, iso
 from events.types import AgentClassified, FleetFanout, WpChanged, WpViolated, tag_of
-from projections import fanout, missions
-from projections.missions import KEEP_VIOLATIONS
+from projections.fleet import fanout
+from projections.missions import fold as missions
+from projections.missions.fold import KEEP_VIOLATIONS
 from watcher.config import parse
 from watcher.hook.adapter import run_hook
 from watcher.hook.mapping import MAX_PENDING, MAX_TOOLS_OPEN

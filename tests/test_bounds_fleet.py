@@ -9,9 +9,11 @@ import pytest
 
 from events.log import EventLog, Recorded, iso
 from events.types import AgentClassified, NoticeSent, tag_of
-from projections import dod, fleet, notify
-from projections.notify import Policy
-from projections.notify_plan import plan
+from projections.dod import fold as dod
+from projections.fleet import fold as fleet
+from projections.notify import fold as notify
+from projections.notify.fold import Policy
+from projections.notify.plan import plan
 from watcher.runtime.loop import Watcher
 from watcher.runtime.state import Projections
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from events.types import NoticeFailed, NoticeSent, RuleViolated
-from projections import notify
+from projections.notify import fold as notify
 from projections.base import decode_state, encode_state
-from projections.notify import MAX_CONDS, MAX_EXPIRY, MAX_RECENT
-from projections.notify_plan import plan
+from projections.notify.fold import MAX_CONDS, MAX_EXPIRY, MAX_RECENT
+from projections.notify.plan import plan
 
 from tests.support.notifyworld import P, T0, World
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from events.log import Recorded, iso
 from events.types import AgentClassified, encode_data, tag_of
-from projections import fleet, notify
+from projections.fleet import fold as fleet
+from projections.notify import fold as notify
 from projections.base import decode_state, encode_state, registry
 
 from tests.test_status_cli import EVENTS

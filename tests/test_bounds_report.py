@@ -7,8 +7,8 @@ from types import SimpleNamespace as NS
 
 from events.timefmt import iso
 from events.types import AgentClassified
-from projections import report
-from projections.report import KEEP_DAYS, MAX_SAMPLES
+from projections.report import fold as report
+from projections.report.fold import KEEP_DAYS, MAX_SAMPLES
 
 T0 = 1_795_132_800.0          # 2026-11-20T00:00:00Z
 DAY = 86400.0

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from events.log import EventLog
-from projections import fleet
+from projections.fleet import fold as fleet
 from projections.classes import Cls
-from projections.fleet import _window, classify
+from projections.fleet.fold import _window, classify
 from projections.observations import AgentObs, Snapshot
 from watcher.config import parse
 from watcher.runtime.loop import Watcher

@@ -12,8 +12,8 @@ import msgspec
 from events.records import Recorded
 from events.timefmt import iso
 from events.types import AgentClassified, DodFlagged, DodVerdict, NoticeSent
-from projections import notify
-from projections.notify_plan import Policy, plan
+from projections.notify import fold as notify
+from projections.notify.plan import Policy, plan
 
 T0 = 1_800_000_000.0
 

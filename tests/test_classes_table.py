@@ -9,7 +9,12 @@ from pathlib import Path
 
 from events.log import Recorded
 from events.types import AgentClassified
-from projections import classes, fleet, machine, notify, notify_msg, views
+from projections import classes
+from projections.fleet import fold as fleet
+from projections.fleet import machine
+from projections.notify import fold as notify
+from projections.notify import msg as notify_msg
+from projections.present import views
 from projections.classes import Cls
 from projections.observations import AgentObs
 from watcher.schema import goal_schema

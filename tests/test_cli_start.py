@@ -166,11 +166,11 @@ def test_fast_path_imports_only_what_its_answer_needs(tmp_path, args):
     assert sorted(m for m in got if m.split(".")[0] in NEVER) == []
     if args[0] == "tail":
         assert not any(m.startswith("projections.") and m not in (
-            "projections.render", "projections.text", "projections.classes") for m in got), sorted(got)
+            "projections.present.render", "projections.text", "projections.classes") for m in got), sorted(got)
     if args in (["status"], ["summary"]):   # the folds their tables do not show are not even imported
-        assert not got & {"projections.report", "projections.fanout"}, sorted(got)   # (notify: how handled)
+        assert not got & {"projections.report.fold", "projections.fleet.fanout"}, sorted(got)   # (notify: how handled)
     if args[0] in ("status", "summary"):    # nor the event line renderer (`tail`'s)
-        assert "projections.render" not in got
+        assert "projections.present.render" not in got
 
 
 def test_a_config_file_is_parsed_only_when_there_is_one(tmp_path):

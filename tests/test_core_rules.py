@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from events.timefmt import iso
-from projections import fleet
-from projections.fleet import Cls, classify
+from projections.fleet import fold as fleet
+from projections.fleet.fold import Cls, classify
 from projections.observations import Snapshot, SourceResult
 from tests.support.runsworld import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
 from tests.support.fleetstep import NOW, STALL, obs  # busy, haciendo, a contract, active at NOW
@@ -343,8 +343,8 @@ def test_upload_needs_a_done_audit_with_verdict_pass(h, audit, n):
 
 
 def test_retry_backoff_detail_names_the_minutes():
-    from projections.runs_rules import check_retry
-    from projections.runs_rules import ts as _ts
+    from projections.runs.rules import check_retry
+    from projections.runs.rules import ts as _ts
     lf = iso(RT0 + 40 * MIN)
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
     got = check_retry("R1", {"failures": 1, "last_failure_at": lf}, view, [], None, RT0 + 46 * MIN)
@@ -354,14 +354,14 @@ def test_retry_backoff_detail_names_the_minutes():
 
 
 def test_retry_backoff_reads_an_epoch_last_failure_at():
-    from projections.runs_rules import check_retry
+    from projections.runs.rules import check_retry
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
     got = check_retry("R1", {"failures": 1, "last_failure_at": RT0 + 40 * MIN}, view, [], None, RT0 + 46 * MIN)
     assert got is not None and "5.0 min after failure 1" in got[3]
 
 
 def test_retry_backoff_is_reported_per_failure_time():
-    from projections.runs_rules import check_retry
+    from projections.runs.rules import check_retry
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
     a = check_retry("R1", {"failures": 1, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
     b = check_retry("R1", {"failures": 1, "last_failure_at": iso(RT0 + 41 * MIN)}, view, [], None, RT0 + 46 * MIN)
@@ -426,7 +426,7 @@ def test_a_record_changed_by_another_writer_is_classified_again():
                                     (True, None), (float("nan"), None), ("2026-11-29T10:00:00Z", 1795946400.0),
                                     ("2026-11-29T10:00:00", 1795946400.0), ("yesterday", None), (None, None)])
 def test_a_step_time_is_iso_or_an_epoch_within_years_1970_to_5138(v, want):
-    from projections.runs_rules import ts
+    from projections.runs.rules import ts
     assert ts(v) == want
 
 
@@ -439,7 +439,7 @@ def test_a_step_first_seen_beginning_without_at_after_a_failure_started_by_now(h
 
 
 def test_retry_backoff_detail_for_the_second_failure_names_twenty_minutes():
-    from projections.runs_rules import check_retry
+    from projections.runs.rules import check_retry
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
     got = check_retry("R1", {"failures": 2, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
     assert got is not None and got[3].endswith("5.0 min after failure 2; 20 min required")

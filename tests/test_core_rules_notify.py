@@ -10,9 +10,9 @@ import pytest
 
 from events.timefmt import iso
 from events.types import RuleViolated, SilenceAdded
-from projections.notify import Policy
-from projections.notify_msg import MAX_LINES, Item, message
-from projections.notify_plan import NudgeReason, nudge_decision, plan
+from projections.notify.fold import Policy
+from projections.notify.msg import MAX_LINES, Item, message
+from projections.notify.plan import NudgeReason, nudge_decision, plan
 from tests.support.notifyworld import T0, World, cond, flap
 
 P = Policy(group_wait=10, group_interval=300, repeat_interval=4 * 3600, min_severity="warning")
@@ -166,7 +166,7 @@ def test_a_silenced_agent_is_not_nudged(sil, want):
 
 
 def test_a_silenced_agent_is_not_nudged_through_the_fold():
-    from projections.notify_plan import nudges
+    from projections.notify.plan import nudges
     w = World()
     w.cls("a1", "ESTANCADO", T0, state="idle")
     w.cls("a2", "ESTANCADO", T0, state="idle")
@@ -205,7 +205,7 @@ def test_nothing_is_pushed_before_group_wait_beyond_the_millisecond_rounding():
 
 
 def test_nudges_wake_at_the_earliest_due_stall():
-    from projections.notify_plan import nudges
+    from projections.notify.plan import nudges
     w = World()
     w.cls("a1", "ESTANCADO", T0, state="idle")
     w.cls("a2", "ESTANCADO", T0 + 30, state="idle")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from events.types import DodContractChanged, tag_of
-from projections import dod
+from projections.dod import fold as dod
 from tests.support.fleetstep import dod_step
 
 from tests.support.dodworld import CLAIM_FLAG, SELF, T0, V, cls, fold_all, obs, rec, snap  # noqa: F401

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from events.log import EventLog
-from projections.dod_checks import compare, decide, parse_contract
+from projections.dod.checks import compare, decide, parse_contract
 from watcher.config import parse
 from watcher.runtime.checker import Checker, run_check
 from watcher.runtime.loop import Watcher

@@ -1,4 +1,4 @@
-"""What `status` and `summary` say of the DoD, pinned where a mutation run of projections.dod found
+"""What `status` and `summary` say of the DoD, pinned where a mutation run of projections.dod.fold found
 nothing checking it (docs/mutation.md): the counts, a claim from the agent's own file, the claim's
 age, the contract flag, the summary's lines, what a verdict keeps of its checks, and the detector's
 defaults; then the watcher's ticker of dod and the change hint, as fleet's
@@ -6,7 +6,7 @@ defaults; then the watcher's ticker of dod and the change hint, as fleet's
 from __future__ import annotations
 
 from events.types import DodContractChanged, DodFlagged, DodVerdict
-from projections import dod
+from projections.dod import fold as dod
 from projections.observations import AgentObs, Snapshot
 from tests.support.dodworld import SELF, T0, V, cls, fold_all, obs, rec, snap
 from tests.support.dodworld import hinted as _hint

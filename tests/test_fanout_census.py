@@ -101,7 +101,7 @@ def test_a_known_agent_back_from_closed_is_not_counted_among_22_new(tmp_path):
 
 def test_an_agent_born_twice_in_the_window_counts_once():
     """Pure: births after the census hold one agent twice (it ended and came back): one agent."""
-    from projections import fanout
+    from projections.fleet import fanout
 
     st = fanout.initial()
     now = 1000.0

@@ -8,7 +8,7 @@ import os
 
 from events.log import EventLog
 from events.types import AgentClassified
-from projections import fleet
+from projections.fleet import fold as fleet
 from watcher.config import parse
 from watcher.runtime.loop import Watcher, settle_gc
 from watcher.runtime.state import Projections

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from events.log import EventLog
-from projections import fleet
-from projections.fleet import Cls, classify, diff
+from projections.fleet import fold as fleet
+from projections.fleet.fold import Cls, classify, diff
 from projections.observations import AgentObs, Snapshot, SourceResult
 from tests.support.fleetstep import NOW, STALL, obs, step
 

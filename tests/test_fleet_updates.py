@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from events.log import EventLog
 from events.types import AgentUpdated
-from projections import fleet
+from projections.fleet import fold as fleet
 from watcher.runtime.state import Projections, rebuild
 
 from tests.support.fleetupdates import NOW, STALL, obs, snap, tick  # noqa: F401

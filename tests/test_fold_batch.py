@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from projections import dod, fanout, fleet, notify, report, swarms
+from projections.dod import fold as dod
+from projections.fleet import fanout
+from projections.fleet import fold as fleet
+from projections.notify import fold as notify
+from projections.report import fold as report
+from projections.swarms import fold as swarms
 from projections.base import encode_state
 from watcher.runtime.state import TimeCache
 

@@ -98,7 +98,7 @@ def test_hub_line_on_the_phone_and_the_board_header():
     """The same view in the phone's fleet page and the board's header (pure renderers)."""
     pytest.importorskip("textual")
     from events.timefmt import parse_iso
-    from projections.hub_view import hub_line, hub_view
+    from projections.present.hub import hub_line, hub_view
     from watcher.board.app import header
     from watcher.web.pages import fleet_page
 
@@ -115,7 +115,7 @@ def test_hub_line_on_the_phone_and_the_board_header():
     assert "class='hub stale'" in page and "NATS DOWN" in page
     head = header({"agents": [], "classes": {}, "sources": [], "notify": {}, "head": 7, "hub": v}, "", 200)
     assert "hub: NATS DOWN" in head.plain and "stale" in head.plain
-    from projections.hub_view import mark_stale
+    from projections.present.hub import mark_stale
     from watcher.board.layout import columns, row_cells
 
     rows = [{"agent": "vm1/a1", "class": "RECLAMA", "age_s": 125.0, "dod_status": "pending"}]

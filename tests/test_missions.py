@@ -12,7 +12,7 @@ import pytest
 
 from events.log import Recorded, iso
 from events.types import CircuitChanged, MissionCompleted, WpChanged, encode_data, tag_of
-from projections import missions
+from projections.missions import fold as missions
 from projections.base import encode_state
 from projections.observations import RowObs, Snapshot, SourceResult
 from watcher.config import Source

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from events.log import EventLog
 from events.types import AgentClassified
-from projections import fleet, notify
+from projections.fleet import fold as fleet
+from projections.notify import fold as notify
 from watcher.config import parse
 from watcher.runtime.notifier import Notifier
 from watcher.runtime.state import Projections

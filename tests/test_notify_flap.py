@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from projections.notify_flap import entries, flap_percent, flap_state
-from projections.notify_policy import Policy
+from projections.notify.flap import entries, flap_percent, flap_state
+from projections.notify.policy import Policy
 
 T = 1_800_000_000.0
 P = Policy(flap_high=50.0, flap_low=25.0)
@@ -213,7 +213,7 @@ def test_a_list_grown_in_place_is_computed_again():
 
 def test_no_module_level_memo():
     """Issue 23: the pure core keeps no cache of its own (nor a class of one: issue 46)."""
-    from projections import notify_flap
+    from projections.notify import flap as notify_flap
     assert not [k for k, v in vars(notify_flap).items() if isinstance(v, (dict, list, set)) and not k.startswith("__")]
     assert not hasattr(notify_flap, "FlapMemo")
 
@@ -222,7 +222,7 @@ def test_no_module_level_memo():
 def _grow(rnd, f: list, seq: int, t: float, back: float) -> tuple[int, float]:
     """One class appended as the fold does (the last HIST_KEEP kept), the clock now and then
     stepped back by up to 2 hours (``back``: how often)."""
-    from projections.notify_flap import HIST_KEEP
+    from projections.notify.flap import HIST_KEEP
 
     seq += rnd.randrange(1, 4)
     t += rnd.choice((0.0, 1.0, 30.0, 600.0, 1800.0)) if rnd.random() >= back else -rnd.choice((5.0, 3000.0, 4000.0, 7200.0))

@@ -9,10 +9,10 @@ from events.types import (AgentClassified, AgentNudged, DodFlagged, DodVerdict, 
                           NoticeAbandoned, NoticeFailed, NoticeSilenced, RuleViolated,
                           SilenceAdded, SilenceRemoved, SourceFailed, SourceRecovered, SwarmChanged,
                           WpChanged)
-from projections import notify
+from projections.notify import fold as notify
 from projections.base import encode_state
-from projections.notify import Policy
-from projections.notify_plan import (DedupeReason, GroupReason, InhibitReason, Item, NudgeReason,
+from projections.notify.fold import Policy
+from projections.notify.plan import (DedupeReason, GroupReason, InhibitReason, Item, NudgeReason,
                                      RouteReason, SilenceReason, dedupe, inhibit, nudge_decision,
                                      nudges, plan, ready_at, route, silence)
 
@@ -305,7 +305,7 @@ def test_flap_entries_equal_the_reference_percent():
     (what the fold used to store), for histories longer than the 41 kept entries."""
     import random
 
-    from projections.notify_flap import HIST_N, entries, flap_percent
+    from projections.notify.flap import HIST_N, entries, flap_percent
     rnd = random.Random(3)
     for _ in range(300):
         w, ref, t = World(), [], T0
@@ -369,9 +369,9 @@ from datetime import datetime, timezone  # noqa: E402
 from zoneinfo import ZoneInfo  # noqa: E402
 
 from events.types import NoticeAcked, NoticeEscalated, NoticeHeld  # noqa: E402
-from projections.notify_escalate import AckReason, EscalateReason, ack_stage, escalate_decision  # noqa: E402
-from projections.notify_msg import dest  # noqa: E402
-from projections.notify_quiet import quiet_until  # noqa: E402
+from projections.notify.escalate import AckReason, EscalateReason, ack_stage, escalate_decision  # noqa: E402
+from projections.notify.msg import dest  # noqa: E402
+from projections.notify.quiet import quiet_until  # noqa: E402
 
 MADRID = ZoneInfo("Europe/Madrid")
 
@@ -615,7 +615,7 @@ def test_every_condition_goes_through_the_one_list_of_stages():
     """The stages are one list of one signature (notify_plan.STAGES); a plan's per-condition
     decisions name only those stages, in the list's order per condition, and a stage that stops a
     condition is its last decision (a silenced agent stops at silence; a new one is due)."""
-    from projections.notify_plan import STAGES
+    from projections.notify.plan import STAGES
 
     assert [n for n, _ in STAGES] == ["route", "inhibit", "silence", "flap", "ack", "dedupe", "quiet"]
     w = World()

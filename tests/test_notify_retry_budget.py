@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from events.log import Recorded, iso
 from events.types import AgentClassified, NoticeAbandoned, NoticeFailed, tag_of
-from projections import notify
-from projections.notify import Policy
-from projections.notify_plan import plan
+from projections.notify import fold as notify
+from projections.notify.fold import Policy
+from projections.notify.plan import plan
 
 T0 = 1_800_000_000.0
 P = Policy(group_wait=10, group_interval=300, repeat_interval=4 * 3600, min_severity="warning",
@@ -26,7 +26,7 @@ class World:
                                                       1, ev, b"", b""))
 
     def fail(self, m, t: float) -> None:
-        from projections.notify_policy import retry_delay
+        from projections.notify.policy import retry_delay
 
         delay = retry_delay(m.attempt, P)
         if delay is None:

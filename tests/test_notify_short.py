@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.notify_policy import TEXT_MAX, redact, short
+from projections.notify.policy import TEXT_MAX, redact, short
 
 
 def slow(text, n: int = TEXT_MAX) -> str:
@@ -33,7 +33,7 @@ def test_short_keeps_a_line_of_single_spaces_as_it_is():
 def test_a_condition_text_of_another_type_is_lined_not_a_crash():
     """A condition's text is lined by ``short``, whatever its type (an unhashable one raised in the
     eighteenth session's module-level memo of ``short``, since removed: issue 23, no module caches)."""
-    from projections import notify
+    from projections.notify import fold as notify
     st = notify.initial()
     cid = notify._new(st, "agent:a", "RECLAMA", "urgent", 1, 0.0, "a", ["waiting", "x"])  # type: ignore[arg-type]
     assert st["conds"][cid]["text"] == "['waiting', 'x']"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import msgspec
 
-from projections.dod_checks import parse_contract
-from projections.fleet import normalise_phase
+from projections.dod.checks import parse_contract
+from projections.fleet.fold import normalise_phase
 from projections.observations import AgentObs
-from projections.waiting import clean as waiting_clean
+from projections.fleet.waiting import clean as waiting_clean
 from watcher.sources.parse import ParseError, decode_json, parse_goal, parse_time
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"

@@ -1,4 +1,4 @@
-"""projections/plans.py, pure: what a plan launches next (deps verified met, max_parallel), when it
+"""projections/plans/fold.py, pure: what a plan launches next (deps verified met, max_parallel), when it
 stops, which verdicts are acted on and how, the CERRADO a close caused, and a real log's rebuild."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 from events.log import EventLog
 from events.types import AgentClassified, AgentLaunched, AgentUpdated, DodActed, DodVerdict, PlanRecorded, PlanStopped
-from projections import plans
+from projections.plans import fold as plans
 
 T0 = 1_796_000_000.0
 

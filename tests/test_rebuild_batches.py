@@ -79,8 +79,9 @@ def _containers(m) -> dict:
             for k, v in vars(m).items() if isinstance(v, (dict, list, set)) and not k.startswith("__")}
 
 
-NOTIFY_REPORT = ("notify", "notify_escalate", "notify_flap", "notify_msg", "notify_plan", "notify_policy",
-                 "notify_quiet", "notify_rules", "report", "report_view")
+NOTIFY_REPORT = tuple(f"projections.{m}" for m in (
+    "notify.fold", "notify.escalate", "notify.flap", "notify.msg", "notify.plan", "notify.policy",
+    "notify.quiet", "notify.rules", "report.fold", "report.view"))
 
 
 def test_no_module_level_cache_in_notify_and_report(tmp_path):
@@ -88,10 +89,11 @@ def test_no_module_level_cache_in_notify_and_report(tmp_path):
     notify*/report* as it was (no memo dict that fills), and none is an lru_cache."""
     import importlib
 
-    from projections import notify_plan, report_view
-    from projections.notify_policy import Policy
+    from projections.notify import plan as notify_plan
+    from projections.report import view as report_view
+    from projections.notify.policy import Policy
 
-    mods = [importlib.import_module(f"projections.{n}") for n in NOTIFY_REPORT]
+    mods = [importlib.import_module(n) for n in NOTIFY_REPORT]
     for m in mods:
         assert not [k for k, v in vars(m).items()
                     if isinstance(v, functools._lru_cache_wrapper) and v.__module__ == m.__name__], m.__name__
@@ -113,7 +115,7 @@ def _fresh_containers() -> dict:
     import subprocess
     import sys
     code = ("import importlib, json, sys; from tests.test_rebuild_batches import NOTIFY_REPORT, _containers; "
-            "print(json.dumps({f'projections.{n}': _containers(importlib.import_module(f'projections.{n}')) "
+            "print(json.dumps({n: _containers(importlib.import_module(n)) "
             "for n in NOTIFY_REPORT}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(Path(__file__).resolve().parents[1])).stdout

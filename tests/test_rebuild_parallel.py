@@ -205,7 +205,7 @@ def _rec(seq: int, ev, t: float):
 
 def test_fleet_keeps_the_recorded_target_when_a_tick_saw_none():
     from events.types import AgentClassified
-    from projections import fleet
+    from projections.fleet import fold as fleet
 
     st = fleet.initial()
     for seq, (agent, target) in enumerate((("a", ""), ("b", "t1"), ("b", ""), ("b", None), ("c", None)), 1):
@@ -220,7 +220,8 @@ def test_fleet_and_dod_prune_on_prune_dues_seqs_only(n, at):
     2048 for 1,107) forgets them, in fleet and in dod; classified events at other multiples of
     512 (1536) do not."""
     from events.types import AgentClassified
-    from projections import dod, fleet
+    from projections.dod import fold as dod
+    from projections.fleet import fold as fleet
 
     t0 = 1.8e9
     fs, ds = fleet.initial(), dod.initial()
@@ -244,7 +245,7 @@ def test_report_books_no_negative_time_for_a_clock_stepped_back():
     """An agent's next class at an earlier time (a clock stepped back): its stay counts 0 s,
     not a negative span (close_class's max(0, t - since))."""
     from events.types import AgentClassified
-    from projections import report
+    from projections.report import fold as report
     from watcher.runtime.state import TimeCache
 
     times = TimeCache(report.TIME).__getitem__

@@ -14,8 +14,8 @@ from events.log import EventLog
 from events.timefmt import iso
 from events.types import (AgentClassified, AgentNudged, DodFlagged, DodVerdict, NoticeSent, RuleViolated,
                           SourceFailed, SourceRecovered, StepChanged, WatcherStarted, WatcherStopped)
-from projections import report
-from projections.report_view import figures, quantile, today_line
+from projections.report import fold as report
+from projections.report.view import figures, quantile, today_line
 from tests.support.exe import FLEETWATCH
 
 T0 = 1_795_132_800.0          # 2026-11-20T00:00:00Z (in the past: --since 30d covers it)

@@ -7,8 +7,8 @@ import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified, AgentUpdated
-from projections import fleet
-from projections.fleet import Cls, classify, diff, initial
+from projections.fleet import fold as fleet
+from projections.fleet.fold import Cls, classify, diff, initial
 from projections.observations import Snapshot, SourceResult
 from watcher.runtime.state import Projections
 from tests.support.fleetstep import step
@@ -94,7 +94,7 @@ def test_a_closed_agent_is_forgotten_seven_days_after_it_closed(age, kept):
     assert f.has("gone") == (kept, kept)
 
 
-# ---- found by the thirteenth session's full mutation run of projections.fleet -----------------
+# ---- found by the thirteenth session's full mutation run of projections.fleet.fold -----------------
 def test_another_stall_after_classifies_every_agent_again(tmp_path):
     """A reload that shortens stall_after: an agent idle for 10 min is TRABAJANDO under 15 min and
     ESTANCADO under 5, at the next tick, though neither its file nor the clock moved."""

@@ -2,8 +2,8 @@
 tests/mutation/mutate.py), one test each, named after the rule; expected values by hand."""
 from __future__ import annotations
 
-from projections.notify_flap import entries
-from projections.notify_policy import Policy
+from projections.notify.flap import entries
+from projections.notify.policy import Policy
 
 from tests.test_notify_flap import ALT, T, state
 from tests.support.notifyworld import T0, World

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from projections import notify
-from projections.notify_plan import NudgeReason, nudge_decision, plan
+from projections.notify import fold as notify
+from projections.notify.plan import NudgeReason, nudge_decision, plan
 
 from tests.support.notifyworld import NP, P, T0, World
 

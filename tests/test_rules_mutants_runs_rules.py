@@ -137,7 +137,7 @@ def test_retry_backoff_without_a_failure_time_checks_no_wait_and_the_tick_goes_o
     assert [e for e in evs if type(e).__name__ == "RuleViolated"] == []
 
 
-# ---- found by the thirteenth session's full mutation run of projections.runs_rules ----------
+# ---- found by the thirteenth session's full mutation run of projections.runs.rules ----------
 GATES = {"validate": S("done", 5), "deploy": S("done", 6)}   # deploy-gate holds
 LAUNCH_FAILED = {**GATES, "launch_intent": S("fail", 10, request_id="req-1")}
 
@@ -213,7 +213,7 @@ def test_retry_backoff_names_the_first_step_of_the_earliest_attempt(h, first):  
 def test_rid_key_keeps_ids_up_to_64_characters():
     """A request id is kept as itself up to 64 characters; a longer one as its first 48, "~" and
     15 hex of its digest (64 characters: bounded, and two long ids that share a start stay apart)."""
-    from projections.runs_rules import rid_key
+    from projections.runs.rules import rid_key
 
     assert rid_key("x" * 64) == "x" * 64
     k = rid_key("x" * 65)
@@ -230,7 +230,7 @@ def test_rid_key_keeps_ids_up_to_64_characters():
 def test_ts_is_a_time_only_in_years_1_to_9999_utc(text, want):
     """ts() reads an ISO time as a time only when its UTC day is in years 1..9999 (a day outside
     stopped the runs detector for every run: tests/test_runs_hostile_values.py)."""
-    from projections.runs_rules import ts
+    from projections.runs.rules import ts
 
     assert ts(text) == want
 

@@ -293,8 +293,8 @@ def test_rule(world, rule, case, ticks, n):
 
 
 def test_every_contract_rule_has_a_breach_and_a_neighbour():
-    from projections.missions_rules import WpRule
-    from projections.runs_rules import Rule
+    from projections.missions.rules import WpRule
+    from projections.runs.rules import Rule
 
     rows: dict[str, set[int]] = {}
     for r, _, _, n in TABLE:
@@ -420,14 +420,14 @@ def _dod_world(world, verdicts):
 
 @pytest.mark.parametrize("verifier", ["\u04301", "a 1", "agent:a1", "\uff41\uff11"])
 def test_self_verdict_in_the_log_is_never_a_verdict(world, verifier):
-    from projections import dod
+    from projections.dod import fold as dod
 
     a, _ = _dod_world(world, [DodVerdict(agent="a1", verdict="met", verifier=verifier, evidence="x")])
     assert a["verdict"] is None and dod.agent_status(a) is not dod.Status.MET
 
 
 def test_goal_json_verdict_is_a_claim_never_closes(world):
-    from projections import dod
+    from projections.dod import fold as dod
 
     a, conds = _dod_world(world, [DodVerdict(agent="a1", verdict="met", verifier="v9", evidence="dod_status in goal.json",
                                              source="goal.json")])
@@ -440,7 +440,7 @@ def test_goal_json_verdict_is_a_claim_never_closes(world):
 
 
 def test_unevaluable_escalates_urgent_needs_a_human(world):
-    from projections import dod
+    from projections.dod import fold as dod
 
     a, conds = _dod_world(world, [DodVerdict(agent="a1", verdict="unevaluable", verifier="v9",
                                              evidence="the verifier cannot read the output")])
@@ -551,7 +551,7 @@ def test_hostile_fanout_of_ten_thousand_agents_is_one_bounded_event(world):
 
 @pytest.mark.parametrize("verifier", ["a1", "\u04301", "agent:a1", "a 1", "\uff41\uff11", "a1\u200b"])
 def test_goal_json_self_approval_by_identity_is_flagged_not_a_verdict(verifier):
-    from projections import dod
+    from projections.dod import fold as dod
 
     obs = AgentObs(agent="a1", source="fleet", state="idle", phase="hecho", contract_sha256="c" * 64,
                    dod_status="met", dod_verifier=verifier)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.log import iso, parse_iso
-from projections import runs
+from projections.runs import fold as runs
 from projections.base import encode_state
 from projections.observations import Snapshot
 

@@ -12,7 +12,7 @@ poll that read it, 9fa2031): an ``at`` ahead of that is that time. A real event 
 virtual clock of tests/test_runs.py (its Harness: detect, append, read back, fold)."""
 from __future__ import annotations
 
-from projections.runs import DEFAULT_DEADLINE
+from projections.runs.fold import DEFAULT_DEADLINE
 from tests.support.runsworld import MIN, T0, Harness, S, at, doc, snap, types
 
 FUTURE = "2099-01-01T00:00:00Z"

@@ -11,7 +11,10 @@ import msgspec
 import pytest
 
 from events.types import RuleViolated
-from projections import runs, runs_parse, runs_quota, runs_rules
+from projections.runs import fold as runs
+from projections.runs import parse as runs_parse
+from projections.runs import quota as runs_quota
+from projections.runs import rules as runs_rules
 from watcher.runtime.schedule import RunsTicker
 from tests.support.runsworld import MIN, T0, Harness, S, doc, fixture_docs, snap
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from events.records import Recorded
 from events.types import tag_of
-from projections import runs
+from projections.runs import fold as runs
 from projections.observations import RunObs, Snapshot
 from watcher.runtime.schedule import RunsTicker
 

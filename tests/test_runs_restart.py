@@ -2,7 +2,7 @@
 the steps source from the CLI (``run --once`` three times over a steps.json that is not JSON): at
 a start a file whose first read fails is held back for its second read (the two-read rule: a
 half-written file is not an error), so the run was missing from the first tick and
-``projections.runs`` wrote ``run.changed gone: true``, then ``gone: false`` a tick later: two false
+``projections.runs.fold`` wrote ``run.changed gone: true``, then ``gone: false`` a tick later: two false
 events per unreadable run per restart. A steps source now says how many files it holds back
 (``SourceResult.held``) and its runs are not gone meanwhile; a deleted file is still gone at once.
 Real files, real ``fleetwatch run --once`` processes and ``tail --json``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections import runs
+from projections.runs import fold as runs
 from tests.support.runsworld import MIN, T0, S, at, doc, h, snap  # noqa: F401  (h is a fixture)
 
 HEX = "ab" * 32
@@ -191,7 +191,7 @@ def test_the_step_rules_are_one_function_each_keyed_by_the_rule():
     """runs_rules.STEP_RULES: one function per step rule keyed by its contract name, tried in
     the table's order; a rule's function alone decides it (a change nothing else breaks: only
     launch-request-id answers for a launch_intent without a request id)."""
-    from projections.runs_rules import STEP_RULES, Change, Look, Rule
+    from projections.runs.rules import STEP_RULES, Change, Look, Rule
 
     assert list(STEP_RULES) == [Rule.AUDIT_BRANCH, Rule.LAUNCH_REQUEST_STABLE, Rule.RECONCILED_NO_REUPLOAD,
                                 Rule.UPLOAD_NEEDS_AUDIT, Rule.NO_REDO, Rule.SINGLE_OPEN_INTENT, Rule.DEPLOY_GATE,

@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 from events.log import Recorded
 from events.timefmt import iso
 from events.types import AgentClassified, DodVerdict, tag_of
-from projections import classes, dod, fanout, fleet, runs, runs_parse
+from projections import classes
+from projections.dod import fold as dod
+from projections.fleet import fanout
+from projections.fleet import fold as fleet
+from projections.runs import fold as runs
+from projections.runs import parse as runs_parse
 from projections.observations import AgentObs, Snapshot, SourceResult
 from tests.support.runsworld import T0 as T0_RUNS
 from tests.support.runsworld import S, doc

@@ -10,7 +10,7 @@ import time
 
 from events.log import EventLog
 from events.types import AgentClassified
-from projections.notify_policy import matching_silence
+from projections.notify.policy import matching_silence
 from tests.support.exe import FLEETWATCH
 
 AGENTS = ("a*", "a1", "b[12]", "b1", "c?", "cx")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from events.log import EventLog
 from events.types import AgentUpdated, decode_data
-from projections import fleet
+from projections.fleet import fold as fleet
 from watcher.cli import app
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
@@ -100,7 +100,7 @@ def test_unknown_state_then_no_contract(tmp_path):
 
 
 def test_a_reason_with_a_control_character_is_escaped_in_the_line():
-    from projections.render import event_text
+    from projections.present.render import event_text
 
     line = event_text(AgentUpdated(agent="a1", state="busy", reason="unknown state 'x\x1b]0;t\x07\n'",
                                    changed=["reason"]))

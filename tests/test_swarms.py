@@ -9,7 +9,7 @@ import pytest
 
 from events.log import Recorded, iso
 from events.types import encode_data, tag_of
-from projections import swarms
+from projections.swarms import fold as swarms
 from projections.base import encode_state
 from projections.observations import RowObs, Snapshot, SourceResult
 from watcher.config import Source

@@ -1,11 +1,11 @@
-"""projections.tables.cell: its inline fast path (short printable ASCII without a backslash) gives
+"""projections.present.tables.cell: its inline fast path (short printable ASCII without a backslash) gives
 exactly what ``projections.text.safe`` gives, for hostile values too (escapes, newlines, bidi,
 backslashes, non-str, empty, at and past the width)."""
 from __future__ import annotations
 
 import random
 
-from projections.tables import cell
+from projections.present.tables import cell
 from projections.text import safe
 
 

@@ -14,8 +14,8 @@ pytest.importorskip("werkzeug")
 
 from events.log import EventLog  # noqa: E402
 from events.types import AgentClassified, NoticeSent  # noqa: E402
-from projections import notify  # noqa: E402
-from projections.notify_plan import plan  # noqa: E402
+from projections.notify import fold as notify  # noqa: E402
+from projections.notify.plan import plan  # noqa: E402
 from watcher.config import parse  # noqa: E402
 from watcher.runtime.links import KeyError_, check, key_path, link, load_key, sign  # noqa: E402
 from watcher.runtime.notifier import policy_from_config  # noqa: E402

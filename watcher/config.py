@@ -161,7 +161,7 @@ class Notify(_S):
     flap_high: float = 50.0
     flap_low: float = 25.0
     source_failed_after: Dur = "1m"
-    # the phone loop (projections/notify_escalate.py, notify_quiet.py; docs/readme/notify.md)
+    # the phone loop (projections/notify/escalate.py, notify_quiet.py; docs/readme/notify.md)
     escalate_after: Dur = "0s"                 # urgent, not acked, not cleared this long -> pushed again once (0 = off)
     escalate_urls: list[str] = []              # empty: the same urls at top priority
     quiet: list[str] = []                      # local time windows "22:00-07:00"
@@ -451,7 +451,7 @@ def load(explicit: str | None = None, *, required: bool = False, check_paths: bo
 
 def _validate_phone(cfg: Config, bad) -> None:
     """[web] and the phone-loop keys of [notify] (escalation, quiet hours, routes, heartbeat)."""
-    from projections.notify_quiet import parse_window
+    from projections.notify.quiet import parse_window
 
     n = cfg.notify
     for key in ("notify.escalate_after", "notify.heartbeat_every"):

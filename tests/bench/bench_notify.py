@@ -21,9 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from events.log import EventLog, Recorded, iso  # noqa: E402
 from events.types import AgentClassified, NoticeSent, RuleViolated, SwarmChanged, tag_of  # noqa: E402
-from projections import fleet, notify  # noqa: E402
-from projections.notify import Policy  # noqa: E402
-from projections.notify_plan import plan  # noqa: E402
+from projections.fleet import fold as fleet
+from projections.notify import fold as notify  # noqa: E402
+from projections.notify.fold import Policy  # noqa: E402
+from projections.notify.plan import plan  # noqa: E402
 from watcher.config import parse  # noqa: E402
 from watcher.runtime.notifier import Deliverer, Notifier  # noqa: E402
 from watcher.runtime.state import Projections  # noqa: E402

@@ -41,7 +41,7 @@ def best(fn, n: int = 3) -> float:
 
 
 def run(quick: bool = False) -> list[dict]:
-    from projections.report_view import figures
+    from projections.report.view import figures
     from watcher.cli.report import collect
 
     n = 100_000 if quick else 1_000_000

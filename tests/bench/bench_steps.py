@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from events.log import EventLog, Recorded, iso  # noqa: E402
 from events.types import tag_of  # noqa: E402
-from projections import runs  # noqa: E402
+from projections.runs import fold as runs  # noqa: E402
 from watcher.runtime.schedule import RunsTicker  # noqa: E402
 
 T0 = 1_800_000_000.0

@@ -4,7 +4,7 @@ advance their steps. Every write of a *valid* document is atomic (tmp + rename, 
 does); corruption is written in place, the way a crashed or careless writer leaves a file.
 
 ``expected()`` gives what the watcher must end with: the classification of each final file
-(``projections.fleet.classify`` on ``watcher.sources.parse.parse_goal``) and each run's final
+(``projections.fleet.fold.classify`` on ``watcher.sources.parse.parse_goal``) and each run's final
 step statuses.
 """
 from __future__ import annotations
@@ -164,7 +164,7 @@ class Churn:
     # ---- the truth -----------------------------------------------------------------------
     def expected(self, now: float, stall_after: float = HUGE_STALL) -> dict[str, str]:
         """agent -> the class its final file (or its absence) must give."""
-        from projections.fleet import classify
+        from projections.fleet.fold import classify
         from watcher.sources.parse import parse_goal
 
         out = {}

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from events.errors import ConfigError
-from projections import fleet, runs
+from projections.fleet import fold as fleet
+from projections.runs import fold as runs
 from projections.classes import Cls
 from projections.observations import AgentObs, RunObs, Snapshot, SourceResult
 from watcher.hook import adapter as hook

@@ -25,7 +25,7 @@ Operators (each occurrence is one mutant):
 - ``call``: ``min``↔``max``, ``re.fullmatch``↔``re.match``, ``any``↔``all``
 - ``ret``: ``return <expr>`` of a bool-returning comparison → ``return not (<expr>)``
 
-Usage: ``python tests/mutation/mutate.py [--module projections.fleet ...] [--max N] [--jobs J]
+Usage: ``python tests/mutation/mutate.py [--module projections.fleet.fold ...] [--max N] [--jobs J]
 [--rev HEAD] [--line N ...] [--min 90] [-v] [--list]``. ``--max`` samples N mutants per module
 (spread over the file); ``--line`` re-checks the mutants of some lines; ``-v`` prints which test
 killed each mutant. Survivors are printed with their line and label, so a test can be written that
@@ -54,23 +54,23 @@ CLASSES = ("RECLAMA", "DICE_TERMINADO", "ESTANCADO", "TRABAJANDO", "MAL_LANZADO"
 
 # module -> the tests that own its rules (fast ones: a mutant run must take seconds)
 MODULES: dict[str, list[str]] = {
-    "projections.fleet": ["tests/test_core_rules.py", "tests/test_fleet.py", "tests/test_fleet_updates.py",
+    "projections.fleet.fold": ["tests/test_core_rules.py", "tests/test_fleet.py", "tests/test_fleet_updates.py",
                           "tests/test_watcher.py", "tests/test_first_tick.py", "tests/test_rules_table.py",
                           "tests/test_bounds_fleet.py", "tests/test_bounds_property.py", "tests/test_busy_silence.py",
                           "tests/test_rules_mutants_fleet.py", "tests/test_change_hint.py",
                           "tests/test_stale_reason.py"],
-    "projections.machine": ["tests/test_core_rules.py", "tests/test_fleet.py", "tests/test_rules_table.py",
+    "projections.fleet.machine": ["tests/test_core_rules.py", "tests/test_fleet.py", "tests/test_rules_table.py",
                             "tests/test_busy_silence.py", "tests/test_rules_mutants_fleet.py",
                             "tests/test_classes_table.py"],
-    "projections.notify_plan": ["tests/test_core_rules_notify.py", "tests/test_notify_plan.py",
+    "projections.notify.plan": ["tests/test_core_rules_notify.py", "tests/test_notify_plan.py",
                                 "tests/test_phone_loop.py", "tests/test_notify_e2e.py", "tests/test_bounds_notify.py",
                                 "tests/test_rules_mutants_notify_plan.py"],
-    "projections.notify_flap": ["tests/test_notify_flap.py", "tests/test_notify_plan.py",
+    "projections.notify.flap": ["tests/test_notify_flap.py", "tests/test_notify_plan.py",
                                 "tests/test_rules_mutants_notify_flap.py"],
-    "projections.dod": ["tests/test_dod_read_side.py", "tests/test_dod.py", "tests/test_core_rules.py",
+    "projections.dod.fold": ["tests/test_dod_read_side.py", "tests/test_dod.py", "tests/test_core_rules.py",
                         "tests/test_rules_table.py", "tests/test_dod_checker.py", "tests/test_status_cli.py",
                         "tests/test_fold_batch.py", "tests/test_first_tick.py"],
-    "projections.runs_rules": ["tests/test_core_rules.py", "tests/test_runs_rules.py", "tests/test_runs.py",
+    "projections.runs.rules": ["tests/test_core_rules.py", "tests/test_runs_rules.py", "tests/test_runs.py",
                                "tests/test_rules_table.py", "tests/test_runs_memo.py",
                                "tests/test_rules_mutants_runs_rules.py"],
 }
@@ -87,7 +87,7 @@ _COPY = "the copy keeps the replaced memo's list as it was: the watcher never us
 _TIE = ("a tie-break rank between a verdict, a self-approval and a claim: each comes from its own event, so "
         "their seqs never tie and the rank is never compared")
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
-    "projections.dod": {
+    "projections.dod.fold": {
         ('"claim_seq": 0, "claim_since": None, "claim_flagged": False,', "num 0->1"):
             "a new record's claim_seq is read only for a DICE_TERMINADO agent, whose claim_seq _classified set",
         ("gen: int = -1", "num 1->2"): _FRESH_GEN,
@@ -115,7 +115,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          'a["verdict"]["seq"] < c["seq"]):', "cmp Lt->LtE #0"):
             "the file's claim and a verdict are two events: their seqs are never equal",
     },
-    "projections.notify_flap": {
+    "projections.notify.flap": {
         **{(_FLAP_MEMO_LINE, w): _MEMO for w in (
             "branch body->pass", "cmp Is->IsNot #0", "num 0->1", "cmp Eq->NotEq #0", "cmp Eq->NotEq #0 (2)",
             "cmp Eq->NotEq #0 (3)", "num 1->2", "num 1->2 (2)", "num 2->3", "num 2->3 (2)", "num 3->4")},
@@ -133,7 +133,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "num 1->2 (2)"):
             "hist[0][2] (a seq) is never within the window: always recomputed, same value",
     },
-    "projections.notify_plan": {
+    "projections.notify.plan": {
         ('"rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,', "num 0->1 (2)"):
             "FLAPPING's send count: only escalation reads sends, for urgent conditions that are not one-shot",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 0->1"):
@@ -172,7 +172,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("return (a, GroupReason.WAIT_GROUP) if a >= b else (b, GroupReason.WAIT_INTERVAL)", "cmp GtE->Gt #0"):
             "at a == b both give the same time; only the name of the debug reason differs",
     },
-    "projections.runs_rules": {
+    "projections.runs.rules": {
         ("if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e11:",
          "num 0->1"): "epochs in [0, 1) (the first second of 1970) are no step time either way",
         ("if key >= ours:", "cmp GtE->Gt #0"): "key == ours is this run's own intent, skipped either way",
@@ -181,7 +181,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('if rs is not None and key in rs["violations"]:', "branch body->pass"):
             "an early return: runs._violations drops a key the run's violations hold all the same",
     },
-    "projections.fleet": {
+    "projections.fleet.fold": {
         ("every = PRUNE_EVERY if n <= PRUNE_EVERY else 1 << (n - 1).bit_length()", "cmp LtE->Lt #0"):
             "at n == 512 both branches give 512",
         ("while t - la < stall_after:", "cmp Lt->LtE #0"):

@@ -7,7 +7,7 @@ import msgspec
 
 from events.log import Recorded, iso
 from events.types import AgentClassified, DodFlagged, DodVerdict, encode_data, tag_of
-from projections import dod
+from projections.dod import fold as dod
 from projections.base import encode_state
 from projections.observations import AgentObs, Snapshot
 

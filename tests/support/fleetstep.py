@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from projections import fleet
+from projections.fleet import fold as fleet
 from projections.observations import AgentObs
 from watcher.runtime.schedule import DodTicker, FleetTicker
 

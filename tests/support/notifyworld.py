@@ -6,8 +6,8 @@ import msgspec
 
 from events.log import Recorded, iso
 from events.types import AgentClassified, NoticeSent, tag_of
-from projections import notify
-from projections.notify import Policy
+from projections.notify import fold as notify
+from projections.notify.fold import Policy
 
 T0 = 1_800_000_000.0
 P = Policy(group_wait=10, group_interval=300, repeat_interval=4 * 3600, min_severity="warning")

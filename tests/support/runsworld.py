@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from events.log import EventLog, iso, parse_iso
-from projections import runs
+from projections.runs import fold as runs
 from projections.base import encode_state
 from projections.observations import RunObs, Snapshot
 

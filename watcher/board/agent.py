@@ -20,8 +20,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from projections.render import fields_of
-from projections.tables import cell, dod_cell
+from projections.present.render import fields_of
+from projections.present.tables import cell, dod_cell
 from projections.text import age as fmt_age
 from watcher.board.layout import class_style, handled_mark, need
 

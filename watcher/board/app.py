@@ -1,4 +1,4 @@
-"""The board: a Textual app over ``Feed`` (the followed log) and ``projections.views``.
+"""The board: a Textual app over ``Feed`` (the followed log) and ``projections.present.views``.
 
 Layout: a header line (fleet counts by class, source health, notification health, log head), tabs
 for the fleet, runs, missions, swarms and the last events, a filter line and a message line.
@@ -30,8 +30,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
 
 from projections import classes
-from projections.render import record_segments
-from projections.tables import cell, tables
+from projections.present.render import record_segments
+from projections.present.tables import cell, tables
 from projections.text import age as fmt_age
 from projections.text import safe
 from watcher.board import actions, layout
@@ -108,8 +108,8 @@ def status_line(doc: dict[str, Any], feed_note: str) -> Text:
 
 
 def hub_text(hub: dict[str, Any]) -> Text:
-    """``projections.hub_view.hub_line``, in bold red while the hub's data is stale."""
-    from projections.hub_view import hub_line
+    """``projections.present.hub.hub_line``, in bold red while the hub's data is stale."""
+    from projections.present.hub import hub_line
 
     return Text(hub_line(hub), style="bold red" if hub.get("stale") else "")
 

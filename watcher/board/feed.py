@@ -15,7 +15,7 @@ import os
 from collections import deque
 from typing import Any
 
-from projections import views
+from projections.present import views
 
 BATCH = 5000
 RECENT = 200
@@ -97,7 +97,7 @@ class Feed:
 
         hub = view(self.path, now)  # a hub's log: the hub's health in the header, as `status` has it
         if hub is not None:
-            from projections.hub_view import mark_stale
+            from projections.present.hub import mark_stale
 
             doc["hub"] = hub
             mark_stale(doc["agents"], hub)

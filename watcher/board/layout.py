@@ -19,10 +19,10 @@ from typing import Any
 from rich.text import Text
 
 from projections import classes
-from projections.tables import cell, dod_cell
+from projections.present.tables import cell, dod_cell
 from projections.text import age as fmt_age
-from projections.views import HANDLED_MARK, handled_words, waiting_for
-from projections.waiting import words
+from projections.present.views import HANDLED_MARK, handled_words, waiting_for
+from projections.fleet.waiting import words
 
 CELL_MIN = 38      # a compact cell's least width (its padding aside): two cells in 80 columns
 PAD = 2            # DataTable's padding around each cell

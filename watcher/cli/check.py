@@ -7,7 +7,7 @@ where it runs) and whether the contract still matches the one pinned at launch; 
 writes nothing. Exit 0 when the verdict is ``met``, 1 otherwise, 2 for an unknown agent, and
 ``NOTHING_RECORDED`` (4) when there was nothing to record: no check fleetwatch can run (a free-text
 contract, no ``cmd`` check), or an ``unevaluable`` that would stand over a person's or a verifier's
-met/failed (``projections.dod.judged``): a non-answer never replaces an answer.
+met/failed (``projections.dod.fold.judged``): a non-answer never replaces an answer.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from projections.dod import judged
+from projections.dod.fold import judged
 from projections.text import safe
 from watcher.cli.util import ConfigOpt, DbOpt, JsonOpt, context, errors
 

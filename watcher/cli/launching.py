@@ -8,7 +8,7 @@ The plan is kept beside the log (``plans/<sha256>.json``, the normalised plan: f
 resolved) and recorded once (``plan.recorded``; the same plan again records nothing, a different
 plan under a recorded id is refused). Each task is launched as the agent named by its id
 (``launch_one``), its ``agent.launched`` event carrying the plan and task;
-a task with such an event is never launched again (``projections.plans.judge``).
+a task with such an event is never launched again (``projections.plans.fold.judge``).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def launch_one(cfg: Any, path: str, db: str | None, spec: Any, *, by: str = "cli
 def launch_plan(cfg: Any, path: str, db: str | None, file: str, dry_run: bool, as_json: bool,
                 states: dict[str, Any]) -> None:
     from events.log import Pending
-    from projections import plans
+    from projections.plans import fold as plans
     from watcher.runtime import launcher, plan_file
 
     doc = plan_file.read(file)

@@ -34,7 +34,7 @@ def _json_line(rec: Any) -> str:
 
 class _Out:
     """Writes records as JSON lines, plain lines (pipe) or coloured lines (TTY, via rich). Human
-    lines come from the one event renderer (``watcher.cli.render`` over ``projections.render``):
+    lines come from the one event renderer (``watcher.cli.render`` over ``projections.present.render``):
     escaped, short by default, every field with ``verbose``."""
 
     def __init__(self, as_json: bool, verbose: bool = False):

@@ -6,7 +6,7 @@ Invariants
   never move the cursor or start a forged line); rich markup is never parsed from data (cells are
   ``Text`` objects) and rich's auto-highlighter is off (``RECLAMA:4`` is not painted as a number).
 - Colours come from the one class table (``projections.classes``); rich honours ``NO_COLOR``.
-- Event lines come from the one event renderer (``projections.render``).
+- Event lines come from the one event renderer (``projections.present.render``).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def headline(doc: dict[str, Any]) -> str:
 
 def status_plain(doc: dict[str, Any]) -> str:
     """`status` for a pipe: aligned plain columns."""
-    from projections.tables import tables  # here: `tail` renders no table
+    from projections.present.tables import tables  # here: `tail` renders no table
 
     out = [headline(doc)]
     for title, head, rows in tables(doc):
@@ -57,7 +57,7 @@ def status_rich(doc: dict[str, Any], con: Any = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from projections.tables import tables
+    from projections.present.tables import tables
 
     con = con or console()
     head = Text("fleet", style="bold")
@@ -83,7 +83,7 @@ def status_rich(doc: dict[str, Any], con: Any = None) -> None:
 
 def _columns(sections: list[tuple[str, list[str], list[list[str]]]]) -> Any:
     """The sections as one rich Text: `status_plain`'s aligned columns, the Fleet class cells in
-    their class colour (every cell is already escaped: ``projections.tables``)."""
+    their class colour (every cell is already escaped: ``projections.present.tables``)."""
     from rich.text import Text
 
     out = Text()
@@ -130,7 +130,7 @@ def summary_rich(groups: list[tuple[str, list[str]]], fleet_size: int, con: Any 
 
 def tail_line(rec: Any, *, verbose: bool = False) -> str:
     """One plain `tail` line (pipes, the service log)."""
-    from projections.render import plain, record_segments  # here: `status` and `summary` print no event line
+    from projections.present.render import plain, record_segments  # here: `status` and `summary` print no event line
 
     return plain(record_segments(rec, verbose=verbose))
 
@@ -139,6 +139,6 @@ def tail_text(rec: Any, *, verbose: bool = False) -> Any:
     """One coloured `tail` line (a rich Text, never parsed as markup)."""
     from rich.text import Text
 
-    from projections.render import record_segments
+    from projections.present.render import record_segments
 
     return Text.assemble(*record_segments(rec, verbose=verbose))

@@ -1,8 +1,8 @@
 """``fleetwatch report``: DoD throughput and the human's load, from the log.
 
-The figures are the ``report`` projection (projections/report.py) folded from a fresh state over
+The figures are the ``report`` projection (projections/report/fold.py) folded from a fresh state over
 the asked range — every event of its types with time in [since, until] — and shaped by
-``projections.report_view.figures``. The log is opened read-only (a read-only copy works).
+``projections.report.view.figures``. The log is opened read-only (a read-only copy works).
 ``--since``/``--until`` take a duration back from now (``7d``, ``12h``), a seq (``SEQ`` or
 ``#SEQ``) or an ISO-8601 time. Output: rich tables with per-day sparklines, ``--json`` (stable
 field names, documented in the README), ``--html FILE`` (one self-contained page with charts,
@@ -53,7 +53,7 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
     the ``plans`` projection folded over the same range (its ``"state"``). Folded as a replay is
     (watcher/runtime/state.py): each distinct time parsed once (an append's events share it), the
     cyclic GC paused (bench_report's row: 0.51 -> 0.69x its floor, CPU, 2026-12-01)."""
-    from projections import report
+    from projections.report import fold as report
     from watcher.runtime.state import TimeCache, gc_paused
 
     st = report.initial(bounded=False)
@@ -62,7 +62,7 @@ def collect(log: Any, since: tuple[str, float] | None, until: tuple[str, float] 
     t_from = since[1] if since and since[0] == "time" else None
     seq_to = int(until[1]) if until and until[0] == "seq" else None
     t_to = until[1] if until and until[0] == "time" else None
-    from projections import plans
+    from projections.plans import fold as plans
 
     mine, lp = report.TYPES, (plans.initial() if loop is not None else None)
     with gc_paused():
@@ -223,7 +223,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """DoD throughput and the human's load, measured from the log (read-only)."""
         from events.log import EventLog
-        from projections.report_view import figures
+        from projections.report.view import figures
 
         now = time.time()
         s, u = parse_bound(since, now, "--since"), parse_bound(until, now, "--until")
@@ -247,7 +247,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--since {since!r} is in the future: the range holds nothing", op="report",
                               key="--since", hint="e.g. --since 7d, --since 2026-11-24T00:00:00Z")
         fig = figures(st, end if end is not None else now, t_from)
-        from projections.plans import figures as loop_figures
+        from projections.plans.fold import figures as loop_figures
 
         fig["loop"] = loop_figures(loop["state"])   # launch -> verified met, verdicts acted on
         if html:

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from projections import views
+from projections.present import views
 from projections.text import inert_json, safe
 from watcher.cli import render
 from watcher.cli.plain import context
@@ -33,7 +33,7 @@ class Refusal(str, enum.Enum):
 
 
 # ---- reading ---------------------------------------------------------------------------------
-# What each reader shows (projections.views): only these snapshots are read and decoded. The
+# What each reader shows (projections.present.views): only these snapshots are read and decoded. The
 # notify state is read for its health fields (views.notify_health) and for how each open
 # condition was handled (views.handling), so a narrow view of it is decoded (notify's snapshot is
 # the biggest: 1.4 MB of 2.6 at 1M events, bench_rebuild.py): its conditions as CondView records.
@@ -48,8 +48,8 @@ def notify_health_view() -> Callable[[bytes], dict[str, Any]]:
     (``msgspec.Raw``: scanned, never built into objects), but all of STATE_TYPE's keys are
     required, so a snapshot of another layout still fails to decode (and is replayed), as with
     the whole state."""
-    from projections import notify
-    from projections.agent_records import CondView
+    from projections.notify import fold as notify
+    from projections.fleet.records import CondView
 
     kept = {"conds": dict[str, CondView]}
     fields = [(k, kept.get(k, v) if k in NOTIFY_HEALTH_KEYS else msgspec.Raw)
@@ -107,13 +107,13 @@ def watcher_state(cfg: Any, db: str | None, note: str | None, locks: Any = None)
 
 
 def build_status(cfg: Any, states: dict[str, Any], head: int, now: float) -> dict[str, Any]:
-    """The `status --json` document (pure over the folded states; see projections.views)."""
+    """The `status --json` document (pure over the folded states; see projections.present.views)."""
     return views.status_doc(states, head, now, max_concurrent=cfg.swarm.max_concurrent,
                             max_children=cfg.swarm.max_children)
 
 
 def summary_groups(cfg: Any, states: dict[str, Any], now: float) -> list[tuple[str, list[str]]]:
-    """[(GROUP, lines)] in the fixed order of projections.views.GROUPS (empty groups left out)."""
+    """[(GROUP, lines)] in the fixed order of projections.present.views.GROUPS (empty groups left out)."""
     return views.summary_groups(states, now, max_concurrent=cfg.swarm.max_concurrent,
                                 max_children=cfg.swarm.max_children)
 
@@ -174,7 +174,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
 
     hub = view(db_path(cfg, db), now)  # a hub's log: the hub's own health (watcher/hub/health.py)
     if hub is not None:
-        from projections.hub_view import mark_stale
+        from projections.present.hub import mark_stale
 
         doc["hub"] = hub
         mark_stale(doc["agents"], hub)
@@ -185,7 +185,7 @@ def status(config: str | None = None, db: str | None = None, json: bool = False)
     else:
         sys.stdout.write(render.status_plain(doc))
     if hub is not None and not json:
-        from projections.hub_view import host_lines, hub_line
+        from projections.present.hub import host_lines, hub_line
 
         sys.stdout.write("\n".join([hub_line(hub), *(f"  {x}" for x in host_lines(hub))]) + "\n")
 

@@ -6,7 +6,7 @@ its last event and the lag (arrival minus that time). It is a status file, not t
 live values (ages, lag) that the log records only as transitions (``host.silent`` /
 ``host.resumed``). Written atomically (temp file + rename), at most once a second and at every
 connection change. ``read(log_path)`` gives the document (None when the log is no hub's);
-``projections.views.hub_view`` turns it into what `status`, the board and the phone show.
+``projections.present.views.hub_view`` turns it into what `status`, the board and the phone show.
 
 Invariants: a write never raises into the hub (a full disk costs the status file, not a
 consume round); what is read is checked by shape (``views.hub_view`` trusts nothing in it).
@@ -124,8 +124,8 @@ def host_times(origins: list[Any], now: float) -> list[float]:
 
 
 def view(log_path: str, now: float) -> dict[str, Any] | None:
-    """``projections.hub_view.hub_view`` of the document beside ``log_path`` (None: no hub's)."""
-    from projections.hub_view import hub_view
+    """``projections.present.hub.hub_view`` of the document beside ``log_path`` (None: no hub's)."""
+    from projections.present.hub import hub_view
 
     doc = read(log_path)
     if doc is None:

@@ -101,7 +101,7 @@ def unchanged(state: dict, cids: list[str], now: float, for_s: float | None = No
     again: `ack --for 30m` run twice a few seconds apart, a double tap, a resubmitted form; the
     CLI and the phone page answer it alike). The notify projection keeps ``acked`` = the end
     (NEVER = until it clears)."""
-    from projections.notify_policy import NEVER
+    from projections.notify.policy import NEVER
 
     conds = state["conds"]
     if not for_s:

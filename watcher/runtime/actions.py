@@ -2,7 +2,7 @@
 claim failed, escalate what nobody could judge.
 
 Invariants
-- What is due is pure (``projections.plans.due_actions`` over the log's verdicts not yet acted
+- What is due is pure (``projections.plans.fold.due_actions`` over the log's verdicts not yet acted
   on): met + ``close`` -> ``close``; failed + ``nudge`` -> ``nudge`` (never while the agent is
   RECLAMA); unevaluable -> ``escalate`` (the urgent push is the notify projection's; never closed).
   A human's ``fleetwatch verdict`` is a verdict like any other.
@@ -13,7 +13,7 @@ Invariants
   the projection: the agent is not CERRADO yet), and again every ``RECLOSE_S`` while it is not.
 - Never in the tick's thread: tmux and ``on_met`` argv run in one worker thread, each call bounded.
 - A close sets goal.json ``ended`` (and state idle) and kills the agent's window (or runs the
-  ``on_met`` argv): the fleet sees it CERRADO by itself, and :func:`projections.plans.amend`
+  ``on_met`` argv): the fleet sees it CERRADO by itself, and :func:`projections.plans.fold.amend`
   names that CERRADO "verified met".
 - The nudge is one line typed literally into the agent's pane, then Enter, naming the failed
   checks and what was expected (the verdict's evidence, escaped); the pane activity it causes is
@@ -32,7 +32,7 @@ from typing import Any
 from events.log import Pending
 from events.types import DodActed
 from projections.classes import CERRADO
-from projections import plans
+from projections.plans import fold as plans
 from projections.text import safe
 from watcher.runtime import launcher
 

@@ -2,7 +2,7 @@
 ``dod.verdict`` (verifier ``fleetwatch-checks``). On only with ``[dod] run_checks = true``.
 
 Invariants
-- Never in the tick's thread: ``step`` only plans (``projections.dod_checks.due``), hands claims to
+- Never in the tick's thread: ``step`` only plans (``projections.dod.checks.due``), hands claims to
   ``WORKERS`` worker threads and harvests what finished. A check that hangs holds one worker
   until its timeout; the others go on (at most ``WORKERS`` claims are checked at once, whatever
   the fleet's size: the rest wait in the queue).
@@ -25,13 +25,13 @@ Invariants
   keeps ``checks:`` ids), and the checker never runs that claim again meanwhile (``decided``).
 - The contract is pinned at launch: the dod projection keeps the digest first seen; a claim whose
   current contract differs is ``unevaluable: contract changed since launch`` without running
-  anything. A ``met`` needs every required check to pass (``projections.dod_checks.decide``).
+  anything. A ``met`` needs every required check to pass (``projections.dod.checks.decide``).
 - Exactly one verdict per claim: the event id is ``checks:<agent>:<claim seq>`` (an idempotent
   append), and a claim with a checker verdict newer than it is never run again.
 - The folder is pinned too (``Checker.pins``, in memory): a claim whose work dir differs from
   the one this checker first saw for the agent is ``unevaluable: cwd changed`` without running
   anything. (Not across a restart: the log does not record ``cwd``; a durable pin belongs with
-  the contract digest in ``watcher.sources.parse`` / ``projections.dod``.)
+  the contract digest in ``watcher.sources.parse`` / ``projections.dod.fold``.)
 - No comparison can hold the watcher: ``stdout_re`` is searched in a child process killed at
   ``REGEX_TIMEOUT`` (``search_bounded``; no answer: ``unevaluable``), never in this process.
 - Evidence is what ran, not what the agent wrote: exit code, duration, the comparison and a
@@ -51,8 +51,8 @@ from typing import Any, NamedTuple
 
 from events.log import Pending
 from events.types import DodCheckStarted, DodVerdict
-from projections import dod_checks
-from projections.dod import judged
+from projections.dod import checks as dod_checks
+from projections.dod.fold import judged
 from projections.text import safe
 from watcher.config import xdg
 from watcher.runtime.isolated import Budget, isolation, run_isolated

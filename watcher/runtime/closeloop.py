@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from projections import plans
+from projections.plans import fold as plans
 
 log = logging.getLogger("fleetwatch.closeloop")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from projections import fleet
-from projections.agent_records import Agent
+from projections.fleet import fold as fleet
+from projections.fleet.records import Agent
 
 
 class ClassCounts:

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import msgspec
 
-from projections.notify import redact
+from projections.notify.fold import redact
 from watcher.config import Config, expand
 from watcher.config_limits import open_regular, read_fd
 

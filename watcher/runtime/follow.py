@@ -2,7 +2,7 @@
 verified met, and stops a plan at a failed or unevaluable verdict (``plan.stopped``: pushed).
 
 Invariants
-- What to launch and stop is pure (``projections.plans.judge`` over the log): never more than
+- What to launch and stop is pure (``projections.plans.fold.judge`` over the log): never more than
   ``max_parallel`` of a plan live, only tasks whose every dep's agent has a ``met`` verdict.
 - Never a task twice, also across a kill -9: the ``agent.launched`` event (id
   ``launch:<plan>:<task>``, idempotent) is committed first, and the window is opened only once
@@ -25,7 +25,7 @@ from typing import Any
 from events.log import Pending
 from events.types import AgentLaunched, PlanStopped
 from projections.classes import CERRADO
-from projections import plans
+from projections.plans import fold as plans
 from projections.text import safe
 from watcher.runtime import launcher, plan_file
 

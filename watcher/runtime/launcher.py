@@ -2,7 +2,7 @@
 
 Invariants
 - Everything is checked before anything is written: the agent id (``AGENT_RE``: a folder and a
-  tmux window name, no escapes), the contract (``projections.dod_checks.parse_contract``, the
+  tmux window name, no escapes), the contract (``projections.dod.checks.parse_contract``, the
   goal.json rules: no, empty or malformed is refused), the folder (absolute, an existing
   directory), the argv. A refusal is a :class:`LaunchError` (exit 2) and leaves nothing behind.
 - goal.json is written atomically (``watcher.hook.goalfile.write_atomic``: a temporary file in
@@ -29,7 +29,7 @@ from typing import Any
 
 from events.errors import FleetwatchError
 from events.timefmt import iso
-from projections.dod_checks import parse_contract
+from projections.dod.checks import parse_contract
 from watcher.hook.goalfile import HookError, read_regular, write_atomic
 from watcher.sources.command import run_bounded
 

@@ -29,7 +29,9 @@ from typing import Any, cast
 from events.errors import AppendFailed, LogReplaced
 from events.log import EventLog
 from events.types import WatcherStarted, WatcherStopped
-from projections import dod, fanout, fleet
+from projections.dod import fold as dod
+from projections.fleet import fanout
+from projections.fleet import fold as fleet
 from projections.base import Detector
 from watcher.config import Config
 from watcher.runtime.counts import ClassCounts
@@ -411,10 +413,10 @@ class Watcher(SnapshotCadence):   # snapshot_due, snapshot, snapshot_if_due: sna
 
 
 def describe(ev: Any) -> str:
-    """One log line per transition, from the one event renderer (projections.render): ids,
+    """One log line per transition, from the one event renderer (projections.present.render): ids,
     classes and short reasons, escaped (an id cannot forge a line), never content."""
     from events.log import Pending
-    from projections.render import event_text
+    from projections.present.render import event_text
 
     return event_text(ev.event if isinstance(ev, Pending) else ev)
 

@@ -2,7 +2,7 @@
 
 ``Notifier(cfg).step(states, now)`` harvests finished deliveries (as ``notice.sent`` /
 ``notice.failed`` / ``notice.abandoned`` / ``notice.escalated`` / ``agent.nudged`` events for the
-loop to append), plans with ``projections.notify_plan.plan`` and hands new messages and nudges to
+loop to append), plans with ``projections.notify.plan.plan`` and hands new messages and nudges to
 one worker thread. The tick never waits for the network.
 
 Invariants
@@ -42,10 +42,10 @@ import msgspec
 from events.log import iso
 from events.types import (AgentNudged, NoticeAbandoned, NoticeEscalated, NoticeFailed, NoticeSent, SourceFailed,
                           SourceRecovered)
-from projections.agent_records import Record
-from projections.notify import Policy, redact, retry_delay
-from projections.notify_plan import Message, NudgeAction, nudges, plan
-from projections.notify_quiet import quiet_until
+from projections.fleet.records import Record
+from projections.notify.fold import Policy, redact, retry_delay
+from projections.notify.plan import Message, NudgeAction, nudges, plan
+from projections.notify.quiet import quiet_until
 from watcher.config import Config, parse_duration
 from watcher.runtime.deliver import (  # noqa: F401  (re-exported: older imports)
     PINNED_LOGGERS, Deliverer, Outcome, _RedactFilter, all_secrets, pin_apprise_logger, secrets_of, url_problems)

@@ -111,7 +111,7 @@ def cycle(tasks: list[dict[str, Any]]) -> list[str] | None:
 def recorded(plan: dict[str, Any], sha: str) -> Any:
     """The ``plan.recorded`` event of a normalised plan kept under ``sha``."""
     from events.types import PlanRecorded
-    from projections.dod_checks import parse_contract
+    from projections.dod.checks import parse_contract
 
     return PlanRecorded(plan=plan["plan"], max_parallel=plan["max_parallel"], sha256=sha, tasks=[
         {"id": t["id"], "title": (t["task"].strip().splitlines() or [""])[0][:200], "deps": t["deps"],

@@ -1,7 +1,7 @@
 """Which entities a judge looks at on a tick: the ones that changed and the ones that are due.
 
 The projections' judges are plain functions of (id, observation, record, now, policy) that keep
-nothing between calls (``projections.fleet.judge``). Judging every entity on every tick gives the
+nothing between calls (``projections.fleet.fold.judge``). Judging every entity on every tick gives the
 events (``fleet.detect``); the watcher judges only the entities whose observation or folded record
 is not the one it last judged them with (by identity: a new but equal object is merely judged
 again), plus those whose due time has come (a heap of due times: an agent that only the clock can
@@ -29,7 +29,10 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-from projections import dod, fanout, fleet, runs
+from projections.dod import fold as dod
+from projections.fleet import fanout
+from projections.fleet import fold as fleet
+from projections.runs import fold as runs
 
 _INF = float("inf")
 

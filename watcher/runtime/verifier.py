@@ -32,7 +32,7 @@ from typing import Any
 from events.log import Pending
 from events.types import DodVerdict
 from projections.classes import DICE_TERMINADO
-from projections.dod_checks import parse_contract
+from projections.dod.checks import parse_contract
 from projections.identity import same_identity
 from projections.text import safe
 from watcher.config import xdg

@@ -9,10 +9,10 @@ from typing import Any
 
 import msgspec
 
-from projections.fleet import normalise_phase
-from projections.dod_checks import parse_contract
+from projections.fleet.fold import normalise_phase
+from projections.dod.checks import parse_contract
 from projections.observations import AgentObs, RunObs, SourceResult
-from projections.waiting import clean as waiting_clean
+from projections.fleet.waiting import clean as waiting_clean
 
 _dec = msgspec.json.Decoder()
 MAX_DEPTH_HINT = "deeply nested"
@@ -224,7 +224,7 @@ def parse_steps(raw: bytes, *, source: str, path: str, folder_id: str) -> RunObs
     """One steps.json's bytes -> RunObs. A NaN or an Infinity anywhere (Python's json.dump writes
     them for a float metric) made the whole run "not JSON", every rule of it unchecked: such
     numbers are read, and each field they land in is judged as any other value of the wrong type
-    (``projections.runs_parse``; tests/test_steps_non_finite.py)."""
+    (``projections.runs.parse``; tests/test_steps_non_finite.py)."""
     try:
         obj = decode_json(raw)
     except ParseError as e:

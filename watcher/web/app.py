@@ -35,10 +35,10 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from events.log import EventLog
-from projections.notify_msg import bucket
-from projections.report_view import today_line
-from projections.views import active_silences, handled, handled_words
-from projections.waiting import words
+from projections.notify.msg import bucket
+from projections.report.view import today_line
+from projections.present.views import active_silences, handled, handled_words
+from projections.fleet.waiting import words
 from watcher.config import Config
 from watcher.runtime.acks import (AGAIN_S, SILENCE_S, SNOOZE_S, ack, notice_keys, open_conditions, silences_for,
                                   unchanged)
@@ -158,7 +158,7 @@ class WebApp:
             if endpoint == "fleet":
                 back = f"{self.base}/n/{notice}?{link}"
                 today = today_line(states["report"], now) if "report" in states else ""
-                from projections.hub_view import hub_line
+                from projections.present.hub import hub_line
                 from watcher.hub.health import view
 
                 hub = view(self.db, now)  # at a hub: its own health, stale data said

@@ -12,8 +12,8 @@ from markupsafe import Markup, escape
 
 from projections.classes import DICE_TERMINADO, LABEL, ORDER, TRABAJANDO, WEB
 from projections.text import age, safe
-from projections.views import HANDLED_MARK, agents_view, fleet_sections, handled_words, since_s
-from projections.waiting import words
+from projections.present.views import HANDLED_MARK, agents_view, fleet_sections, handled_words, since_s
+from projections.fleet.waiting import words
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
@@ -105,11 +105,11 @@ def notice_page(notice: str, token: str, items: list[dict], now: float, done: st
 
 
 def fleet_page(states: dict, now: float, back: str, today: str = "", hub: str = "", stale: bool = False) -> str:
-    """What needs you, then the rest by class: ``projections.views.fleet_sections`` (the rows
+    """What needs you, then the rest by class: ``projections.present.views.fleet_sections`` (the rows
     `status --json` and the summary show: a met claim of done needs nobody), each agent with
     what it waits for, its task and how it was handled (the unhandled first); ``today`` is the
-    report's one line for today (``projections.report_view.today_line``); ``hub`` the hub's health
-    (``projections.hub_view.hub_line``), ``stale`` when its data is as of an earlier time."""
+    report's one line for today (``projections.report.view.today_line``); ``hub`` the hub's health
+    (``projections.present.hub.hub_line``), ``stale`` when its data is as of an earlier time."""
     sections, need, total = [], 0, 0
     for cls, needs, rows in fleet_sections(agents_view(states, now)):
         total += len(rows)

@@ -74,7 +74,7 @@ TASK_MAX = 80   # a condition's task title, cut (shown escaped)
 
 
 def about(c: dict, task: object, wait: object) -> None:
-    """An agent condition's task title (cut, raw) and what it waits for (``projections.waiting``),
+    """An agent condition's task title (cut, raw) and what it waits for (``projections.fleet.waiting``),
     kept only when set: a condition without them has no such keys."""
     if task:
         c["task"] = short(str(task), TASK_MAX)

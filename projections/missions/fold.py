@@ -10,7 +10,7 @@ Invariants
   failed this tick keep their last state.
 - ``mission.completed`` once when every WP of a mission is DONE; a WP leaving DONE reopens it.
 - runnable = READY, every dep DONE, circuit CLOSED. Flagged = attempts > 3 or same_sig_count > 2.
-- The orchestrator's rules (``projections.missions_rules``) give ``wp.violated`` (once per
+- The orchestrator's rules (``projections.missions.rules``) give ``wp.violated`` (once per
   transition; the active-children cap once per episode) and ``wp.flagged`` (once per crossing).
   A WP ever seen in APPROVAL_REQUIRED is ``approved`` (the critical-risk rule); the query may
   select ``risk``. ESCALATED and BLOCKED WPs need a human (pushed urgent by notify).
@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict
 
 from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
 from projections.rows import unseen
-from projections.missions_rules import (ACTIVE, MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check,
+from projections.missions.rules import (ACTIVE, MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check,
                                         deps_not_done)
 
 NAME = "missions"

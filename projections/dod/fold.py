@@ -33,8 +33,8 @@ from typing import Any
 from events.timefmt import parse_iso
 from events.types import AgentClassified, DodContractChanged, DodFlagged, DodVerdict
 from projections.classes import CERRADO, DICE_TERMINADO
-from projections import fleet
-from projections.fleet import PRUNE_EVERY
+from projections.fleet import fold as fleet
+from projections.fleet.fold import PRUNE_EVERY
 from projections.identity import same_identity
 from projections.text import age as fmt_age
 

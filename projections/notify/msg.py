@@ -19,15 +19,15 @@ import hashlib
 import msgspec
 
 from projections.classes import DICE_TERMINADO, INFO, RECLAMA, TABLE
-from projections.notify_policy import SEV_RANK, Policy
+from projections.notify.policy import SEV_RANK, Policy
 from projections.text import age, safe
-from projections.waiting import words
+from projections.fleet.waiting import words
 
 TASK_CUT = 60   # a task title in a push line
 
 MAX_LINES = 40
 # body order and title labels: the classes with a severity in urgency order (their push labels:
-# a claim of done is pushed only when nothing else judges it, projections.notify_plan.route, for
+# a claim of done is pushed only when nothing else judges it, projections.notify.plan.route, for
 # the person to review), then the rest; the conditions that also need the human go with RECLAMA
 REVIEW = INFO[DICE_TERMINADO].push_label
 WITH_CLASS = {RECLAMA: ("APPROVAL_REQUIRED", "ESCALATED", "BLOCKED", "UNEVALUABLE")}
@@ -38,7 +38,7 @@ LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract change
           "SOURCE_FAILED": "source down", "STEP_OVERDUE": "step overdue", "RUN_ABANDONED": "run abandoned",
           "NOTICE_ABANDONED": "undelivered", "VERDICT": "verdict", "MISSION_COMPLETED": "mission done",
           "SWARM": "swarm", "FLAPPING": "flapping",
-          # issue 22 (projections/notify_rules.py)
+          # issue 22 (projections/notify/rules.py)
           "WP_VIOLATED": "orchestrator rule broken", "WP_FLAGGED": "retry limit", "CIRCUIT_OPEN": "circuit open",
           "SWARM_CAP": "swarm over cap", "FANOUT": "fan-out"}
 APPRISE_TYPE = {"urgent": "failure", "warning": "warning", "info": "info"}

@@ -27,12 +27,12 @@ import msgspec
 from events.timefmt import iso
 from events.types import NoticeHeld, NoticeSilenced
 from projections.classes import CERRADO, DICE_TERMINADO, ESTANCADO
-from projections.notify_escalate import AckReason, ack_stage, escalations, resolved, snooze_due
-from projections.notify_flap import flap_state
-from projections.notify_msg import (  # noqa: F401  (re-exported: the planner's public names)
+from projections.notify.escalate import AckReason, ack_stage, escalations, resolved, snooze_due
+from projections.notify.flap import flap_state
+from projections.notify.msg import (  # noqa: F401  (re-exported: the planner's public names)
     APPRISE_TYPE, BUCKETS, LABELS, MAX_LINES, Decision, Item, Message, dest, message, notice_id)
-from projections.notify_policy import SEV_RANK, Policy, matching_silence, swarm_text
-from projections.notify_quiet import QuietReason, quiet_stage
+from projections.notify.policy import SEV_RANK, Policy, matching_silence, swarm_text
+from projections.notify.quiet import QuietReason, quiet_stage
 
 log = logging.getLogger("fleetwatch.notify")
 
@@ -343,7 +343,7 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
 
     ``inflight``: condition ids of notices handed to the deliverer and not yet folded back.
     ``quiet_end``: when the current quiet hours end (None: not in quiet hours), from
-    ``projections.notify_quiet.quiet_until`` at the edge. ``now`` must not step back between
+    ``projections.notify.quiet.quiet_until`` at the edge. ``now`` must not step back between
     calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock)."""
     now += EPS
     decisions: list[Decision] = []

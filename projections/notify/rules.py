@@ -1,6 +1,6 @@
 """Notify conditions for the rule events of missions, swarms, DoD and the fleet (pure fold handlers).
 
-``handlers(new, clear)`` returns the handlers ``projections.notify`` folds these event types with
+``handlers(new, clear)`` returns the handlers ``projections.notify.fold`` folds these event types with
 (it passes its own ``_new``/``_clear``, so this module imports nothing of notify's). Severities:
 - urgent: ``wp.violated`` (one-shot); a WP in APPROVAL_REQUIRED, ESCALATED or BLOCKED (needs a
   human; one condition per WP until it leaves that state); ``dod.verdict`` ``unevaluable`` from a
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from projections.identity import same_identity
-from projections.notify_policy import about
+from projections.notify.policy import about
 
 NEEDS_HUMAN = {"APPROVAL_REQUIRED": "work package needs approval",
                "ESCALATED": "work package escalated: needs a human",

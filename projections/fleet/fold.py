@@ -1,7 +1,7 @@
 """The fleet projection: its fold, and its per-agent judge.
 
 ``judge`` (one agent's observation against its folded record, the termination machine of
-projections/machine.py) and ``detect`` (every agent judged) are the pure core of the watcher:
+projections/fleet/machine.py) and ``detect`` (every agent judged) are the pure core of the watcher:
 observations of one tick against the folded state give ``agent.classified`` transitions
 (edge-triggered: one event per class change, none while a level persists) and
 ``source.failed`` / ``source.recovered`` edges. Which agents to judge on a tick is the runtime's
@@ -27,11 +27,11 @@ from events.timefmt import iso as _iso
 from events.timefmt import parse_iso as _parse_iso
 from events.types import AgentClassified, AgentUpdated, SourceFailed, SourceRecovered
 from projections.classes import CERRADO, Cls
-from projections.agent_records import Agent
-from projections.machine import (  # noqa: F401  (the termination machine, read through fleet too)
+from projections.fleet.records import Agent
+from projections.fleet.machine import (  # noqa: F401  (the termination machine, read through fleet too)
     AGEING, CLAUDE_GONE, PHASES, RULES, STATES, classify, normalise_phase, silence_limit)
 from projections.observations import AgentObs, Snapshot
-from projections.tmuxfacts import recorded_tmux, tmux_gone
+from projections.fleet.tmux import recorded_tmux, tmux_gone
 
 NAME = "fleet"
 TIME = None        # fold reads rec.time itself (projections.base.Projection)
@@ -43,7 +43,7 @@ def initial() -> dict[str, Any]:
     return {"agents": {}, "sources": {}}
 
 
-# a snapshot decodes its agents into the records the fold makes (projections/agent_records.py)
+# a snapshot decodes its agents into the records the fold makes (projections/fleet/records.py)
 STATE_TYPE = TypedDict("FleetState", {"agents": dict[str, Agent], "sources": dict[str, Any]})
 
 

@@ -1,8 +1,8 @@
 """The outer loop's cross-run rules, as pure checks over one tick's changes of one run.
 
 Each check sees every run the watcher knows (this tick's snapshot first, then the folded state)
-through the detect context of ``projections.runs`` and returns ``(Rule, step, key, detail)``
-rows like ``projections.runs_rules``; the key makes each occurrence reported once.
+through the detect context of ``projections.runs.fold`` and returns ``(Rule, step, key, detail)``
+rows like ``projections.runs.rules``; the key makes each occurrence reported once.
 
 - ``board-daily-quota``: more than ``board_daily_quota`` runs of one board (steps.json's
   top-level ``board``) with ``upload_confirmed`` done on one UTC day (the day of its ``at``).
@@ -21,7 +21,7 @@ import math
 from datetime import date
 from typing import Any
 
-from projections.runs_rules import MAX_FAILURES, SHA256, Change, Ctx, Rule, reconciled, ts
+from projections.runs.rules import MAX_FAILURES, SHA256, Change, Ctx, Rule, reconciled, ts
 
 CONCURRENCY = 1
 _READ = frozenset(("upload_confirmed", "upload_intent", "launch_intent"))  # the steps the loop below reads

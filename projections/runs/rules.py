@@ -2,13 +2,13 @@
 
 The seven of the contract plus ``reconciled-no-reupload``, ``launch-request-stable`` and
 ``upload-needs-audit``; the cross-run rules (quota, duplicates, concurrency, daily cap, inactive
-boards) are in ``projections.runs_quota``. ``data.reconciled`` is read by value: ``"yes"`` (or
+boards) are in ``projections.runs.quota``. ``data.reconciled`` is read by value: ``"yes"`` (or
 ``true``) = the upload was found on the account page, ``"no"`` = it was not; anything else is
 not a reconciliation.
 
 Each check returns ``(Rule, step, key, detail)``; ``key`` names the occurrence so that
-``projections.runs.detect`` reports it once (the folded state remembers reported keys).
-A step "begins" when its change starts a new attempt (see ``projections.runs``): first sight of
+``projections.runs.fold.detect`` reports it once (the folded state remembers reported keys).
+A step "begins" when its change starts a new attempt (see ``projections.runs.fold``): first sight of
 a step that is already ``done`` counts, since it must have begun.
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
@@ -54,7 +54,7 @@ def ts(v: Any) -> float | None:
 
 
 class Ctx(Protocol):
-    """What a rule may read of one detect call (``projections.runs._Ctx``): the tick's snapshot and
+    """What a rule may read of one detect call (``projections.runs.fold._Ctx``): the tick's snapshot and
     the folded runs, the tick's time, a cache for cross-run indexes, and the steps of any run."""
 
     snap: Any
@@ -72,7 +72,7 @@ class Ctx(Protocol):
 
 
 class Change(NamedTuple):
-    """One step's change in this tick, as every rule reads it (``projections.runs`` makes them)."""
+    """One step's change in this tick, as every rule reads it (``projections.runs.fold`` makes them)."""
 
     step: str
     prev: str | None      # the status before this tick (None: the step was never seen)

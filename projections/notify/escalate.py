@@ -23,8 +23,8 @@ from enum import Enum
 import msgspec
 
 from projections.classes import CERRADO, TRABAJANDO
-from projections.notify_msg import Decision, Item, Message, dest, message
-from projections.notify_policy import NEVER, Policy, matching_silence
+from projections.notify.msg import Decision, Item, Message, dest, message
+from projections.notify.policy import NEVER, Policy, matching_silence
 from projections.text import age
 
 

@@ -13,7 +13,7 @@ Invariants
 - DICE_TERMINADO lists only agents whose DoD is not already met (a met DoD needs nobody: DONE).
 - Within a class the unhandled come before the handled (acked, snoozed, silenced: ``handling``);
   every row and line says how it was handled and, for RECLAMA, what the agent waits for
-  (``projections.waiting``) and its task title. ``fleet_sections`` is what the phone's fleet page
+  (``projections.fleet.waiting``) and its task title. ``fleet_sections`` is what the phone's fleet page
   and the board show: the same rows and the same "needs you" rule as the summary.
 """
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 
 from events.timefmt import iso, parse_iso
 from projections import classes
-from projections.notify_policy import NEVER, matching_silence
+from projections.notify.policy import NEVER, matching_silence
 from projections.text import age as fmt_age
-from projections.waiting import clean as waiting_clean
-from projections.waiting import words as waiting_words
+from projections.fleet.waiting import clean as waiting_clean
+from projections.fleet.waiting import words as waiting_words
 
 ATTENTION = classes.ATTENTION
 GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS", "DONE")
@@ -111,7 +111,7 @@ def handled_words(h: dict[str, Any] | None, now: float) -> str:
 
 
 def waiting_for(a: Any) -> dict[str, Any] | None:
-    """What a RECLAMA agent waits for (``projections.waiting``): the hook's metadata as
+    """What a RECLAMA agent waits for (``projections.fleet.waiting``): the hook's metadata as
     recorded, else what its phase says; None for every other class."""
     if a["class"] != classes.RECLAMA:
         return None
@@ -209,7 +209,7 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
 
 def loop_status(mods: dict[str, Any], states: dict[str, Any], now: float) -> dict[str, Any]:
     """``plans`` (id -> tasks by state, what waits on what) and ``loop`` (launched agents, verdicts
-    acted on, launch -> verified met) of `status --json` (projections/plans.py)."""
+    acted on, launch -> verified met) of `status --json` (projections/plans/fold.py)."""
     st = mods["plans"].status(states["plans"], now) if "plans" in mods and "plans" in states else \
         {"plans": {}, "launched": {}, "acted": {}, "launch_to_met_s": {}}
     return {"plans": st.pop("plans"), "loop": st}
@@ -231,7 +231,7 @@ def notify_health(st: Any, now: float) -> dict[str, Any]:
 
 
 def _runs(mods: dict[str, Any], states: dict[str, Any], now: float) -> Any:
-    """projections.runs.status gives {"runs": [...]}: the list goes under "runs"."""
+    """projections.runs.fold.status gives {"runs": [...]}: the list goes under "runs"."""
     m = mods.get("runs")
     if m is None or not hasattr(m, "status"):
         return []

@@ -8,7 +8,7 @@ key, never again while it persists), ``step.overdue`` (once per begin) and ``run
 string keys. ``judge`` is ``detect`` told which runs are known to raise and which cannot report
 anything (the runtime keeps both: ``watcher.runtime.schedule.RunsTicker``); it keeps nothing
 between calls. Parsing a steps.json:
-``projections.runs_parse``.
+``projections.runs.parse``.
 
 Attempts. A step's attempt number grows when it starts again: first sight, a change to ``begin``,
 leaving ``done``/``fail`` for another status (a begin happened between polls), or the same status
@@ -18,8 +18,8 @@ whose ``at`` is later than L, or by a step entering ``begin`` without ``at`` aft
 already recorded (its start is then at most ``now``). The earliest evidence is an upper bound of the
 attempt's start: it breaks ``retry-backoff`` if earlier than L + 10·2^(n-1) min, or if n >= 3.
 Occurrence keys: ``rule:step#attempt`` for step rules, ``retry-backoff:n@L`` for the backoff.
-Per-run rules: ``projections.runs_rules``; rules across runs (board quota, duplicate uploads,
-concurrency, daily cap, inactive boards): ``projections.runs_quota``, with the policy
+Per-run rules: ``projections.runs.rules``; rules across runs (board quota, duplicate uploads,
+concurrency, daily cap, inactive boards): ``projections.runs.quota``, with the policy
 ``board_daily_quota``, ``sessions_per_day``, ``inactive_boards`` ([steps] config keys).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
@@ -33,10 +33,10 @@ import msgspec
 
 from events.timefmt import iso
 from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, StepOverdue
-from projections.runs_parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
+from projections.runs.parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
                                     parse_steps, step_names, steps_problem)
-from projections.runs_quota import check_cross_run
-from projections.runs_rules import (MAX_FAILURES, Change, Rule, check_retry, check_step_rules, intents_index,
+from projections.runs.quota import check_cross_run
+from projections.runs.rules import (MAX_FAILURES, Change, Rule, check_retry, check_step_rules, intents_index,
                                     rid_key, ts)
 
 NAME = "runs"
@@ -156,7 +156,7 @@ class _Ctx:
         self.runs = state["runs"]
         self._intents: list | None = None
         self._taint: dict[str, bool] = {}
-        self.cache: dict[Any, Any] = {}  # cross-run indexes of this tick (projections.runs_quota)
+        self.cache: dict[Any, Any] = {}  # cross-run indexes of this tick (projections.runs.quota)
         self._views: dict[str, dict | None] = {}
 
     def view(self, run: str) -> dict | None:
@@ -439,8 +439,8 @@ def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failu
     return evs, wake
 
 
-# ---- read models (projections/runs_view.py) ------------------------------------------------
-from projections.runs_view import next_retry, run_status, status, summary  # noqa: E402,F401
+# ---- read models (projections/runs/view.py) ------------------------------------------------
+from projections.runs.view import next_retry, run_status, status, summary  # noqa: E402,F401
 
 
 __all__ = ["NAME", "ORDER", "READS_ID", "Reason", "Rule", "STATE_TYPE", "TIME", "TYPES", "detect", "judge", "fold", "initial", "status", "summary"]

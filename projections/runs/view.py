@@ -1,9 +1,9 @@
 """The runs projection's read models: each run's row for ``status --json`` and the board
 (``run_status``), the document (``status``) and the short lines of ``summary``. Pure reads of the
-folded state (projections/runs.py); re-exported there."""
+folded state (projections/runs/fold.py); re-exported there."""
 from events.timefmt import iso
-from projections.runs_parse import ORDER, POS, step_names
-from projections.runs_rules import MAX_FAILURES, ts
+from projections.runs.parse import ORDER, POS, step_names
+from projections.runs.rules import MAX_FAILURES, ts
 
 
 def next_retry(r: dict) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from projections import report
+from projections.report import fold as report
 from projections.classes import RECLAMA
 from projections.text import age
 

@@ -84,7 +84,7 @@ def _attr(cls: type, key: str) -> str:
 
 
 class Agent(Record):
-    """fleet's record of an agent (projections/fleet.py)."""
+    """fleet's record of an agent (projections/fleet/fold.py)."""
 
     cls: Any = msgspec.field(default=None, name="class")
     since: Any = None
@@ -97,11 +97,11 @@ class Agent(Record):
     target: Any = None
     task: Any = None
     last_activity: Any = None
-    waiting_for: Any = None   # {"kind", "tool"} while the agent waits (projections.waiting)
+    waiting_for: Any = None   # {"kind", "tool"} while the agent waits (projections.fleet.waiting)
 
 
 class NotifyAgent(Record):
-    """notify's record of an agent (projections/notify.py): its class and since when, the seq of
+    """notify's record of an agent (projections/notify/fold.py): its class and since when, the seq of
     that classification, its state, its open condition, and the nudges of this stall."""
 
     cls: Any = None
@@ -115,7 +115,7 @@ class NotifyAgent(Record):
 
 class CondView(Record):
     """What a reader (`status`, `summary`) decodes of each notify condition: enough to say how it
-    was handled (``projections.views.handling``); the condition's other fields are skipped."""
+    was handled (``projections.present.views.handling``); the condition's other fields are skipped."""
 
     subject: Any = ""
     cls: Any = ""

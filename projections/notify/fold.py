@@ -1,8 +1,8 @@
 """The notify projection: what needs a human, what was pushed, what is silenced (pure fold).
 
 Every event is folded; the pipeline that turns this state into messages is
-``projections.notify_plan.plan``; the policy and text helpers both use are in
-``projections.notify_policy``.
+``projections.notify.plan.plan``; the policy and text helpers both use are in
+``projections.notify.policy``.
 
 State (JSON, string keys, bounded):
 - ``conds``: condition id -> condition. A condition id is ``"<subject>|<CLASS>#<seq>"`` (one
@@ -15,7 +15,7 @@ State (JSON, string keys, bounded):
   ``agent_records.NotifyAgent``, read as that dict).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
 - ``classes``: subject -> its last 41 classes as a flat ``[class, time, seq, ...]`` (flap
-  detection at plan time, see ``projections.notify_flap``).
+  detection at plan time, see ``projections.notify.flap``).
 - ``flap_sent``: subject -> the flapping condition id already pushed for this episode.
 - ``retry``: condition id -> ``[attempts, retry_at]`` after ``notice.failed``.
 - ``silences``: id -> {subject, cls, until, reason}; ``last``: severity -> time of the last push;
@@ -43,12 +43,12 @@ from collections.abc import Callable
 from typing import Any, TypedDict, cast
 
 from events.timefmt import parse_iso
-from projections.agent_records import NotifyAgent
+from projections.fleet.records import NotifyAgent
 from projections.classes import CERRADO, SEVERITY
-from projections.notify_flap import HIST_KEEP
-from projections.notify_rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
-from projections.notify_hub import hub_handlers
-from projections.notify_policy import (  # noqa: F401  (re-exported: the fold's public names)
+from projections.notify.flap import HIST_KEEP
+from projections.notify.rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
+from projections.notify.hub import hub_handlers
+from projections.notify.policy import (  # noqa: F401  (re-exported: the fold's public names)
     NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"

@@ -1,6 +1,6 @@
 """Reading one steps.json (pure): its run-level fields and its steps, normalised, with the problems
-found. Bad input is recorded as a reason, never fatal. ``projections.runs`` compares what these give
-with the folded state; the rules (``projections.runs_rules``) read the parsed steps ("views").
+found. Bad input is recorded as a reason, never fatal. ``projections.runs.fold`` compares what these give
+with the folded state; the rules (``projections.runs.rules``) read the parsed steps ("views").
 
 A view of a run maps each step name to ``(status, at, at epoch, rule-relevant data, problems)``.
 """
@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from events.timefmt import iso
-from projections.runs_rules import ts
+from projections.runs.rules import ts
 
 ORDER = ("facts", "audit", "analyze", "apply", "validate", "deploy", "upload_intent",
          "upload_confirmed", "ledger", "launch_intent", "launch_confirmed", "notify")
@@ -242,7 +242,7 @@ def step_names(names: Any) -> list[str]:
 
 def is_new_attempt(prev: str | None, prev_t: float | None, prev_at: str | None,
                    to: str, t: float | None, at: str | None) -> bool:
-    """Does this change start the step again? (see ``projections.runs``)"""
+    """Does this change start the step again? (see ``projections.runs.fold``)"""
     if to == "":
         return False
     if not prev:

@@ -10,8 +10,8 @@ from typing import Any
 from events.timefmt import parse_iso
 from projections.text import age as fmt_age
 from projections.text import safe
-from projections.views import HANDLED_MARK, handled_words
-from projections.waiting import words
+from projections.present.views import HANDLED_MARK, handled_words
+from projections.fleet.waiting import words
 
 
 def cell(v: Any, limit: int = 60) -> str:

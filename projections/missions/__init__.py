@@ -1,0 +1,11 @@
+"""The missions room: work packages and circuits of a bounded orchestrator, from ``sqlite`` source rows (pure).
+
+Contract
+- ``fold.detect`` gives ``wp.*`` / ``circuit.*`` / ``mission.*`` edges from one tick's rows;
+  ``fold.fold`` applies them; ``rules.check`` judges the orchestrator's rules on one tick's
+  work-package changes.
+- Reads only ``projections.rows``.
+"""
+
+# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+USES: tuple[str, ...] = ()

@@ -1,0 +1,16 @@
+"""The notify room: what needs a person, what was pushed, what is silenced, and the pipeline (pure).
+
+Contract
+- ``fold.fold`` folds every event into conditions (``"<subject>|<CLASS>#<seq>"``), agents,
+  verdicts, silences, acks and sends; ``rules`` and ``hub`` are its handlers for rule and hub
+  events.
+- ``plan.plan(state, now, policy)`` runs the stages of ``plan.STAGES`` (route, inhibit, silence,
+  flap hold, ack, dedupe/repeat, quiet hours), each of one shape returning a named reason, and
+  returns the messages to send; ``escalate``, ``flap``, ``quiet`` and ``msg`` are those stages and
+  the message text; ``policy`` the knobs.
+- Nothing here sends: watcher/runtime/notifier.py does, and records what it did.
+- Reads the fleet room (records, waiting words) and the shared modules.
+"""
+
+# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+USES: tuple[str, ...] = ('fleet',)

@@ -1,0 +1,12 @@
+"""The plans room: the closed loop's launched agents, plans and verdicts waiting to be acted on (pure).
+
+Contract
+- ``fold.fold`` folds ``agent.launched``, ``plan.*``, ``dod.verdict``, ``dod.acted`` and the fleet's
+  classes into launched agents, plans with their tasks' states and the verdicts not yet acted on;
+  ``fold.figures`` the loop's figures for ``status`` and ``report``.
+- The edges are watcher/runtime/launcher.py (launch), verifier.py and actions.py (close or nudge).
+- Reads only the shared modules.
+"""
+
+# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+USES: tuple[str, ...] = ()

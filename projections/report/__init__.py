@@ -1,0 +1,10 @@
+"""The report room: DoD throughput and the person's load, folded from the log (pure).
+
+Contract
+- ``fold.fold`` counts per UTC day and in total; ``view.figures(state, now)`` gives the report's
+  stable JSON fields, percentiles, per-day series and the one-line "today".
+- Reads only the shared modules.
+"""
+
+# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+USES: tuple[str, ...] = ()

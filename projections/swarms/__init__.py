@@ -1,0 +1,9 @@
+"""The swarms room: per group progress of children (group, child, status, label) rows (pure).
+
+Contract
+- ``fold.detect`` gives ``swarm.*`` edges from one tick's rows; ``fold.fold`` applies them.
+- Reads only ``projections.rows``.
+"""
+
+# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+USES: tuple[str, ...] = ()
