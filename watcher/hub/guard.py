@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -22,6 +22,11 @@ from events.errors import AppendFailed
 from events.log import Pending
 from events.types_hub import HostGap, HostRefused, HubConsumerTaken
 from watcher.hub import store, wire
+
+if TYPE_CHECKING:
+    from watcher.config import Hub as HubConfig
+    from watcher.hub.hub import OriginLog
+    from watcher.runtime.loop import Watcher
 
 log = logging.getLogger("fleetwatch.hub")
 
@@ -37,8 +42,24 @@ class ConsumerTaken(Exception):
 
 
 class Guard:
-    """State it expects on ``self``: ``w`` (the Watcher), ``olog``, ``hc``, ``last``, ``stats``,
-    ``notes``, ``_noted``, ``hb``, ``drained_at``, ``consumer``, ``seen``."""
+    """State it expects on ``self`` (set by the Hub, declared here): ``w`` (the Watcher),
+    ``olog``, ``hc``, ``last``, ``stats``, ``notes``, ``_noted``, ``hb``, ``drained_at``,
+    ``consumer``, ``seen``."""
+
+    w: Watcher
+    olog: OriginLog
+    hc: HubConfig
+    last: dict[tuple[str, str], int]                # (host, chain) -> the hub's last seq of it
+    stats: dict[str, int]
+    notes: list[Pending]                            # host.gap / host.refused not recorded yet
+    _noted: set[tuple[object, ...]]                 # gaps, refusals and taken consumers said once
+    hb: dict[str, tuple[str, int, float]]           # host -> (chain, seq, mono) of its last heartbeat
+    drained_at: float
+    consumer: str
+
+    def seen(self, host: str, mono: float, now: float) -> None:
+        """``host`` was heard from at ``mono`` (monotonic) and ``now`` (wall clock)."""
+        raise NotImplementedError
 
     def _gap(self, host: str, chain: str, first: int, last: int, why: str) -> None:
         """Say a hole in ``host``'s chain once: logged, and a ``host.gap`` with the next commit."""

@@ -128,12 +128,12 @@ class Hub(Guard):
         self.silent = {k[5:] for k in self.w.proj["notify"]["index"] if k.startswith("host:")}
         self.last_seen = {h: start for h, _ in self.last if h not in self.silent}
         self.wall_seen: dict[str, float] = {}
-        self.stats: dict[str, Any] = {"received": 0, "appended": 0, "duplicates": 0, "rejected": 0, "gaps": 0,
+        self.stats: dict[str, int] = {"received": 0, "appended": 0, "duplicates": 0, "rejected": 0, "gaps": 0,
                                       "batches": 0, "failed": 0, "shared_name": 0, "refused_other": 0,
                                       "consumer_taken": 0}
         self._rejects_logged: set[str] = set()
-        self.notes: list[Any] = []                # host.gap / host.refused not recorded yet
-        self._noted: set[tuple[Any, ...]] = set()
+        self.notes: list[Pending] = []            # host.gap / host.refused not recorded yet
+        self._noted: set[tuple[object, ...]] = set()
         self.hb: dict[str, tuple[str, int, float]] = {}   # host -> (chain, seq, mono) of its last heartbeat
         self.drained_at = 0.0                     # mono when the last fetch that came back empty began
         self.consumer = self.hc.consumer
@@ -211,7 +211,9 @@ class Hub(Guard):
             if held is None and o.seq > 1:
                 prev = batch.get((o.host, o.chain, o.seq - 1)) or store.held_hash(db, o.host, o.chain, o.seq - 1)
         why = store.link_problem(o, prev, held)
-        return {"": o, "conflict": wire.Reject.CONFLICT, "chain": wire.Reject.CHAIN}[why]
+        outcome: dict[str, wire.Origin | wire.Reject] = {"": o, "conflict": wire.Reject.CONFLICT,
+                                                         "chain": wire.Reject.CHAIN}
+        return outcome[why]
 
     def commit(self, origins: list[wire.Origin], now: float) -> int:
         """Append the batch (events + origins + snapshots, one transaction). Returns how many
@@ -436,7 +438,7 @@ def serve(cfg: Config, db: str, parents: bool = True) -> int:
     stop = threading.Event()
     sd = SystemdNotifier.from_env()
     hub = Hub(cfg, elog)
-    hub.health = HealthFile(db, servers(cfg.hub.nats), hub.silent_after)
+    hub.health = HealthFile(db, servers(hub.hc.nats), hub.silent_after)
     hub.w.notifier = Notifier(cfg)
     relay = SignalRelay({signal.SIGTERM: stop.set, signal.SIGINT: stop.set})  # not in the handler (runtime/signals.py)
 

@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import apsw
 import msgspec
 
+from events import sqlrows
 from events.chain import GENESIS, _canon, row_hash
 
 POSITION_DDL = ("CREATE TABLE IF NOT EXISTS fw_position (stream TEXT NOT NULL, host TEXT NOT NULL, "
@@ -27,11 +28,16 @@ ORIGIN_DDL = ("CREATE TABLE IF NOT EXISTS hub_origin (host TEXT NOT NULL, chain 
               "subject TEXT NOT NULL, version INTEGER NOT NULL, data BLOB NOT NULL, hash BLOB NOT NULL, "
               "PRIMARY KEY (host, chain, seq)) WITHOUT ROWID")
 
+# the row shapes read from hub_origin, stated once per query as in events/sqlrows.py (the table is
+# not STRICT: a file edited by hand can hold other types, which verify_hosts reports as a bad row)
+# seq, id, time, type, subject, version, data, hash, hub_seq, id of the hub event (NULL: missing)
+OriginRow = tuple[int, str, str, str, str, int, bytes, bytes, int, str | None]
+
 
 def read_position(db: apsw.Connection, stream: str, host: str) -> tuple[str, int]:
     """(chain, last acked seq); ("", 0) when this host never forwarded to this stream."""
     db.execute(POSITION_DDL)
-    r = db.execute("SELECT chain, seq FROM fw_position WHERE stream=? AND host=?", (stream, host)).fetchall()
+    r = sqlrows.str_int_rows(db, "SELECT chain, seq FROM fw_position WHERE stream=? AND host=?", (stream, host))
     return (r[0][0], r[0][1]) if r else ("", 0)
 
 
@@ -66,7 +72,7 @@ def held_hash(db: apsw.Connection, host: str, chain: str, seq: int) -> bytes | N
     """The hash of the row stored for (host, chain, seq), or None (the hub creates hub_origin
     before it receives anything: no look-up of the table first, this runs twice per message)."""
     r = db.execute("SELECT hash FROM hub_origin WHERE host=? AND chain=? AND seq=?", (host, chain, seq)).fetchall()
-    return r[0][0] if r else None
+    return cast(bytes, r[0][0]) if r else None
 
 
 def tips(db: apsw.Connection, last: dict[tuple[str, str], int]) -> dict[tuple[str, str], bytes]:
@@ -140,15 +146,17 @@ def verify_hosts(db: apsw.Connection, chunk: int = 20000) -> list[HostChain]:
     if not has_origin(db):
         return out
     canon, sha = _canon.encode, hashlib.sha256
-    for host, chain in db.execute("SELECT DISTINCT host, chain FROM hub_origin ORDER BY host, chain").fetchall():
+    pairs = cast("list[tuple[str, str]]",
+                 db.execute("SELECT DISTINCT host, chain FROM hub_origin ORDER BY host, chain").fetchall())
+    for host, chain in pairs:
         hc = HostChain(host, chain, 0, 0, 0)
         prev: bytes | None = GENESIS
         expect, since = 1, 0
         while True:
-            rows = db.execute(
+            rows = cast("list[OriginRow]", db.execute(
                 "SELECT o.seq, o.id, o.time, o.type, o.subject, o.version, o.data, o.hash, o.hub_seq, e.id "
                 "FROM hub_origin o LEFT JOIN events e ON e.seq = o.hub_seq "
-                "WHERE o.host=? AND o.chain=? AND o.seq > ? ORDER BY o.seq LIMIT ?", (host, chain, since, chunk)).fetchall()
+                "WHERE o.host=? AND o.chain=? AND o.seq > ? ORDER BY o.seq LIMIT ?", (host, chain, since, chunk)).fetchall())
             for seq, id_, t, ty, su, ve, da, h, _hub_seq, hub_id in rows:
                 if hc.count == 0:
                     hc.first = seq
@@ -188,8 +196,8 @@ def said_gaps(db: apsw.Connection, chains: list[HostChain]) -> None:
             continue
         if not (isinstance(host, str) and isinstance(chain, str) and 0 < first <= last):
             continue
-        (held,) = db.execute("SELECT count(*) FROM hub_origin WHERE host=? AND chain=? AND seq BETWEEN ? AND ?",
-                             (host, chain, first, last)).fetchone()
+        held = sqlrows.one_int(db, "SELECT count(*) FROM hub_origin WHERE host=? AND chain=? AND seq BETWEEN ? AND ?",
+                               (host, chain, first, last))
         c = by.get((host, chain))
         if c is None:
             c = by[(host, chain)] = HostChain(host, chain, 0, 0, 0)
