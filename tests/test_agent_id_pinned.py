@@ -62,7 +62,7 @@ def test_a_launched_agent_s_folder_stays_its_own_across_a_restart(tmp_path):
     import json
 
     from events.types_launch import AgentLaunched
-    from tests.fwcli import fw
+    from tests.support.fwcli import fw
 
     fleet = tmp_path / "fleet"
     fleet.mkdir()
@@ -83,7 +83,7 @@ def test_a_launched_agent_s_folder_stays_its_own_across_a_restart(tmp_path):
 def test_an_agent_the_fleet_knows_keeps_its_folder_across_a_restart(tmp_path):
     import json
 
-    from tests.fwcli import fw
+    from tests.support.fwcli import fw
 
     fleet = tmp_path / "fleet"
     fleet.mkdir()

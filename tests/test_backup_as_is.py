@@ -15,7 +15,7 @@ import apsw
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.test_log_integrity import raw
 
 NOW = 1_764_443_000.0

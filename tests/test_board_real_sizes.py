@@ -15,7 +15,7 @@ import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified, DodVerdict, SilenceAdded
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.support.exe import FLEETWATCH
 
 pytest.importorskip("textual")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from tests.fwonce import once_and_tail, sqlite_config
+from tests.support.fwonce import once_and_tail, sqlite_config
 
 
 def test_a_handover_in_one_poll_does_not_end_the_active_cap_episode(tmp_path):

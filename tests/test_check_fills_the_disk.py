@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.support.hostile import check, fill, goal, rows, small_fs, start, stop, verdicts, world
 from tests.support.receiver import Sink
 from tests.support.waiting import wait_for

@@ -9,7 +9,7 @@ import json
 from events.records import Recorded
 from events.types import DodVerdict
 from projections.dod import fold as dod
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.support.fleet import config, events, goal
 
 

@@ -98,7 +98,7 @@ def test_run_isolated_gives_stdin_and_keeps_the_budget(tmp_path):
 
 
 def test_doctor_says_how_checks_are_isolated(tmp_path):
-    from tests.fwcli import fw
+    from tests.support.fwcli import fw
 
     db = str(tmp_path / "e.db")
     _, cfg = world(tmp_path, db)
@@ -111,7 +111,7 @@ def test_doctor_says_how_checks_are_isolated(tmp_path):
 def test_the_units_exec_stop_post_pushes_only_for_an_exit_it_did_not_ask_for(tmp_path):
     """``ExecStopPost=fleetwatch notify-stopped --unasked`` runs after every exit of the watcher's
     unit; systemd hands it $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS."""
-    from tests.fwcli import fw
+    from tests.support.fwcli import fw
     from tests.support.receiver import Sink
 
     sink = Sink()

@@ -10,7 +10,7 @@ import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import ENV, FW
+from tests.support.fwcli import ENV, FW
 
 
 def test_ctrl_c_in_a_fast_path_command_exits_130_without_a_traceback(tmp_path):

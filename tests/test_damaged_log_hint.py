@@ -7,7 +7,7 @@ import time
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_a_log_cut_short_is_named_damaged_not_foreign(tmp_path):

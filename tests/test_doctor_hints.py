@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from tests import natsserver
-from tests.fwcli import ENV, FW, fw
+from tests.support import natsserver
+from tests.support.fwcli import ENV, FW, fw
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import apsw
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_doctor_checks_the_named_log_when_there_is_no_config(tmp_path):

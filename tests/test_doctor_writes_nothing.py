@@ -11,7 +11,7 @@ import hashlib
 import apsw
 
 import events.schema as evschema
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_doctor_leaves_an_older_log_as_it_is(tmp_path):

@@ -8,7 +8,7 @@ Before: `\\d` in the duration and quiet-hours patterns took any Unicode digit, s
 from __future__ import annotations
 
 from events.log import EventLog
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_silence_for_with_non_ascii_digits_is_refused_and_nothing_written(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from watcher.config import load
 
 

@@ -12,7 +12,7 @@ import time
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import ENV, FW
+from tests.support.fwcli import ENV, FW
 
 
 def closed_pipe_run(*args: str) -> subprocess.CompletedProcess:

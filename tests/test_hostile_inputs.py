@@ -21,7 +21,7 @@ from watcher.runtime.loop import Watcher
 from watcher.sources import build_sources, merge
 from watcher.sources.command import RunError, run_bounded
 from watcher.sources.files import GoalsSource
-from tests.vclock import written_at
+from tests.support.vclock import written_at
 
 T0 = 1_800_000_000.0
 GOOD = {"state": "busy", "phase": "haciendo", "dod_contract": "tests pass", "last_activity": T0}
@@ -46,7 +46,7 @@ def goal(root, agent, folder=None, **kw):
     tmp = d / ".goal.json.tmp"
     doc = {"agent": agent, **GOOD, **kw}
     tmp.write_text(json.dumps(doc))
-    written_at(tmp, doc["last_activity"])  # on the virtual clock (tests/vclock.py)
+    written_at(tmp, doc["last_activity"])  # on the virtual clock (tests/support/vclock.py)
     os.replace(tmp, d / "goal.json")
     return d / "goal.json"
 

@@ -7,7 +7,7 @@ import time
 
 from events.log import EventLog
 from events.types import AgentClassified
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from watcher.runtime.links import check, parse_items, sign
 
 

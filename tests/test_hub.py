@@ -256,7 +256,7 @@ def test_rejected_messages_are_termed_not_retried(tmp_path, nats_server):
 def test_forwarder_never_blocks_the_tick_when_nats_is_unreachable(tmp_path):
     """`run --once` with [forward] pointing at a closed port: the tick commits, the run ends,
     the events stay in the local log at position 0 (forwarded later)."""
-    from tests.natsserver import free_port
+    from tests.support.natsserver import free_port
 
     fleet = tmp_path / "fleet" / "a1"
     fleet.mkdir(parents=True)
@@ -295,7 +295,7 @@ def test_install_service_hub_writes_the_hub_unit(tmp_path, cli):
 
 
 def test_second_hub_on_one_log_exits_3(tmp_path):
-    from tests.natsserver import free_port
+    from tests.support.natsserver import free_port
 
     cfg = tmp_path / "hub.toml"
     cfg.write_text(f'[store]\npath = "{tmp_path}/hub.db"\n[hub]\nnats = "nats://127.0.0.1:{free_port()}"\n')

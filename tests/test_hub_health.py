@@ -14,7 +14,7 @@ import time
 import pytest
 
 from events.log import EventLog
-from tests.fwcli import ENV, FW, fw
+from tests.support.fwcli import ENV, FW, fw
 from tests.support import hubkit
 from tests.support.hubkit import needs_nats, until
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from events.log import EventLog
-from tests.natsserver import MISSING, binary
+from tests.support.natsserver import MISSING, binary
 from tests.test_hub import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, nats_server, until  # noqa: F401
 from watcher.hub import store, wire
 from watcher.hub.forwarder import Forwarder, ensure_stream

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from events.log import EventLog
-from tests.fwcli import fw
-from tests.natsserver import MISSING, binary
+from tests.support.fwcli import fw
+from tests.support.natsserver import MISSING, binary
 from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, nats_server, until  # noqa: F401
 from watcher.hub import store, wire
 from watcher.hub.forwarder import Forwarder, ensure_stream

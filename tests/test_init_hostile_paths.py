@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_a_second_init_force_keeps_the_first_backup_of_the_users_config(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 @pytest.mark.parametrize("suffix,make", [

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import subprocess
 
-from tests.fwonce import FW, once_and_tail, sqlite_config
+from tests.support.fwonce import FW, once_and_tail, sqlite_config
 
 ROWS = [("A", "wp1", "DONE", "[]"), ("A", "g", "DONE", "[]"),
         ("B", "wp1", "READY", "[]"), ("B", "wp2", "RUNNING", '["wp1"]'), ("B", "wp3", "READY", '["wp1"]'),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from tests.fwonce import once_and_tail, sqlite_config
+from tests.support.fwonce import once_and_tail, sqlite_config
 
 
 def test_a_key_twice_in_the_rows_is_read_once_and_does_not_flap(tmp_path):

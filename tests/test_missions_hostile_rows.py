@@ -11,7 +11,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from tests.fwonce import once_and_tail, sqlite_config
+from tests.support.fwonce import once_and_tail, sqlite_config
 SCHEMA = ("CREATE TABLE work_packages (id TEXT PRIMARY KEY, mission_id TEXT NOT NULL, state TEXT NOT NULL, "
           "deps TEXT, attempts INTEGER NOT NULL DEFAULT 0, last_error_sig TEXT, "
           "same_sig_count INTEGER NOT NULL DEFAULT 0)")

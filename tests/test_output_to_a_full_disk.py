@@ -14,7 +14,7 @@ import pytest
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import ENV, FW
+from tests.support.fwcli import ENV, FW
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
 

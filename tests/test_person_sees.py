@@ -7,7 +7,7 @@ from __future__ import annotations
 import getpass
 import json
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.support.fleet import config, events, goal, run_until
 from tests.support.receiver import Sink
 

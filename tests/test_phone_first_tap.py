@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.support.browser import chromium, phone
 from tests.support.fleet import Held, Ntfy, Watcher, config, events, free_port, goal, run_until
 from tests.support.receiver import Sink

@@ -6,7 +6,7 @@ but never acknowledged from a shell; the refusal printed the id escaped twice (`
 Real log, real `fleetwatch ack` processes."""
 from __future__ import annotations
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 RAW = "evil\x1b[31m\nRECLAMA a99"
 SHOWN = "evil\\x1b[31m\\nRECLAMA a99"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import urllib.request
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.support.fleet import Watcher, config, free_port, goal
 from tests.support.receiver import Sink
 from tests.support.waiting import wait_for

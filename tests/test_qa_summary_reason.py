@@ -6,7 +6,7 @@ Found: the push and the phone's fleet page read "a1 · waiting for the human", `
 "a1: waiting/- for 3s"."""
 from __future__ import annotations
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 from tests.support.fleet import config, goal
 
 

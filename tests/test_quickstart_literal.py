@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 
-from tests.fwcli import ENV, ROOT, fw
+from tests.support.fwcli import ENV, ROOT, fw
 from tests.support.exe import FLEETWATCH
 
 FW_BIN = FLEETWATCH

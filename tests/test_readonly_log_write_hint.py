@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fwcli import AS_NOBODY, as_nobody_env
+from tests.support.fwcli import AS_NOBODY, as_nobody_env
 from tests.support.exe import FLEETWATCH
 
 

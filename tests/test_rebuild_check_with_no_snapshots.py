@@ -10,7 +10,7 @@ import time
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_rebuild_check_without_snapshots_says_nothing_was_compared(tmp_path):

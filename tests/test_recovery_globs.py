@@ -11,7 +11,7 @@ import pytest
 from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
-from tests.vclock import written_at
+from tests.support.vclock import written_at
 
 T0 = 1_800_000_000.0
 
@@ -22,7 +22,7 @@ def goal(path, agent: str, **kw) -> None:
            "last_activity": T0, **kw}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc))
-    written_at(tmp, doc["last_activity"])  # on the virtual clock (tests/vclock.py)
+    written_at(tmp, doc["last_activity"])  # on the virtual clock (tests/support/vclock.py)
     os.replace(tmp, path)
 
 

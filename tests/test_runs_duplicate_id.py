@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.fwonce import once_and_tail
+from tests.support.fwonce import once_and_tail
 
 
 def _runs(root: Path, docs: dict[str, dict]) -> Path:

@@ -19,7 +19,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.fwonce import once_and_tail
+from tests.support.fwonce import once_and_tail
 
 DEEP = 975
 GOOD = {"run": "good", "branch": "full", "board": "B1", "steps": {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.fwonce import once_and_tail
+from tests.support.fwonce import once_and_tail
 
 AT = "2026-12-01T10:00:00Z"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.fwonce import once_and_tail
+from tests.support.fwonce import once_and_tail
 
 
 def _gone(evs: list[dict]) -> list[tuple[str, bool, str]]:

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from tests.fwcli import ENV, FW, fw
+from tests.support.fwcli import ENV, FW, fw
 from tests.support.receiver import Sink
 from tests.support.waiting import wait_for
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.fwonce import once_and_tail, sqlite_config
+from tests.support.fwonce import once_and_tail, sqlite_config
 
 
 def _config(tmp_path: Path, db: Path) -> Path:

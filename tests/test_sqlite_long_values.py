@@ -11,7 +11,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from tests.fwonce import once_and_tail, sqlite_config
+from tests.support.fwonce import once_and_tail, sqlite_config
 
 BIG = 2 * 1024 * 1024
 

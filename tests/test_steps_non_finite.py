@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fwonce import once_and_tail
+from tests.support.fwonce import once_and_tail
 
 SHA = "a" * 64
 RUNS = {

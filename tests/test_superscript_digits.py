@@ -4,7 +4,7 @@ where the code checked isdigit() before int(): `fleetwatch report --since ²`, a
 Real subprocesses, real files."""
 from __future__ import annotations
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_report_since_a_superscript_digit_is_refused_without_a_traceback(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fwonce import once_and_tail
+from tests.support.fwonce import once_and_tail
 
 DEEP = "[" * 985 + "]" * 985
 

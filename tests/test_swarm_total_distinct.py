@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fwonce import once_and_tail
+from tests.support.fwonce import once_and_tail
 
 
 def _out(path, children: list[str]) -> None:

@@ -8,7 +8,7 @@ import time
 
 from events.log import EventLog
 from events.types import AgentClassified, DodContractChanged, DodVerdict, NoticeAcked, NoticeSent, SilenceAdded
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def _world(tmp_path) -> str:

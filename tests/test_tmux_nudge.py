@@ -16,7 +16,7 @@ from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
 from watcher.runtime.notifier import Notifier
-from tests.vclock import written_at
+from tests.support.vclock import written_at
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 TEXT = "NUDGE-close-your-DoD"
@@ -37,7 +37,7 @@ def goal(root, agent, **kw):
     d = root / agent
     d.mkdir(parents=True, exist_ok=True)
     (d / "goal.json.tmp").write_text(json.dumps(g))
-    written_at(d / "goal.json.tmp", g["last_activity"])  # on the virtual clock (tests/vclock.py)
+    written_at(d / "goal.json.tmp", g["last_activity"])  # on the virtual clock (tests/support/vclock.py)
     os.replace(d / "goal.json.tmp", d / "goal.json")
 
 

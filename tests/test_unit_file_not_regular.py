@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 @pytest.mark.parametrize("make", [os.mkfifo, lambda p: os.symlink("/dev/zero", p)], ids=["fifo", "dev-zero"])

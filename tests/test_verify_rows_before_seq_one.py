@@ -13,7 +13,7 @@ import apsw
 
 from events.log import EventLog
 from events.types import DodVerdict
-from tests.fwcli import fw
+from tests.support.fwcli import fw
 
 
 def test_a_row_inserted_before_seq_1_breaks_verify(tmp_path):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from importlib.metadata import version
 
-from tests.fwcli import ENV, ROOT
+from tests.support.fwcli import ENV, ROOT
 
 CODE = ("import sys; from watcher.entry import main; sys.argv = ['fleetwatch', '--version']\n"
         "try:\n    main()\nexcept SystemExit as e:\n    rc = e.code\n"

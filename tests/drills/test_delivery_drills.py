@@ -24,7 +24,7 @@ import pytest
 
 from events.log import EventLog
 from watcher.config import parse
-from tests.vclock import written_at
+from tests.support.vclock import written_at
 from tests.support.exe import FLEETWATCH
 
 notifier_mod = pytest.importorskip("watcher.runtime.notifier", reason="watcher/runtime/notifier.py missing")
@@ -101,7 +101,7 @@ def goal(root: Path, agent: str, **kw):
     d = root / agent
     d.mkdir(parents=True, exist_ok=True)
     (d / "goal.json.tmp").write_text(json.dumps(g))
-    written_at(d / "goal.json.tmp", g["last_activity"])  # on the virtual clock (tests/vclock.py)
+    written_at(d / "goal.json.tmp", g["last_activity"])  # on the virtual clock (tests/support/vclock.py)
     os.replace(d / "goal.json.tmp", d / "goal.json")
 
 

@@ -25,7 +25,7 @@ import apsw
 import pytest
 
 from tests.drills.churn import Churn
-from tests.natsserver import MISSING, NatsServer, binary
+from tests.support.natsserver import MISSING, NatsServer, binary
 from tests.test_notify_e2e import Receiver
 from tests.support.exe import FLEETWATCH
 

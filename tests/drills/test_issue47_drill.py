@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from events.log import EventLog
-from tests.fwcli import fw
-from tests.natsserver import MISSING, binary
+from tests.support.fwcli import fw
+from tests.support.natsserver import MISSING, binary
 from tests.support.hostile import check, goal, rows, small_fs, start, stop, verdicts, world
 from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, nats_server, until  # noqa: F401
 from tests.support.waiting import wait_for

@@ -24,7 +24,7 @@ from events.log import BUSY_TIMEOUT_MS, EventLog
 from events.types import NoticeSent
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
-from tests.vclock import written_at
+from tests.support.vclock import written_at
 
 T0 = 1_800_000_000.0
 
@@ -36,7 +36,7 @@ def goal(root, agent, **kw):
     d = root / agent
     d.mkdir(parents=True, exist_ok=True)
     (d / "goal.json.tmp").write_text(json.dumps(g))
-    written_at(d / "goal.json.tmp", g["last_activity"])  # on the virtual clock (tests/vclock.py)
+    written_at(d / "goal.json.tmp", g["last_activity"])  # on the virtual clock (tests/support/vclock.py)
     os.replace(d / "goal.json.tmp", d / "goal.json")
 
 

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.fwcli import ENV, FW, fw
+from tests.support.fwcli import ENV, FW, fw
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ import os
 import time
 
 from events.log import EventLog
-from tests.vclock import written_at
+from tests.support.vclock import written_at
 from watcher.config import parse
 
 T0 = 1_800_000_000.0
@@ -21,7 +21,7 @@ def goal(root, agent, **kw):
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / "goal.json.tmp"
     tmp.write_text(json.dumps(g))
-    written_at(tmp, g["last_activity"])  # on the virtual clock (tests/vclock.py)
+    written_at(tmp, g["last_activity"])  # on the virtual clock (tests/support/vclock.py)
     os.replace(tmp, d / "goal.json")
 
 

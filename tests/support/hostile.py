@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.fwcli import ENV, FW, fw
+from tests.support.fwcli import ENV, FW, fw
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified
-from tests.natsserver import MISSING, NatsServer, binary
+from tests.support.natsserver import MISSING, NatsServer, binary
 from watcher.config import parse
 from watcher.hub.hub import Hub
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 FW = [sys.executable, "-c", "import sys; from watcher.entry import main; sys.argv[0] = 'fleetwatch'; main()"]
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
 ENV.update(PYTHONPATH=ROOT, XDG_CONFIG_HOME="/nonexistent/config")
