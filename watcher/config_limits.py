@@ -131,6 +131,8 @@ def file_kind(mode: int) -> str:
 class NotRegular(OSError):
     """The path is no regular file (``kind``: "a FIFO", "a folder", ...); nothing was read."""
 
+    strerror: str   # always set (OSError's may be None)
+
     def __init__(self, path: str, kind: str):
         super().__init__(f"{kind}, not a regular file")
         self.strerror = f"{kind}, not a regular file"

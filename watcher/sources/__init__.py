@@ -133,8 +133,8 @@ def merge(sources: list[Source], results: list[SourceResult]) -> Snapshot:
     for s in sources:  # no result this tick (a poll still pending): its agents are unseen, not gone
         if s.name not in answered:
             snap.failed[s.name] = "pending"
-    several: dict[str, list[Any]] = {}  # agent id -> its observations, when more than one
-    twice: dict[str, list[Any]] = {}    # run id -> its observations, when more than one
+    several: dict[str, list[AgentObs]] = {}  # agent id -> its observations, when more than one
+    twice: dict[str, list[RunObs]] = {}      # run id -> its observations, when more than one
     agents = snap.agents
     for res in results:
         if not res.ok:
@@ -147,19 +147,19 @@ def merge(sources: list[Source], results: list[SourceResult]) -> Snapshot:
             else:
                 several.setdefault(a.agent, [cur]).append(a)
         for r in res.runs:
-            cur = snap.runs.get(r.run)
-            if cur is None:
+            held = snap.runs.get(r.run)
+            if held is None:
                 snap.runs[r.run] = r
             else:
-                twice.setdefault(r.run, [cur]).append(r)
+                twice.setdefault(r.run, [held]).append(r)
         for row in res.rows:
             snap.rows.setdefault(row.entity, []).append(row)
     for aid, obs in several.items():
         agents[aid] = combine(obs)
     for rid, runs in twice.items():  # one run id in two steps.json: the first listed masked the other
-        files: dict[str, Any] = {}
-        for o in sorted((o for o in runs if o.path is not None), key=lambda o: o.path):
-            files.setdefault(os.path.realpath(o.path), o)  # one file reached by two globs is one file
+        files: dict[str, RunObs] = {}
+        for path, o in sorted(((o.path, o) for o in runs if o.path is not None), key=lambda po: po[0]):
+            files.setdefault(os.path.realpath(path), o)  # one file reached by two globs is one file
         if len(files) >= 2:
             snap.runs[rid] = duplicate(list(files.values()))
     for c in sources:  # Claude Code's sessions join their agents (watcher/sources/claude.py), before tmux looks
@@ -172,8 +172,8 @@ def merge(sources: list[Source], results: list[SourceResult]) -> Snapshot:
         if failed and not t.known:
             snap.tmux_unknown = True  # never answered: nothing known (the fleet keeps the log's)
             continue
-        for aid, obs in list(snap.agents.items()):
-            snap.agents[aid] = t.enrich(obs)
+        for aid, seen in list(snap.agents.items()):
+            snap.agents[aid] = t.enrich(seen)
         if not failed:
             orphans.add(t, snap)  # windows of the fleet with no goal.json (watcher/sources/orphans.py)
     return snap

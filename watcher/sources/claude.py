@@ -85,7 +85,8 @@ def session_of(item: object) -> Session | None:
                    cwd=_s(item.get("cwd"), 4096), name=_s(item.get("name")),
                    status=status if status in STATUSES else None,
                    state=state if isinstance(state, str) else None,
-                   updated=upd / 1000.0 if type(upd) in (int, float) and 0 < upd < 1e14 else None,
+                   updated=upd / 1000.0 if isinstance(upd, (int, float)) and type(upd) is not bool and 0 < upd < 1e14
+                   else None,
                    in_tmux=isinstance(item.get("tmux"), str) and bool(item.get("tmux")))
 
 
@@ -157,7 +158,8 @@ class ClaudeSource:
         self.max_bytes = spec.max_bytes or (SESSION_FILE_BYTES if self.glob else MAX_OUTPUT)
         self.last: SourceResult | None = None
         self.sessions: list[Session] = []
-        self.seen: dict[object, tuple[str | None, float]] = {}  # session -> (status, poll that first saw it)
+        # session (its id, else its pid) -> (status, poll that first saw it)
+        self.seen: dict[str | int | None, tuple[str | None, float]] = {}
         self._files: dict[str, tuple[tuple, Session | None]] = {}  # path -> (its lstat key, its session)
 
     def parse(self, raw: bytes) -> SourceResult:
@@ -194,7 +196,8 @@ class ClaudeSource:
 
     def _timed(self, now: float) -> None:
         """Each session without a status time gets the time of the poll that first saw its status."""
-        seen, out = {}, []
+        seen: dict[str | int | None, tuple[str | None, float]] = {}
+        out = []
         for s in self.sessions:
             key = s.sid or s.pid
             old = self.seen.get(key)
@@ -230,13 +233,13 @@ class ClaudeSource:
         by_sid: dict[str, str] = {}
         by_pid: dict[int, str] = {}
         by_cwd: dict[str, list[str]] = {}
-        for aid, obs in snap.agents.items():
+        for known, obs in snap.agents.items():
             if obs.session_id:
-                by_sid.setdefault(obs.session_id, aid)
+                by_sid.setdefault(obs.session_id, known)
             if obs.claude_pid:
-                by_pid.setdefault(obs.claude_pid, aid)
+                by_pid.setdefault(obs.claude_pid, known)
             if obs.cwd:
-                by_cwd.setdefault(os.path.normpath(obs.cwd), []).append(aid)
+                by_cwd.setdefault(os.path.normpath(obs.cwd), []).append(known)
         for s in self.sessions:
             aid = (by_sid.get(s.sid) if s.sid else None) or (by_pid.get(s.pid) if s.pid else None)
             if aid is None and s.cwd:

@@ -52,6 +52,7 @@ class GlobSource:
 
     kind = "files"
     partial = True  # poll(now, False, changed=paths) looks only at those paths
+    OBS: type       # the observation its files give (AgentObs, RunObs): what a forked reader decodes
 
     def __init__(self, spec: Source):
         self.name = spec.name
@@ -61,7 +62,7 @@ class GlobSource:
         self.cache: dict[str, _Entry] = {}
         self._names: list[str] | None = None   # ROOT's last listing (simple layout)
         self._paths: list[str] = []            # its candidate paths
-        self._keys: list[Any] | None = None    # their last (inode, size, mtime_ns), aligned
+        self._keys: list[tuple[int, int, int] | None] | None = None    # their last (inode, size, mtime_ns), aligned
         self._items: list[Any] | None = None   # the last result's observations
         self._obs_of: dict[str, Any] = {}      # path -> the observation it gave last
         self._suspects: set[str] = set()       # files that failed their first read
@@ -304,7 +305,7 @@ class GlobSource:
                 self._keys = [self.cache[p].key for p in paths]
             return res
         try:  # in C, keeping only the keys (no stat_result lives on: that is most of the cost)
-            keys = list(map(_KEY, map(os.stat, paths)))
+            keys: list[tuple[int, int, int] | None] = list(map(_KEY, map(os.stat, paths)))
         except OSError:  # something missing or unreadable: the careful way, path by path
             self._keys = None
             stats = self._stat_all(paths)

@@ -44,7 +44,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple
 
 import msgspec
@@ -214,7 +214,7 @@ def _reap(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def iter_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type) -> Iterator[Read]:
+def iter_split(paths: list[str], read_one: Callable[[str], Read], obs_type: type) -> Generator[Read, None, None]:
     """``map(read_one, paths)``, the paths after ``split_at`` read by a forked child (see the
     module's docstring): the same answers in the same order, up to the stat's type (:class:`St`
     for the child's). This process's part is read as it is consumed (so what the caller does with

@@ -31,7 +31,7 @@ _WIN_PART = re.compile(r"^(\d+)(\.\d+)?$")
 
 class Win(NamedTuple):
     session: str
-    index: str
+    index: str            # type: ignore[assignment]  # tmux's window index; shadows tuple.index (never called)
     wid: str              # "@N": stable for the server's life, survives renames and renumbering
     name: str
     activity: float | None
@@ -280,7 +280,7 @@ class TmuxSource:
         act = self._activity(obs.agent, w)
         dead, status = w.pane_dead(pane) if exact else (False, None)  # a namesake's dead pane closes nothing
         gone = False
-        if how == "pane" and not dead and not obs.ended:
+        if how == "pane" and obs.pane and not dead and not obs.ended:   # "pane": found by obs.pane
             self.want[obs.pane] = obs.claude_pid  # asked again at every poll while the agent is seen
             gone = self.claude.get(obs.pane) is False
         key = (act, w.exact(pane), dead, status, exact, gone)
