@@ -282,8 +282,9 @@ def run_hook(argv: list[str], *, stdin: bytes | str | None = None, env=None, now
         if not valid_agent(agent):
             raise HookError(f"invalid agent id {agent!r}")
         at = time.time() if now is None else now
-        session = payload.get("session_id") if isinstance(payload.get("session_id"), str) else ""
-        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
+        sid, wd = payload.get("session_id"), payload.get("cwd")
+        session = sid if isinstance(sid, str) else ""
+        cwd = wd if isinstance(wd, str) else ""
         path = os.path.join(goals_dir, agent, "goal.json")
         if explicit and not agent.isascii() and not _utf8(agent) and not os.path.isfile(path):
             raise HookError(f"agent id {agent!a} is not UTF-8 (goal.json could not hold it): nothing created")

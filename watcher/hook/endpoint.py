@@ -252,6 +252,8 @@ class HookEndpoint:
     @property
     def url(self) -> str:
         host = self.srv.server_address[0]
+        if not isinstance(host, str):   # an AF_INET/AF_INET6 address is text; typeshed allows bytes
+            host = host.decode()
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}{PATH}"
 
     def count(self, what: str) -> None:

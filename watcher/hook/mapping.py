@@ -331,6 +331,7 @@ def apply(doc: dict | None, d: Decision, agent: str, now: float, *, session: str
         tools.remove(d.tool_close)
     if d.tool_open and d.tool_open not in tools:
         tools = (tools + [d.tool_open])[-MAX_TOOLS_OPEN:]
+    state: str | None
     if pending:
         state = "waiting"
     elif d.only_if_busy:
