@@ -16,7 +16,7 @@ import apsw
 from events.log import EventLog
 from events.types import DodVerdict
 from tests.support.fwcli import fw
-from tests.test_log_integrity import raw
+from tests.support.tamper import raw
 
 NOW = 1_764_443_000.0
 

@@ -19,7 +19,7 @@ from watcher.hook.mapping import MAX_PENDING, MAX_TOOLS_OPEN
 from watcher.sources import build_sources
 from watcher.sources.sqlite import MAX_ROWS
 
-from tests.test_hook import A01, BASE, NOW
+from tests.support.hookinput import A01, BASE, NOW
 
 T0 = 1_800_000_000.0
 

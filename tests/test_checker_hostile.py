@@ -13,7 +13,7 @@ from pathlib import Path
 from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.checker import Checker
-from tests.test_dod_checker import _tick_until
+from tests.support.waiting import tick_until
 from watcher.runtime.loop import Watcher
 from tests.support.exe import FLEETWATCH
 
@@ -152,15 +152,15 @@ def test_a_verdict_for_an_ended_claim_is_never_the_next_claims(tmp_path):
     w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
     w.checker = Checker.from_config(cfg)
     try:
-        _tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
+        tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
         _goal(fleet, "a1", [slow])                                   # claim 1: the check starts
-        _tick_until(w, started.exists)                               # ... and has passed its test
+        tick_until(w, started.exists)                               # ... and has passed its test
         _goal(fleet, "a1", [slow], claim=False)                      # back to work
-        _tick_until(w, lambda: w.proj["dod"]["agents"]["a1"]["claim_seq"] == 0)
+        tick_until(w, lambda: w.proj["dod"]["agents"]["a1"]["claim_seq"] == 0)
         flag.write_text("")                                          # ... and breaks the tests
         _goal(fleet, "a1", [slow])                                   # claim 2
-        _tick_until(w, lambda: w.proj["dod"]["agents"]["a1"]["claim_seq"] != 0)
-        _tick_until(w, lambda: any(e.source == "checks" for e in _verdicts(tmp_path / "e.db")), 30)
+        tick_until(w, lambda: w.proj["dod"]["agents"]["a1"]["claim_seq"] != 0)
+        tick_until(w, lambda: any(e.source == "checks" for e in _verdicts(tmp_path / "e.db")), 30)
         for _ in range(10):
             w.tick(time.time())
             time.sleep(0.05)
@@ -184,7 +184,7 @@ def test_hanging_checks_do_not_hold_the_others(tmp_path):
     w.checker = Checker.from_config(cfg)
     try:
         t0 = time.monotonic()
-        _tick_until(w, lambda: (w.proj["dod"]["agents"].get("zquick", {}).get("verdict") or {}).get("verdict") == "met",
+        tick_until(w, lambda: (w.proj["dod"]["agents"].get("zquick", {}).get("verdict") or {}).get("verdict") == "met",
                     30)
         assert time.monotonic() - t0 < 3.0, f"the quick check waited {time.monotonic() - t0:.1f}s"
     finally:
@@ -232,13 +232,13 @@ def test_a_claim_that_moves_its_cwd_is_not_checked_elsewhere(tmp_path):
     w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
     w.checker = Checker.from_config(cfg)
     try:
-        _tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
+        tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
         d = fleet / "a1"
         g = {"agent": "a1", "state": "idle", "phase": "hecho", "dod_contract": check, "cwd": str(fake),
              "last_activity": time.time()}
         (d / "g.tmp").write_text(json.dumps(g))
         os.replace(d / "g.tmp", d / "goal.json")
-        _tick_until(w, lambda: bool(_verdicts(tmp_path / "e.db")))
+        tick_until(w, lambda: bool(_verdicts(tmp_path / "e.db")))
         v = _verdicts(tmp_path / "e.db")[0]
         assert v.verdict == "unevaluable" and "cwd changed" in v.evidence, (v.verdict, v.evidence)
     finally:

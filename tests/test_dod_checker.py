@@ -21,6 +21,7 @@ from watcher.config import parse
 from watcher.runtime.checker import Checker, run_check
 from watcher.runtime.loop import Watcher
 from tests.support.exe import FLEETWATCH
+from tests.support.waiting import tick_until
 
 FW = FLEETWATCH
 PASS = {"id": "ok", "kind": "cmd", "cmd": ["sh", "-c", "echo all green; exit 0"], "required": True}
@@ -56,7 +57,7 @@ def test_a_malformed_contract_is_mal_lanzado_with_the_reason(tmp_path):
     fleet, cfg = _world(tmp_path)
     _goal(fleet, "a1", dod_contract=[{"id": "t", "kind": "cmd", "cmd": "make test"}])
     w = Watcher(cfg, EventLog(cfg.store.path))
-    _tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
+    tick_until(w, lambda: "a1" in w.proj["fleet"]["agents"])
     a = w.proj["fleet"]["agents"]["a1"]
     assert a["class"] == "MAL_LANZADO" and "cmd must be a non-empty list of strings" in a["reason"]
     w.close()
@@ -175,16 +176,6 @@ def _verdicts(path) -> list:
         log.close()
 
 
-def _tick_until(w: Watcher, pred, timeout: float = 20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        w.tick(time.time())
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 def _watcher(cfg) -> Watcher:
     w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
     w.checker = Checker.from_config(cfg)
@@ -196,10 +187,10 @@ def test_failing_tests_get_failed_with_evidence_and_a_real_done_gets_met(tmp_pat
     _goal(fleet, "liar", dod_contract=[FAIL])
     _goal(fleet, "honest", dod_contract=[PASS])
     w = _watcher(cfg)
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
     _claim(fleet, "liar", dod_contract=[FAIL])
     _claim(fleet, "honest", dod_contract=[PASS])
-    _tick_until(w, lambda: len(_verdicts(cfg.store.path)) == 2)
+    tick_until(w, lambda: len(_verdicts(cfg.store.path)) == 2)
     v = {e.agent: e for e in _verdicts(cfg.store.path)}
     assert v["liar"].verdict == "failed" and v["liar"].verifier == "fleetwatch-checks"
     assert v["liar"].checks[0]["exit"] == 1 and len(v["liar"].checks[0]["digest"]) == 16
@@ -220,9 +211,9 @@ def test_a_contract_rewritten_after_launch_is_refused(tmp_path):
     fleet, cfg = _world(tmp_path)
     _goal(fleet, "a1", dod_contract=[FAIL])
     w = _watcher(cfg)
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
     _claim(fleet, "a1", dod_contract=[PASS])      # the agent swapped its failing test for `exit 0`
-    _tick_until(w, lambda: any(e.source == "checks" for e in _verdicts(cfg.store.path)))
+    tick_until(w, lambda: any(e.source == "checks" for e in _verdicts(cfg.store.path)))
     v = [e for e in _verdicts(cfg.store.path) if e.source == "checks"][0]
     assert v.verdict == "unevaluable" and "contract changed since launch" in v.evidence and v.checks == []
     w.checker.close()
@@ -234,9 +225,9 @@ def test_a_required_screenshot_needs_a_human(tmp_path):
     shot = {"id": "demo", "kind": "screenshot", "expected": "board shows 10 agents", "required": True}
     _goal(fleet, "a1", dod_contract=[PASS, shot])
     w = _watcher(cfg)
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
     _claim(fleet, "a1", dod_contract=[PASS, shot])
-    _tick_until(w, lambda: bool(_verdicts(cfg.store.path)))
+    tick_until(w, lambda: bool(_verdicts(cfg.store.path)))
     v = _verdicts(cfg.store.path)[0]
     assert v.verdict == "unevaluable" and "needs a human or a verifier agent" in v.evidence
     assert "screenshot 'demo'" in json.dumps(v.checks)
@@ -290,9 +281,9 @@ def test_the_output_s_last_lines_are_kept_only_when_asked(tmp_path):
     cfg = parse((tmp_path / "config.toml").read_text() + "check_output_lines = 2\n")
     _goal(fleet, "a1", dod_contract=[FAIL])
     w = _watcher(cfg)
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
     _claim(fleet, "a1", dod_contract=[FAIL])
-    _tick_until(w, lambda: len(_verdicts(cfg.store.path)) == 1)
+    tick_until(w, lambda: len(_verdicts(cfg.store.path)) == 1)
     assert _verdicts(cfg.store.path)[0].checks[0]["lines"] == ["1 failed, 9 passed"]
     w.checker.close()
     w.close()
@@ -321,9 +312,9 @@ def test_status_shows_the_per_check_results(tmp_path):
     fleet, cfg = _world(tmp_path)
     _goal(fleet, "liar", dod_contract=[FAIL, PASS])
     w = _watcher(cfg)
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) >= 1)
     _claim(fleet, "liar", dod_contract=[FAIL, PASS])
-    _tick_until(w, lambda: bool(_verdicts(cfg.store.path)))
+    tick_until(w, lambda: bool(_verdicts(cfg.store.path)))
     w.checker.close()
     w.close()
     cfgp = str(tmp_path / "config.toml")

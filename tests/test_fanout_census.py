@@ -9,7 +9,7 @@ import time
 
 from events.log import EventLog
 from watcher.config import parse
-from tests.test_dod_checker import _tick_until
+from tests.support.waiting import tick_until
 from watcher.runtime.loop import Watcher
 
 
@@ -36,13 +36,13 @@ def test_the_fleet_found_at_start_is_a_census_and_a_later_burst_a_fanout(tmp_pat
     cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n'
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
     w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 10)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 10)
     for _ in range(3):
         w.tick(time.time())
     assert _fanouts(cfg.store.path) == []              # ten agents already running: no push
     for i in range(12):
         _goal(fleet, f"new{i}")
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 22)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 22)
     for _ in range(3):
         w.tick(time.time())
     f = _fanouts(cfg.store.path)
@@ -58,12 +58,12 @@ def test_ended_agents_are_no_launches_tick_after_tick(tmp_path):
     cfg = parse(f'[store]\npath = "{tmp_path}/e.db"\ndurability = "normal"\n'
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
     w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 1)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 1)
     for i in range(12):
         _goal(fleet, f"done{i}")
         g = fleet / f"done{i}" / "goal.json"
         g.write_text(json.dumps({**json.loads(g.read_text()), "ended": True}))
-    _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 13)
+    tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 13)
     for _ in range(5):
         w.tick(time.time())
     assert _fanouts(cfg.store.path) == []
@@ -80,15 +80,15 @@ def test_a_known_agent_back_from_closed_is_not_counted_among_22_new(tmp_path):
                 f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{fleet}/*/goal.json"\n')
     w = Watcher(cfg, EventLog(cfg.store.path, durability="normal"))
     try:
-        _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 3)
+        tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 3)
         for _ in range(2):
             w.tick(time.time())
         _goal(fleet, "old0", ended=True)                  # a known agent ends ...
-        _tick_until(w, lambda: w.proj["fleet"]["agents"]["old0"]["class"] == "CERRADO")
+        tick_until(w, lambda: w.proj["fleet"]["agents"]["old0"]["class"] == "CERRADO")
         _goal(fleet, "old0")                              # ... and comes back with 22 new ones
         for i in range(22):
             _goal(fleet, f"new{i:02d}")
-        _tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 25
+        tick_until(w, lambda: len(w.proj["fleet"]["agents"]) == 25
                    and w.proj["fleet"]["agents"]["old0"]["class"] != "CERRADO")
         for _ in range(3):
             w.tick(time.time())

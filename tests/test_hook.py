@@ -17,22 +17,12 @@ from watcher.cli.hook import HOOK_EVENTS, is_ours, merge
 from watcher.hook.adapter import Decision, HookError, Reason, apply, decide, iso_utc, run_hook, update_goal
 from watcher.hook.mapping import tool_fingerprint
 
+from tests.support.hookinput import A01, BASE, NOW
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 FLEETWATCH = str(VENV_BIN / "fleetwatch")
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "goals" / "a01" / "goal.json"
-NOW = 1796068800.0  # 2026-11-30T20:00:00Z, virtual clock
-BASE = {
-    "session_id": "0b4e8f5c-7d1a-4c3e-9a61-2f5d8e1c3b7a",
-    "transcript_path": "/home/dev/.claude/projects/-home-dev-work-a01/0b4e8f5c.jsonl",
-    "cwd": "/home/dev/work/a01",
-    "permission_mode": "default",
-}
-A01 = {
-    "agent": "a01", "task": "refactor parser", "state": "busy", "phase": "haciendo",
-    "dod": "editing parser.py, 3 tests left", "dod_contract": "pytest tests/test_parser.py passes; ruff clean",
-    "dod_status": "pending", "last_activity": "2026-11-29T19:20:00Z",
-}
 
 
 def payload(event: str, **extra) -> dict:

@@ -21,7 +21,7 @@ import pytest
 
 from watcher.hook.adapter import Reason, decide, run_hook
 
-from tests.test_hook import A01, BASE, NOW  # the same fixture goal.json and payload base fields
+from tests.support.hookinput import A01, BASE, NOW
 
 STAMP = "2026-11-30T20:00:00Z"
 OLD = A01["last_activity"]

@@ -25,6 +25,7 @@ from events.errors import GuardsMissing, LogReplaced, StoreError, WriterLocked
 from events.lock import holder_pid
 from events.log import EventLog
 from events.types import AgentClassified, NoticeSent, RuleViolated
+from tests.support.tamper import raw
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOW = 1_764_443_000.0
@@ -47,15 +48,6 @@ def seed(path: str, n: int = 12) -> EventLog:
              lambda i: NoticeSent(notice=f"n{i}", covers=[i], attempt=1)]
     lg.append([kinds[i % 3](i) for i in range(n)], NOW)
     return lg
-
-
-def raw(path: str, sql: str, *args) -> None:
-    """Edit the file as a hostile user would, with the guards dropped for the edit and put back."""
-    c = apsw.Connection(path)
-    c.execute("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_no_replace")
-    c.execute(sql, args)
-    evschema.restore_guards(c)
-    c.close()
 
 
 HOLDER = """

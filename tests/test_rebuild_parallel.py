@@ -15,7 +15,7 @@ from watcher.runtime import rebuild_par
 from watcher.runtime.state import Projections
 from watcher.runtime.state import rebuild as rebuild_one
 
-from tests.test_log_integrity import raw
+from tests.support.tamper import raw
 from tests.support.seededlogs import churn
 
 

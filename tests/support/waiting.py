@@ -17,3 +17,15 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30.0, step: float = 0.1) 
     if not v:
         raise AssertionError("timed out waiting")
     return v
+
+
+def tick_until(w, pred: Callable[[], Any], timeout: float = 20.0) -> None:
+    """Tick the in-process watcher ``w`` on the real clock until ``pred()`` is truthy
+    (AssertionError on timeout)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        w.tick(time.time())
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
