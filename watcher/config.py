@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from functools import lru_cache
 from typing import Literal
 
 import msgspec
@@ -26,14 +25,7 @@ MAX_DURATION = 36500 * 86400.0   # a century ("never" in tests is 10000d); more 
 
 def parse_duration(value: object, key: str = "duration") -> float:
     """``"90s"`` -> 90.0 seconds. Integers are seconds. Anything else, or more than
-    ``MAX_DURATION`` -> ConfigError(key). A text or int is parsed once (``Config.dur`` is read
-    on every tick, where a regex match run cache-cold after the sleep was ~0.3 ms)."""
-    if type(value) is str or type(value) is int:
-        return _parse_known(value, key)
-    return _parse(value, key)
-
-
-def _parse(value: object, key: str) -> float:
+    ``MAX_DURATION`` -> ConfigError(key)."""
     if isinstance(value, bool):
         raise ConfigError(f"{key}: expected a duration like 90s, got {value!r}", key=key)
     secs: float | None = None
@@ -49,9 +41,6 @@ def _parse(value: object, key: str) -> float:
     if secs > MAX_DURATION:
         raise ConfigError(f"{key}: {str(value)[:40]!r} is too long (at most 36500d)", key=key)
     return secs
-
-
-_parse_known = lru_cache(maxsize=512)(_parse)   # str and int only (bool is not): hashable, equal only to their own kind
 
 
 def expand(path: str) -> str:

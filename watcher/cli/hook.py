@@ -44,7 +44,7 @@ CORE_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequ
                "PostToolUseFailure", "Notification", "SubagentStart", "SubagentStop", "Stop", "StopFailure",
                "SessionEnd")
 NEW_EVENTS_SINCE = (2, 1, 145)   # the hooks reference the mapping was checked against
-HOOK_TIMEOUT = 10  # seconds Claude Code allows one hook call (it normally takes ~30 ms)
+HOOK_TIMEOUT = 10  # seconds Claude Code allows one hook call
 
 
 class SettingsError(FleetwatchError):
