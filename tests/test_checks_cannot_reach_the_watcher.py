@@ -58,7 +58,7 @@ def test_without_isolation_a_check_that_kills_the_watcher_is_unevaluable_at_the_
     for i in range(2):   # every later start: the verdict once, the check never again
         p = start(cfg)
         try:
-            wait_for(lambda: len(rows(db, ("watcher.started",))) == 2 + i and verdicts(db), timeout=60)
+            wait_for(lambda i=i: len(rows(db, ("watcher.started",))) == 2 + i and verdicts(db), timeout=60)
             assert p.poll() is None
         finally:
             assert stop(p) == 0
@@ -82,6 +82,18 @@ def test_an_unannounced_sigterm_under_a_service_manager_exits_1_and_the_announce
         p.send_signal(signal.SIGTERM)
         assert p.wait(30) == rc
         assert rows(db, ("watcher.stopped",))[-1]["data"]["reason"] == reason
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "unshare", "unshare-pid"])
+def test_every_isolation_gives_the_command_its_stdin(tmp_path, kind):
+    """The verifier reads the claim on its stdin, under whichever isolation the host has: under
+    unshare the command runs as an asynchronous list of sh, whose stdin is /dev/null unless
+    redirected from a saved descriptor (the verifier read nothing on a host without bwrap)."""
+    if kind not in _kinds():
+        pytest.skip(f"{kind} does not isolate here: {isolation(kind).why}")
+    r = run_isolated(["sh", "-c", "cat; echo; echo $$"], str(tmp_path), 30, b'{"agent": "a1"}', isolate=kind)
+    assert r.error_class is None and r.out.startswith(b'{"agent": "a1"}\n'), r
+    assert int(r.out.split()[-1]) <= 3, r                      # its own PID namespace
 
 
 def test_run_isolated_gives_stdin_and_keeps_the_budget(tmp_path):

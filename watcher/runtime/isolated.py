@@ -36,7 +36,9 @@ from watcher.sources.command import MAX_OUTPUT, RunError, RunResult, Running, ru
 KINDS = ("auto", "bwrap", "unshare", "unshare-pid", "none")
 PROBE_TIMEOUT = 10.0
 SIGXFSZ = 25
-_PID2 = '"$@" 0<&0 & wait $!'      # sh as pid 1: the command as pid 2, its status handed back
+# sh as pid 1: the command as pid 2 with sh's own stdin (an asynchronous list's stdin is /dev/null
+# unless redirected from a descriptor saved before), its status handed back
+_PID2 = 'exec 3<&0; "$@" 0<&3 3<&- & wait $!'
 
 
 class Budget(NamedTuple):
