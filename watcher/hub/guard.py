@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -24,8 +24,9 @@ from events.types_hub import HostGap, HostRefused, HubConsumerTaken
 from watcher.hub import store, wire
 
 if TYPE_CHECKING:
+    import apsw
+
     from watcher.config import Hub as HubConfig
-    from watcher.hub.hub import OriginLog
     from watcher.runtime.loop import Watcher
 
 log = logging.getLogger("fleetwatch.hub")
@@ -41,13 +42,20 @@ class ConsumerTaken(Exception):
         self.consumer, self.owner = consumer, owner
 
 
+class _Log(Protocol):
+    """What the guard reads of the hub's log (watcher.hub.hub.OriginLog): its connection."""
+
+    @property
+    def db(self) -> apsw.Connection: ...
+
+
 class Guard:
     """State it expects on ``self`` (set by the Hub, declared here): ``w`` (the Watcher),
     ``olog``, ``hc``, ``last``, ``stats``, ``notes``, ``_noted``, ``hb``, ``drained_at``,
     ``consumer``, ``seen``."""
 
     w: Watcher
-    olog: OriginLog
+    olog: _Log
     hc: HubConfig
     last: dict[tuple[str, str], int]                # (host, chain) -> the hub's last seq of it
     stats: dict[str, int]

@@ -117,7 +117,7 @@ class Hub(Guard):
 
         assert cfg.hub is not None
         self.cfg, self.hc = cfg, cfg.hub
-        self.olog = OriginLog(elog)
+        self.olog: OriginLog = OriginLog(elog)
         self.w = Watcher(cfg, self.olog, notifier=notifier)  # type: ignore[arg-type]
         self.silent_after = parse_duration(self.hc.silent_after, "hub.silent_after")
         self.last = store.last_seqs(elog.db)

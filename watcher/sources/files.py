@@ -50,8 +50,7 @@ _RELIST_NS = 30_000_000_000  # and it is listed anyway this often (a file system
 class GlobSource:
     """Base for goals/steps: subclasses set ``parse(raw, path, folder_id, mtime)``."""
 
-    kind = "files"
-    partial = True  # poll(now, False, changed=paths) looks only at those paths
+    kind, partial = "files", True   # partial: poll(now, False, changed=paths) looks only at those paths
     OBS: type       # the observation its files give (AgentObs, RunObs): what a forked reader decodes
 
     def __init__(self, spec: Source):
