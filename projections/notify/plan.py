@@ -20,7 +20,7 @@ import logging
 from enum import Enum
 from itertools import chain
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -428,7 +428,14 @@ def nudge_decision(agent: str, ag: dict, state: dict, now: float, policy: Policy
     return NudgeReason.NUDGE, None
 
 
-def nudges(state: dict, now: float, policy: Policy, targets: dict[str, str | None],
+class Targets(Protocol):
+    """agent -> its tmux target (None: none known): a dict, or the runtime's view of the fleet
+    projection that looks up only the agents asked for."""
+
+    def get(self, agent: str, /) -> str | None: ...
+
+
+def nudges(state: dict, now: float, policy: Policy, targets: Targets,
            inflight: set | frozenset = frozenset()) -> tuple[list[NudgeAction], float | None]:
     """Nudges due now (ESTANCADO, DoD not met, never a waiting/RECLAMA agent, at most
     ``nudge_max`` per stall) and the next time one could become due."""

@@ -94,7 +94,9 @@ def search_bounded(pattern: str, out: bytes, timeout: float, running: Running | 
             os.unlink(path)
         except OSError:
             pass
-    return {0: True, 1: False}.get(r.exit_code) if r.error_class in (None, RunError.EXIT) else None
+    if r.exit_code is None or r.error_class not in (None, RunError.EXIT):
+        return None
+    return {0: True, 1: False}.get(r.exit_code)
 
 
 class Limits(NamedTuple):
@@ -258,8 +260,10 @@ class Checker:
         self.decided.update(old.decided)
         self.pins.update(old.pins)
 
-    def _check(self, *job: Any) -> Pending:
-        return verdict_for(*job, self.limits, 0, self.running)
+    def _check(self, agent: str, claim_seq: int, checks: list[dict[str, Any]] | None, cwd: str | None,
+               digest: str | None, pinned: str | None) -> Pending:
+        """One job of the pool (what ``step`` puts): its claim's verdict under this checker's limits."""
+        return verdict_for(agent, claim_seq, checks, cwd, digest, pinned, self.limits, 0, self.running)
 
     def step(self, states: dict[str, Any], snap: Any, now: float) -> list[Any]:
         """Hand back finished verdicts and ``dod.check_started`` records (the watcher appends and

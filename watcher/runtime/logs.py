@@ -117,10 +117,9 @@ class JournalFormatter(logging.Formatter):
 
 
 class HumanFormatter(logging.Formatter):
-    converter = time.gmtime
-
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%SZ")
+        self.converter = time.gmtime   # UTC times (the Z of the format)
 
 
 def journal_mode(environ: Mapping[str, str], stream: IO[str]) -> bool:

@@ -6,9 +6,12 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from projections.text import safe
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver
 
 log = logging.getLogger("fleetwatch.watcher")
 LIMITS = (errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM)  # inotify's limits (watches, instances)
@@ -50,7 +53,7 @@ class Waker:
     def __init__(self, roots: list[str], debounce: float, *, start: bool = True):
         self.event = threading.Event()
         self.debounce = debounce
-        self.observer = None
+        self.observer: BaseObserver | None = None   # None: polling (no watchdog, or stopped)
         self.overflows = 0
         self._lock = threading.Lock()
         self._paths: set[str] | None = set()
@@ -322,7 +325,7 @@ def prompt_moves() -> bool:
         except Exception:
             usable = False
         if usable:
-            mod.DelayedQueue = _prompt_queue(base)
+            mod.DelayedQueue = _prompt_queue(base)  # type: ignore[attr-defined]  # patching a module found by name
             done = True
     return done
 
