@@ -4,5 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]   # tests/
+ROOT = TESTS.parent                           # the checkout
+FIXTURES = TESTS / "fixtures"
 
 FLEETWATCH = os.path.join(os.path.dirname(sys.executable), "fleetwatch")
