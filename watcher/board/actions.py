@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from typing import NamedTuple
 
 TMUX_TIMEOUT = 5.0
@@ -39,14 +40,14 @@ def same_server(socket: str | None, tmux_env: str | None) -> bool:
     return os.path.basename(path) == (socket or "default")
 
 
-def jump(target: str | None, socket: str | None, env: dict[str, str] | None = None) -> Outcome:
+def jump(target: str | None, socket: str | None, env: Mapping[str, str] | None = None) -> Outcome:
     """Show the agent's window: ``switch-client`` when the board runs in a client of that server,
     else ``select-window`` (attaching then lands there) and say how to attach."""
     if not target:
         return Outcome(False, "no tmux target known for this agent (set `target` in its goal.json)")
-    env = os.environ if env is None else env
+    environ = os.environ if env is None else env
     t = exact_target(target)
-    inside = same_server(socket, env.get("TMUX"))
+    inside = same_server(socket, environ.get("TMUX"))
     out = _tmux(tmux_base(socket) + ["switch-client", "-t", t]) if inside else None
     if out is not None and out.ok:
         return Outcome(True, f"switched to {target}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -36,6 +36,9 @@ from projections.text import age as fmt_age
 from projections.text import safe
 from watcher.board import actions, layout
 from watcher.board.feed import Feed
+
+if TYPE_CHECKING:
+    from textual.widgets.data_table import CursorType
 
 CHROME = 7         # lines the header (2), tabs (2), table header, message and footer take
 FILTER = 3         # and the filter line, while shown
@@ -285,7 +288,7 @@ class Board(App[None]):
                     [(f"{title}:{i}", [(c, "") for c in r]) for i, r in enumerate(rows)])
 
     def _apply(self, table_id: str, shape: tuple, columns: list[tuple[str, str, int | None]],
-               rows: list[tuple[str, list[Any]]], cursor: str = "row", header: bool = True,
+               rows: list[tuple[str, list[Any]]], cursor: CursorType = "row", header: bool = True,
                order_by: str | None = None) -> None:
         """Show ``rows`` in a table, touching only what changed: with the same shape and the same
         row keys, changed cells are updated in place and a new order is a ``sort`` on the
@@ -311,7 +314,7 @@ class Board(App[None]):
                 for (_, ckey, _), c, n, w in zip(columns, cells, sig[key], old_sig[key]):
                     if n != w:
                         t.update_cell(key, ckey, _text(c))
-            if keys != old_keys:
+            if keys != old_keys and order_by is not None:   # a new order of the same keys: pos is whole
                 t.sort(order_by, key=lambda v: pos[v.plain])
         else:
             if old_shape == shape:

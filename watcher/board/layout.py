@@ -33,8 +33,8 @@ SHORT = {c: c[:4] for c in classes.ORDER}   # RECL, DICE, ESTA, MAL_, TRAB, CERR
 # with NO_COLOR: an emphasis per attention class (colour would have told them apart)
 MONO = {classes.RECLAMA: "bold reverse", classes.DICE_TERMINADO: "bold", classes.ESTANCADO: "italic",
         classes.MAL_LANZADO: "underline"}
-DOD_SHORT = {"met": "met", "failed": "FAIL", "unevaluable": "unev", "pending": "pend", "claimed": "clmd",
-             "self-approved": "SELF"}
+DOD_SHORT: dict[str | None, str] = {"met": "met", "failed": "FAIL", "unevaluable": "unev", "pending": "pend",
+                                     "claimed": "clmd", "self-approved": "SELF"}
 
 
 # the class table's colour names as exact colours: Textual maps ANSI names through its theme, where
