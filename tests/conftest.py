@@ -1,6 +1,7 @@
-"""Shared fixtures: a real log file in tmp_path, an isolated environment, the CLI runner.
-
-Keep this small and generic; area-specific fixtures belong in the area's test module.
+"""Shared fixtures: a real log file in tmp_path, an isolated environment, the CLI runner, and the
+fixtures more than one test module uses (a webhook receiver, the runs harness, a nats-server, the
+phone page). A fixture only one module uses stays in that module; the helpers behind these live in
+tests/support/ (test modules never import from each other, nor fixtures by name).
 """
 from __future__ import annotations
 
@@ -54,3 +55,46 @@ def cli():
         return runner.invoke(app, [str(a) for a in args], input=input, env=env, catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture
+def rx():
+    """A local webhook receiver (tests/support/notifyloop.py's Receiver); closed afterwards."""
+    from tests.support.notifyloop import Receiver
+
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def h(tmp_path):
+    """The runs harness on a real log in tmp_path (tests/support/runsworld.py); closed afterwards."""
+    from tests.support.runsworld import Harness
+
+    x = Harness(tmp_path)
+    yield x
+    x.close()
+
+
+@pytest.fixture
+def nats_server(tmp_path):
+    """A real nats-server with JetStream on a free loopback port (tests/support/natsserver.py);
+    the test skips when the binary is not installed."""
+    from tests.support.natsserver import MISSING, NatsServer, binary
+
+    if binary() is None:
+        pytest.skip(MISSING)
+    s = NatsServer(tmp_path / "nats").start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def site(tmp_path):
+    """The phone page over a log where a1 and a2 were pushed (tests/support/webpage.py's Site)."""
+    from tests.support.webpage import Site
+
+    s = Site(tmp_path)
+    yield s
+    s.close()

@@ -9,39 +9,16 @@ import pytest
 
 from events.log import EventLog, Recorded, iso
 from events.types import AgentClassified, NoticeSent, tag_of
-from projections.dod import fold as dod
 from projections.fleet import fold as fleet
 from projections.notify import fold as notify
 from projections.notify.fold import Policy
 from projections.notify.plan import plan
 from watcher.runtime.loop import Watcher
-from watcher.runtime.state import Projections
 
+from tests.support.fleetstep import Fold
 from tests.support.goalfleet import T0, goal, make
 
 DAY = 86400.0
-
-
-class Fold:
-    """fleet + dod folded from events on a virtual clock (no DB: the folds are pure)."""
-
-    def __init__(self) -> None:
-        self.p = Projections({"fleet": fleet, "dod": dod})
-        self.seq = 0
-
-    def cls(self, agent: str, to: str, t: float) -> int:
-        self.seq += 1
-        ev = AgentClassified(agent=agent, to=to, state="busy")
-        self.p.fold(Recorded(self.seq, f"id{self.seq}", iso(t), tag_of(ev), ev.subject, 1, ev, b"", b""))
-        return self.seq
-
-    def until(self, seq: int, t: float) -> None:
-        """Filler classifications of one busy agent up to ``seq`` (inclusive)."""
-        while self.seq < seq:
-            self.cls("busy", "TRABAJANDO", t)
-
-    def has(self, agent: str) -> tuple[bool, bool]:
-        return agent in self.p["fleet"]["agents"], agent in self.p["dod"]["agents"]
 
 
 @pytest.mark.parametrize("age,kept", [(fleet.CLOSED_KEEP_S, True), (fleet.CLOSED_KEEP_S + 1, False)])

@@ -16,7 +16,7 @@ from projections.fleet import fold as fleet
 from projections.notify import fold as notify
 from projections.base import decode_state, encode_state, registry
 
-from tests.test_status_cli import EVENTS
+from tests.support.eventgen import EVENTS
 
 T0 = 1_800_000_000.0
 GAPS = (0.0, 7.5, 301.0, 2 * 86400.0, 8 * 86400.0)           # same tick .. past CLOSED_KEEP_S

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from tests.support.exe import FLEETWATCH
+from tests.support.reloads import reload_lines
 
 FW = FLEETWATCH
 
@@ -34,8 +35,6 @@ def test_a_config_symlink_loop_or_dangling_link_is_named_not_not_found(tmp_path)
 
 
 def test_a_reload_onto_a_symlink_loop_says_loop_and_keeps_running(tmp_path):
-    from tests.test_reload_keeps_the_same_log import reload_lines
-
     good = config(tmp_path)
 
     def loop(cfg):

@@ -10,9 +10,8 @@ from events.timefmt import iso
 from projections.fleet import fold as fleet
 from projections.fleet.fold import Cls, classify
 from projections.observations import Snapshot, SourceResult
-from tests.support.runsworld import T0 as RT0, MIN, S, doc, h, snap  # noqa: F401  (h is a fixture)
+from tests.support.runsworld import T0 as RT0, EVID, HEX, MIN, S, doc, snap, violations
 from tests.support.fleetstep import NOW, STALL, obs  # busy, haciendo, a contract, active at NOW
-from tests.test_runs_rules import EVID, HEX, violations
 from tests.support.fleetstep import step
 
 

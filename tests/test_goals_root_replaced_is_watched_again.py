@@ -12,7 +12,7 @@ import time
 
 from events.log import EventLog
 
-from tests.test_recovery_inotify import goal, wait_for
+from tests.support.livefleet import goal, wait_for
 from tests.support.exe import FLEETWATCH
 
 EXE = FLEETWATCH

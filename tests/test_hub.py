@@ -18,11 +18,9 @@ from watcher.hub import store, wire
 from watcher.hub.forwarder import Forwarder
 from watcher.hub.hub import Hub, Seen, silent_changes
 
-from tests.support import hubkit
-from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, needs_nats, until  # noqa: F401
+from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, needs_nats, until
 from tests.support.exe import FLEETWATCH
 
-nats_server = hubkit.nats_server   # the fixture, by this name here and in tests/test_hub_hostile.py
 EXE = FLEETWATCH
 
 

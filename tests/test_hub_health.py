@@ -15,10 +15,8 @@ import pytest
 
 from events.log import EventLog
 from tests.support.fwcli import ENV, FW, fw
-from tests.support import hubkit
 from tests.support.hubkit import needs_nats, until
 
-nats_server = hubkit.nats_server   # the fixture, by this name here
 
 
 def _goal(root, agent: str, state: str) -> None:

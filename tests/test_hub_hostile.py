@@ -9,7 +9,7 @@ import pytest
 
 from events.log import EventLog
 from tests.support.natsserver import MISSING, binary
-from tests.test_hub import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, nats_server, until  # noqa: F401
+from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, until
 from watcher.hub import store, wire
 from watcher.hub.forwarder import Forwarder, ensure_stream
 
@@ -56,10 +56,10 @@ def _verify_ok(db: str) -> None:
 
 
 def test_forged_rows_are_refused_before_the_hub_folds_them(tmp_path, nats_server):
-    """Before: a message for vm1 with a new event id at a seq the hub already held (its origin
-    row ignored, its event folded) turned vm1/a1 DICE_TERMINADO, and `verify` still said ok; a
-    row at the next seq whose hash did not follow the chain was folded too (verify found it
-    only afterwards). Now both are refused (termed, counted) and the genuine next row lands."""
+    """A message for vm1 with a new event id at a seq the hub already holds, and a row at the
+    next seq whose hash does not follow vm1's chain, are both refused (termed, counted) before
+    the hub folds them: vm1/a1 keeps its class, `verify` stays right, and the genuine next row
+    lands."""
     host = EventLog(str(tmp_path / "vm1.db"), durability="normal")
     host.append([classified("a1", "RECLAMA"), classified("a2", "RECLAMA")], T0)
     chain = store.chain_id(host.db)
@@ -115,9 +115,9 @@ def test_a_row_whose_hash_does_not_follow_is_refused_in_the_same_batch(tmp_path)
 
 
 def test_two_machines_with_one_host_name_are_named_not_merged_silently(tmp_path, nats_server, caplog):
-    """Before: two machines forwarding as vm1 had their a1 merged into one vm1/a1 (one's
-    TRABAJANDO overwritten by the other's RECLAMA) and nothing said so; verify said ok for both
-    chains. Now the hub sees the two chains interleave and says so (error log, counted)."""
+    """Two machines forwarding under one host name (vm1) are two chains interleaving at the hub:
+    the hub says so (an error in its log, counted) rather than silently merging their a1 into one
+    vm1/a1."""
     a = EventLog(str(tmp_path / "A.db"), durability="normal")
     b = EventLog(str(tmp_path / "B.db"), durability="normal")
     a.append([classified("a1", "RECLAMA")], T0)
@@ -171,10 +171,9 @@ def test_a_recreated_host_log_is_not_a_shared_name(tmp_path):
 
 
 def test_a_deeply_nested_payload_does_not_stop_the_hub(tmp_path, nats_server):
-    """Before: a row whose payload nested objects 1,000 deep (6 KB) (a seq after a gap, so no chain
-    link to check) made to_hub raise RecursionError out of msgspec; the hub dropped the
-    connection, got the same message again, and never consumed anything after it: every
-    host's rows stopped at the hub. Now it is kept as a host.event and the rest flows."""
+    """A row whose payload nests objects 1,000 deep (6 KB; a seq after a gap, so no chain link to
+    check) is kept as a host.event, and every host's rows after it still reach the hub: a
+    decoder's RecursionError never stops the hub consuming."""
     deep = b'{"agent":"a",' + b'"x":{' * 1000 + b"}" * 1000 + b"}"
     _publish(nats_server.url, [_forged("vm9", "ab" * 8, 5, "deep", deep, b"\x33" * 32)])
     host = EventLog(str(tmp_path / "vm1.db"), durability="normal")
@@ -192,10 +191,10 @@ def test_a_deeply_nested_payload_does_not_stop_the_hub(tmp_path, nats_server):
 
 
 def test_a_nats_that_comes_back_without_its_store_gets_the_rows_again(tmp_path, nats_server):
-    """Before: rows the stream had acknowledged, then lost with its store (the server came
-    back empty), were never sent again: a hub that had not consumed them yet never got them
-    (verify: GAPS, missing 1..10). Now the forwarder sees the stream hold fewer messages than
-    it acknowledged and forwards its chain again from seq 1 (known ids are no-ops)."""
+    """Rows the stream acknowledged and then lost with its store (the server came back empty)
+    reach the hub all the same: the forwarder sees the stream hold fewer messages than it
+    acknowledged and forwards its chain again from seq 1 (ids the hub knows are no-ops), so
+    verify finds no gap."""
     import shutil
 
     host = EventLog(str(tmp_path / "vm1.db"), durability="normal")

@@ -16,7 +16,7 @@ import pytest
 from events.log import EventLog
 from tests.support.fwcli import fw
 from tests.support.natsserver import MISSING, binary
-from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, nats_server, until  # noqa: F401
+from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, until
 from watcher.hub import store, wire
 from watcher.hub.forwarder import Forwarder, ensure_stream
 

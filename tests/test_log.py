@@ -24,16 +24,10 @@ from events.lock import WriterLock, holder_pid
 from events.log import GENESIS, EventLog, Pending, Recorded, row_hash
 from events.types import EVENT_TYPES, AgentClassified, Unknown, WatcherStarted, encode_data, tag_of
 
+from tests.support.eventgen import sample
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOW = 1_764_443_000.0  # virtual clock: 2025-11-29T19:03:20Z
-
-
-def sample(tag: str):
-    """One instance of the event type ``tag`` with every required field filled."""
-    cls = EVENT_TYPES[tag]
-    req = {f.encode_name: (7 if isinstance(f.type, msgspec.inspect.IntType) else f"x-{f.name}")
-           for f in msgspec.inspect.type_info(cls).fields if f.required}
-    return msgspec.convert(req, cls)
 
 
 def ac(agent: str = "a7", to: str = "TRABAJANDO", **kw) -> AgentClassified:

@@ -10,37 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from projections.notify.flap import entries, flap_percent, flap_state
+from projections.notify.flap import entries, flap_percent
 from projections.notify.policy import Policy
 
-T = 1_800_000_000.0
-P = Policy(flap_high=50.0, flap_low=25.0)
-
-
-def pattern(changes: list[int], n: int = 21) -> str:
-    """``n`` classes where transition j (between entry j-1 and j) changes iff j in ``changes``."""
-    out, cur = ["A"], "A"
-    for j in range(1, n):
-        if j in changes:
-            cur = "B" if cur == "A" else "A"
-        out.append(cur)
-    return "".join(out)
-
-
-def flat(classes: str, times: list[float] | None = None) -> list:
-    times = times if times is not None else [T + i for i in range(len(classes))]
-    out: list = []
-    for i, (c, t) in enumerate(zip(classes, times)):
-        out += [c, t, i + 1]
-    return out
-
-
-def hist(classes: str, times: list[float] | None = None) -> list:
-    f = flat(classes, times)
-    return [f[i:i + 3] for i in range(0, len(f), 3)]
-
-
-ALT = "AB" * 10 + "A"    # 21 classes, 20 changes
+from tests.support.flaphistory import ALT, T, flat, hist, pattern, state
 
 PERCENTS = [
     # (classes, times (None: 1 s apart), expected percent at the last entry)
@@ -81,12 +54,6 @@ def test_entries_hold_the_percent_at_each_of_the_last_21_classes():
 
 
 # ---- hysteresis -------------------------------------------------------------------------
-def state(classes: str, now: float | None = None, policy: Policy = P, sent: list | None = None,
-          times: list[float] | None = None):
-    f = flat(classes, times)
-    return flap_state(f, sent, f[-2] + 1 if now is None else now, policy)
-
-
 @pytest.mark.parametrize("classes,flapping", [
     (pattern(list(range(12, 21))), True),               # 51.51 >= 50: starts
     (pattern(list(range(13, 21))), False),              # 46.32 < 50: never started

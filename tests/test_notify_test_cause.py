@@ -10,7 +10,6 @@ import socket
 import subprocess
 from pathlib import Path
 
-from tests.test_notify_e2e import rx  # noqa: F401  (the receiver fixture)
 from tests.support.exe import FLEETWATCH
 
 EXE = FLEETWATCH

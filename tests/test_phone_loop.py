@@ -16,43 +16,10 @@ import urllib.request
 
 import pytest
 
-from tests.test_notify_e2e import Driver, reclama, rx  # noqa: F401  (rx: the receiver fixture)
 from watcher.config import parse
 from watcher.runtime.notifier import PlanClock
 from tests.support.exe import FLEETWATCH
-
-T0 = 1_800_000_000.0
-# the page link of a push: its notice, its token and (optional) the signed conditions it is about
-LINK = re.compile(r"(https?://[^\s]+/n/(n[0-9a-f]{15})\?t=([0-9a-z]+\.[A-Za-z0-9_-]{32})"
-                  r"(?:&c=[0-9a-z.]+-[A-Za-z0-9_-]{16})?)")
-
-
-class Mono:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def cfg_for(tmp_path, rx, extra: str = "", web: bool = True):
-    w = (f'[web]\nlisten = "127.0.0.1:0"\npublic_url = "http://127.0.0.1:1"\n'
-         f'key_file = "{tmp_path}/web.key"\n') if web else ""
-    return parse(f'[store]\npath = "{tmp_path}/e.db"\n[notify]\nurls = ["{rx.url()}"]\ngroup_wait = "10s"\n'
-                 f'retry = ["1s"]\ntimeout = "5s"\n{extra}\n{w}', check_paths=False)
-
-
-class Loop(Driver):
-    """The notify loop in miniature (test_notify_e2e.Driver) on a virtual wall and monotonic clock."""
-
-    def __init__(self, cfg, db: str) -> None:
-        self.mono = Mono()
-        super().__init__(cfg, db, mono=self.mono)
-
-    def tick(self, now: float) -> None:
-        self.mono.t = 1000.0 + (now - T0)
-        super().tick(now)
-
+from tests.support.notifyloop import LINK, T0, Loop, Mono, cfg_for, reclama
 
 def post(base: str, path: str, data: dict) -> int:
     class NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from events.log import EventLog
-from tests.test_notify_e2e import Receiver
+from tests.support.notifyloop import Receiver
 from tests.support.exe import FLEETWATCH
 
 FW = FLEETWATCH

@@ -14,7 +14,7 @@ from apprise.decorators import notify as apprise_plugin
 from watcher.config import parse
 from watcher.runtime.deliver import Deliverer, config_file_urls
 
-from tests.test_notify_e2e import T0, Driver, Receiver, config, reclama
+from tests.support.notifyloop import T0, Driver, Receiver, config, reclama
 
 
 @pytest.fixture

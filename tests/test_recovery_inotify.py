@@ -7,21 +7,19 @@ inotify instance that uid may have, and the watcher runs as that uid (root only;
 processes are touched)."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
 from events.log import EventLog
 from tests.support.exe import FLEETWATCH
+from tests.support.livefleet import goal, wait_for
 
-T0 = 1_800_000_000.0
 UID = 61_977            # no account, no process: its inotify instances are ours to exhaust
 EXE = FLEETWATCH
 WARNING = "inotify unavailable"
@@ -38,25 +36,6 @@ while True:
 print(len(fds), ctypes.get_errno(), flush=True)
 sys.stdin.read()
 """
-
-
-def goal(root, agent, **kw):
-    d = os.path.join(root, agent)
-    os.makedirs(d, exist_ok=True)
-    doc = {"agent": agent, "state": "busy", "phase": "haciendo", "dod_contract": f"tests for {agent}",
-           "last_activity": T0, **kw}
-    with open(os.path.join(d, "goal.json.tmp"), "w") as f:
-        json.dump(doc, f)
-    os.replace(os.path.join(d, "goal.json.tmp"), os.path.join(d, "goal.json"))
-
-
-def wait_for(pred, what: str, proc: subprocess.Popen, limit: float = 60.0) -> None:
-    """Liveness only (no timing asserted): until ``pred()`` or the watcher died."""
-    end = time.monotonic() + limit
-    while not pred():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < end, f"never saw {what}"
-        time.sleep(0.05)
 
 
 def run_and_see_a_change(base: str, user: int | None, env: dict) -> str:

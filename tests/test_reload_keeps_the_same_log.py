@@ -8,12 +8,8 @@ A real move is still refused."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
-from tests.support.exe import FLEETWATCH
 
-FW = FLEETWATCH
+from tests.support.reloads import reload_lines
 
 
 def conf(tmp_path, store: str, sources: int) -> str:
@@ -23,29 +19,6 @@ def conf(tmp_path, store: str, sources: int) -> str:
         (tmp_path / f"fleet{i}" / "a1" / "goal.json").write_text('{"state": "busy", "dod_contract": "x"}')
         out += f'[[sources]]\nname = "f{i}"\nkind = "goals"\nglob = "{tmp_path}/fleet{i}/*/goal.json"\n'
     return out
-
-
-def reload_lines(tmp_path, args: list[str], first: str, second, db: str) -> list[str]:
-    """Start `run` on ``first``, rewrite the config as ``second`` (a text, or a callable given
-    the config's path), SIGHUP; the reload's lines."""
-    cfg = tmp_path / "live.toml"
-    cfg.write_text(first)
-    p = subprocess.Popen([FW, "run", "--config", str(cfg), *args], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        end = time.monotonic() + 60
-        while not os.path.exists(db + ".head"):   # the first tick is committed (liveness only)
-            assert p.poll() is None and time.monotonic() < end
-            time.sleep(0.05)
-        cfg.write_text(second) if isinstance(second, str) else second(cfg)
-        p.send_signal(signal.SIGHUP)
-        time.sleep(1.0)
-        assert p.poll() is None
-    finally:
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
-    return [x for x in err.splitlines() if "reload" in x]
 
 
 def test_a_reload_under_db_ignores_an_edited_store_path(tmp_path):

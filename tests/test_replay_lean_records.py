@@ -14,7 +14,7 @@ from watcher.runtime import rebuild_par
 from watcher.runtime.state import Projections
 from watcher.runtime.state import rebuild as rebuild_one
 
-from tests.test_log import sample
+from tests.support.eventgen import sample
 from tests.support.seededlogs import churn
 
 NOW = 1_800_000_000.0

@@ -21,7 +21,7 @@ from collections import Counter
 import pytest
 
 from events.log import EventLog
-from tests.test_notify_e2e import Receiver
+from tests.support.notifyloop import Receiver
 from tests.support.exe import FLEETWATCH
 
 EXE = FLEETWATCH

@@ -13,8 +13,7 @@ from projections.observations import Snapshot, SourceResult
 from watcher.runtime.state import Projections
 from tests.support.fleetstep import step
 
-from tests.test_bounds_fleet import Fold
-from tests.support.fleetstep import NOW as FNOW, STALL, obs as fobs
+from tests.support.fleetstep import NOW as FNOW, STALL, Fold, obs as fobs
 from tests.support.fleetupdates import NOW, obs, snap, tick
 from tests.support.goalfleet import T0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from projections.notify.flap import entries
 from projections.notify.policy import Policy
 
-from tests.test_notify_flap import ALT, T, state
+from tests.support.flaphistory import ALT, T, state
 from tests.support.notifyworld import T0, World
 
 

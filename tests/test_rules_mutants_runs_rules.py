@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from tests.support.runsworld import MIN, T0, at, doc, h, snap  # noqa: F401  (h is a fixture)
-from tests.test_runs_rules import EVID, HEX, S, violations
+from tests.support.runsworld import EVID, HEX, MIN, T0, S, at, doc, snap, violations
 
 
 @pytest.fixture

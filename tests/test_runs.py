@@ -16,7 +16,7 @@ from projections.runs import fold as runs
 from projections.base import encode_state
 from projections.observations import Snapshot
 
-from tests.support.runsworld import FIXTURES, MIN, T0, Harness, S, at, doc, fixture_docs, h, rules, snap, types  # noqa: F401
+from tests.support.runsworld import MIN, T0, Harness, S, at, doc, fixture_docs, rules, snap, types
 
 
 # ---- fixtures -------------------------------------------------------------------------------

@@ -9,23 +9,9 @@ from __future__ import annotations
 import pytest
 
 from projections.runs import fold as runs
-from tests.support.runsworld import MIN, T0, S, at, doc, h, snap  # noqa: F401  (h is a fixture)
+from tests.support.runsworld import EVID, HEX, MIN, T0, S, at, doc, snap, violations
 
-HEX = "ab" * 32
-EVID = dict(sha256=HEX, candidate="c-1")
 DONE_UP_TO_DEPLOY = {s: S("done", i) for i, s in enumerate(runs.ORDER[:6])}
-
-
-def violations(h, before: dict | None, after: dict, rule: str, others=(), **kw) -> list:
-    """Rule violations of R1 reported when ``before`` -> ``after`` (kw: run-level fields)."""
-    if before is not None:
-        h.tick(snap(doc("R1", before, **kw), *others), T0 + 100 * MIN)
-    evs = h.tick(snap(doc("R1", after, **kw), *others), T0 + 101 * MIN)
-    got = [e for e in evs if type(e).__name__ == "RuleViolated" and e.rule == rule and e.run == "R1"]
-    # persisting: the same files on later ticks say nothing more
-    again = h.tick(snap(doc("R1", after, **kw), *others), T0 + 102 * MIN)
-    assert [e for e in again if type(e).__name__ == "RuleViolated"] == []
-    return got
 
 
 EVIDENCE = [

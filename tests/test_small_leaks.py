@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 
-from tests.test_web import site  # noqa: F401  (the page fixture)
 from tests.support.exe import FLEETWATCH
 
 EXE = FLEETWATCH

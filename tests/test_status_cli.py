@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from events.log import EventLog, Recorded, iso
-from events.types import (AgentClassified, CircuitChanged, DodContractChanged, DodFlagged, DodVerdict,
-                          MissionCompleted, RuleViolated, RunChanged, SourceFailed, SourceRecovered, StepChanged,
+from events.types import (AgentClassified, DodContractChanged, DodVerdict, RuleViolated, RunChanged, StepChanged,
                           SwarmChanged, WpChanged, encode_data, tag_of)
 from projections.base import decode_state, encode_state, registry
 from watcher.cli import app
 from watcher.cli.status import cap_evidence, check_verdict
 from watcher.runtime.state import Projections
 from tests.support.exe import FLEETWATCH
+from tests.support.eventgen import EVENTS
 
 runner = CliRunner()
 T0 = 1_800_000_000.0
@@ -219,32 +219,6 @@ def test_rebuild_check_after_churn_and_tamper(env):
 
 
 # ---- property: incremental folding (snapshot round trips at random cuts) == full replay --------
-AGENTS = st.sampled_from(["a1", "a2", "a3"])
-CLASSES = st.sampled_from(["TRABAJANDO", "RECLAMA", "DICE_TERMINADO", "ESTANCADO", "MAL_LANZADO", "CERRADO"])
-SHA = st.sampled_from([None, "s1", "s2"])
-EVENTS = st.one_of(
-    st.builds(lambda a, c, s: AgentClassified(agent=a, to=c, state="idle", phase="hecho", source="fleet",
-                                              contract_sha256=s, contract_len=3), AGENTS, CLASSES, SHA),
-    st.builds(lambda a, v, w: DodVerdict(agent=a, verdict=v, verifier=w), AGENTS,
-              st.sampled_from(["met", "failed", "unevaluable"]), st.sampled_from(["v1", "v2", "a1"])),
-    st.builds(lambda a, s: DodContractChanged(agent=a, old_sha256="s1", new_sha256=s), AGENTS, SHA),
-    st.builds(lambda a, f: DodFlagged(agent=a, flag=f, detail="met|"), AGENTS,
-              st.sampled_from(["self-approved", "claim-unverified"])),
-    st.builds(lambda m, w, s: WpChanged(mission=m, wp=w, to=s, deps=["w1"], source="missions"),
-              st.sampled_from(["m1", "m2"]), st.sampled_from(["w1", "w2"]),
-              st.sampled_from(["READY", "DONE", "APPROVAL_REQUIRED", None])),
-    st.builds(lambda m: MissionCompleted(mission=m, wps=2), st.sampled_from(["m1", "m2"])),
-    st.builds(lambda s: CircuitChanged(scope="m1", to=s, source="circuits"), st.sampled_from(["OPEN", "CLOSED", None])),
-    st.builds(lambda g, c, s: SwarmChanged(group=g, child=c, to=s, source="sw"), st.sampled_from(["g1", "g2"]),
-              st.sampled_from(["c1", "c2"]), st.sampled_from(["queued", "running", "done", None])),
-    st.builds(lambda ok: SourceFailed(source="fleet", error="x") if ok else SourceRecovered(source="fleet"),
-              st.booleans()),
-    st.builds(lambda s, to: StepChanged(run="r1", step=s, to=to), st.sampled_from(["facts", "audit", "apply"]),
-              st.sampled_from(["begin", "done", "fail"])),
-    st.builds(lambda r: RuleViolated(run="r1", rule=r, detail="d"), st.sampled_from(["no-redo", "deploy-gate"])),
-)
-
-
 def _recs(events):
     return [Recorded(i, f"id{i}", iso(T0 + i * 7.5), tag_of(e), e.subject, i, e, encode_data(e), b"")
             for i, e in enumerate(events, 1)]

@@ -18,7 +18,7 @@ from events.log import EventLog
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
 
-from tests.test_tmux_window_names import tmux
+from tests.support.tmuxserver import tmux
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 

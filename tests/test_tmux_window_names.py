@@ -14,14 +14,9 @@ import pytest
 
 from watcher.config import parse
 
+from tests.support.tmuxserver import tmux
+
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
-
-
-def tmux(sock: str, *args: str) -> str:
-    r = subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=10,
-                       env={**os.environ, "TMUX": ""})
-    assert r.returncode == 0, r.stderr
-    return r.stdout
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The phone page's endpoint attacked as a hostile client would: real servers on 127.0.0.1, real
-sockets, a real `fleetwatch run` process and a real log (tests/test_web.py's Site)."""
+sockets, a real `fleetwatch run` process and a real log (tests/support/webpage.py's Site)."""
 from __future__ import annotations
 
 import json
@@ -15,17 +15,9 @@ import pytest
 pytest.importorskip("werkzeug")
 
 from events.log import EventLog  # noqa: E402
-from tests.test_web import Site  # noqa: E402
 from watcher.web import server  # noqa: E402
 from tests.support.exe import FLEETWATCH
-
-
-
-@pytest.fixture
-def site(tmp_path):
-    s = Site(tmp_path)
-    yield s
-    s.close()
+from tests.support.webpage import Site
 
 
 def _post_twice(site, action: str) -> list:
@@ -225,14 +217,13 @@ def test_a_key_made_readable_by_others_refuses_every_link(site):
     assert site.req(f"/n/{site.notice}?t={site.token}")[0] == 200
 
 
-def test_behind_a_proxy_at_a_path_the_buttons_links_and_redirects_keep_the_prefix(tmp_path, monkeypatch):
+def test_behind_a_proxy_at_a_path_the_buttons_links_and_redirects_keep_the_prefix(tmp_path):
     """Found reading the page behind `public_url = "https://fleet.example.net/fw"` (a TLS proxy
     mounting the endpoint at /fw, as the docs advise): the push's link carried /fw, but the
     page's forms, its fleet link and the 303 after a tap pointed at /n/..., outside the proxy."""
     import re
     from urllib.parse import urljoin, urlsplit
 
-    import tests.test_web as tw
     from watcher.config import parse
 
     def behind_proxy(tmp, extra: str = ""):
@@ -240,8 +231,7 @@ def test_behind_a_proxy_at_a_path_the_buttons_links_and_redirects_keep_the_prefi
                      f'listen = "127.0.0.1:0"\npublic_url = "https://fleet.example.net/fw/"\n'
                      f'key_file = "{tmp}/state/web.key"\n', check_paths=False)
 
-    monkeypatch.setattr(tw, "make_cfg", behind_proxy)
-    s = tw.Site(tmp_path)
+    s = Site(tmp_path, cfg=behind_proxy(tmp_path))
     try:
         pushed = f"https://fleet.example.net/fw/n/{s.notice}?t={s.token}"
         code, html, _ = s.req(f"/n/{s.notice}?t={s.token}")   # what the proxy forwards, /fw stripped

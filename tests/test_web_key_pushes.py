@@ -10,8 +10,7 @@ import os
 import urllib.error
 import urllib.request
 
-from tests.test_notify_e2e import reclama, rx  # noqa: F401  (rx: the receiver fixture)
-from tests.test_phone_loop import LINK, T0, Loop, cfg_for
+from tests.support.notifyloop import LINK, T0, Loop, cfg_for, reclama
 
 
 def _get(url: str) -> int:

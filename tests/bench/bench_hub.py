@@ -31,7 +31,7 @@ import apsw  # noqa: E402
 from events.log import EventLog, parse_iso  # noqa: E402
 from events.types import AgentClassified  # noqa: E402
 from tests.support.natsserver import MISSING, NatsServer, binary  # noqa: E402
-from tests.test_hub import HubThread, fwd_cfg, hub_cfg  # noqa: E402
+from tests.support.hubkit import HubThread, fwd_cfg, hub_cfg  # noqa: E402
 from watcher.hub.forwarder import Forwarder  # noqa: E402
 
 NOW = 1_764_443_000.0

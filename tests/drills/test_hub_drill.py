@@ -26,7 +26,7 @@ import pytest
 
 from tests.drills.churn import Churn
 from tests.support.natsserver import MISSING, NatsServer, binary
-from tests.test_notify_e2e import Receiver
+from tests.support.notifyloop import Receiver
 from tests.support.exe import FLEETWATCH
 
 LONG = bool(os.environ.get("FW_DRILL_LONG"))

@@ -22,7 +22,7 @@ from events.log import EventLog
 from tests.support.fwcli import fw
 from tests.support.natsserver import MISSING, binary
 from tests.support.hostile import check, goal, rows, small_fs, start, stop, verdicts, world
-from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, nats_server, until  # noqa: F401
+from tests.support.hubkit import T0, HubThread, classified, fwd_cfg, hub_cfg, hub_rows, until
 from tests.support.waiting import wait_for
 from watcher.hub.forwarder import Forwarder, ensure_stream
 

@@ -1,5 +1,6 @@
 """The hub's test kit: a hub in a thread over a real nats-server, the configs of a hub and of a
-forwarder, the hub log's ids (tests/test_hub*.py, the drills)."""
+forwarder, the hub log's ids (tests/test_hub*.py, the drills; the ``nats_server`` fixture is in
+tests/conftest.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,7 @@ import pytest
 
 from events.log import EventLog
 from events.types import AgentClassified
-from tests.support.natsserver import MISSING, NatsServer, binary
+from tests.support.natsserver import MISSING, binary
 from watcher.config import parse
 from watcher.hub.hub import Hub
 
@@ -81,12 +82,3 @@ def hub_rows(db: str) -> dict[str, int]:
     """hub event id -> count (every id should be there once)."""
     with apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY) as c:
         return dict(c.execute("SELECT id, count(*) FROM events GROUP BY id").fetchall())
-
-
-@pytest.fixture
-def nats_server(tmp_path):
-    if binary() is None:
-        pytest.skip(MISSING)
-    s = NatsServer(tmp_path / "nats").start()
-    yield s
-    s.stop()

@@ -1,13 +1,13 @@
 """Runs on a real log (tests of the runs projection and of the rules over runs): steps.json
-documents built by hand or read from tests/fixtures/runs, the snapshot they make, and a harness
-that detects, appends, reads back and folds (``h`` is its pytest fixture)."""
+documents built by hand or read from tests/fixtures/runs, the snapshot they make, a harness
+that detects, appends, reads back and folds (its fixture ``h`` is in tests/conftest.py), and
+``violations``: which occurrences of a rule one change of run R1 reports."""
 from __future__ import annotations
 
 import json
 import pathlib
 
 import msgspec
-import pytest
 
 from events.log import EventLog, iso, parse_iso
 from projections.runs import fold as runs
@@ -70,11 +70,20 @@ class Harness:
         self.log.close()
 
 
-@pytest.fixture
-def h(tmp_path):
-    x = Harness(tmp_path)
-    yield x
-    x.close()
+HEX = "ab" * 32                                 # a well-formed sha256
+EVID = dict(sha256=HEX, candidate="c-1")        # the evidence an upload intent carries
+
+
+def violations(h: Harness, before: dict | None, after: dict, rule: str, others=(), **kw) -> list:
+    """Rule violations of R1 reported when ``before`` -> ``after`` (kw: run-level fields); a
+    violation that persists on the next tick is not reported again."""
+    if before is not None:
+        h.tick(snap(doc("R1", before, **kw), *others), T0 + 100 * MIN)
+    evs = h.tick(snap(doc("R1", after, **kw), *others), T0 + 101 * MIN)
+    got = [e for e in evs if type(e).__name__ == "RuleViolated" and e.rule == rule and e.run == "R1"]
+    again = h.tick(snap(doc("R1", after, **kw), *others), T0 + 102 * MIN)
+    assert [e for e in again if type(e).__name__ == "RuleViolated"] == []
+    return got
 
 
 def types(evs) -> list[str]:

@@ -50,3 +50,11 @@ def goal(root: Path, agent: str, **fields) -> Path:
     p = d / "goal.json"
     p.write_text(json.dumps({"agent": agent, "state": "busy", "dod_contract": "tests pass", **fields}))
     return p
+
+
+def tmux(sock: str, *args: str) -> str:
+    """``tmux -L sock args...`` outside any tmux session; its output (AssertionError when it fails)."""
+    r = subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=10,
+                       env={**os.environ, "TMUX": ""})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
