@@ -3,7 +3,6 @@ table, each driven past its bound on a virtual clock; what is kept, what is drop
 is not forgotten while anything else can go first, and that nothing is pushed twice after a prune."""
 from __future__ import annotations
 
-import pytest
 
 from events.types import NoticeFailed, NoticeSent, RuleViolated
 from projections.notify import fold as notify

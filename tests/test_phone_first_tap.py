@@ -12,7 +12,6 @@ import re
 import urllib.error
 import urllib.request
 
-import pytest
 
 from tests.support.fwcli import fw
 from tests.support.browser import chromium, phone

@@ -9,7 +9,6 @@ Real files, real ``fleetwatch run --once`` processes and ``tail --json``."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from tests.support.fwonce import once_and_tail
 

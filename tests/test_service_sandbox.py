@@ -235,7 +235,7 @@ group_wait = "1s"
         try:
             got = _wait(lambda: (c := classified()) and {"a1", "a2", "a3"} <= set(c) and c, "the three agents")
         except AssertionError:
-            raise AssertionError(f"agents seen: {classified()}; service log: {out.read_text()[-2000:]}")
+            raise AssertionError(f"agents seen: {classified()}; service log: {out.read_text()[-2000:]}") from None
         assert got["a1"] == "RECLAMA" and got["a2"] == "ESTANCADO" and got["a3"] == "TRABAJANDO", got
         assert sum(1 for a in got if a.startswith("m")) == MANY, len(got)
         from watcher.sources import forkread  # the "many" source's first poll did fork (two CPUs here):

@@ -1,5 +1,6 @@
 """Static checks in `make test`: mypy clean on events/ and projections/ (apsw checked against its
-stubs, its rows read only through the typed adapter events/sqlrows.py), ruff clean on the code.
+stubs, its rows read only through the typed adapter events/sqlrows.py), ruff clean on the code
+and on the tests.
 
 Both read their settings from pyproject.toml (``[tool.mypy]``, ``[tool.ruff]``: the rule set is
 stated there). A missing tool skips with the command that installs it (both are in the ``test``
@@ -51,7 +52,8 @@ def test_mypy_covers_the_package_with_a_shrinking_list_of_exceptions():
 
 
 def test_ruff_is_clean():
-    r = _run([_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "events", "projections", "watcher"])
+    r = _run([_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "events", "projections", "watcher",
+              "tests"])
     assert r.returncode == 0, f"ruff found problems:\n{r.stdout}{r.stderr}"
 
 

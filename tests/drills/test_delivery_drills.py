@@ -198,7 +198,7 @@ def test_receiver_outage_loses_nothing(tmp_path, receiver, capsys):
         if now >= T0 + 300 and receiver.server.socket.fileno() == -1:
             receiver.start()                              # back after a simulated 5 minutes
 
-    now = run_until(w, n, T0, T0 + 1500, 5.0, churn)
+    run_until(w, n, T0, T0 + 1500, 5.0, churn)
     failed = types(elog, "notice.failed")
     abandoned = types(elog, "notice.abandoned")
     delivered = " ".join(d.get("message", "") for d in receiver.delivered())

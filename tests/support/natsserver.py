@@ -62,7 +62,7 @@ class NatsServer:
                     return self
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"nats-server exited {self.proc.returncode}; see {out.name}")
+                    raise RuntimeError(f"nats-server exited {self.proc.returncode}; see {out.name}") from None
                 time.sleep(0.05)
         raise RuntimeError("nats-server did not start listening")
 
