@@ -125,9 +125,9 @@ class RewrittenUnderTheCopy(EventLog):
 
 
 def test_a_log_rewritten_under_the_copy_names_the_last_row_both_agree_on(tmp_path):
-    """Before: the result named the copy's head (seq 8, the row that differs) as its last good
-    row. The copy is kept (--as-is) with every row as it was copied, and the result names seq 5,
-    the last row the copy and the log agree on, and seq 6, the first where they part."""
+    """A log rewritten while it is copied: the copy is kept (--as-is) with every row as it was
+    copied, and the result names seq 5, the last row the copy and the log agree on, and seq 6,
+    the first where they part (never the copy's head, seq 8, the row that differs)."""
     from events.errors import BackupFailed
 
     log, dest = str(tmp_path / "events.db"), str(tmp_path / "copy.db")

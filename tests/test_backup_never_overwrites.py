@@ -134,7 +134,8 @@ def test_the_clean_up_touches_only_names_a_backup_makes(tmp_path):
 
 
 def test_a_backup_path_ending_in_a_slash_is_a_folder_not_a_file(tmp_path):
-    """Before: `backup newdir/` wrote a file named newdir (os.path.abspath drops the slash)."""
+    """`backup newdir/` (or `newdir/.`) names a folder: refused (exit 2), no file named newdir
+    written (os.path.abspath drops the slash, so the path is judged as given)."""
     log = str(tmp_path / "events.db")
     make_log(log)
     for dest in (str(tmp_path / "newdir") + "/", str(tmp_path / "newdir") + "/."):

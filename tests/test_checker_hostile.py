@@ -78,9 +78,9 @@ def _run_with_hanging_check(tmp_path: Path, marker: str, env: dict) -> subproces
 
 
 def test_a_watcher_stopped_mid_check_leaves_no_check_running(tmp_path):
-    """Before: SIGTERM stopped the watcher (exit 0) and the check's leader and grandchild ran on
-    (sleep 100000: for ever), since the worker thread that would kill them at the timeout died
-    with the process."""
+    """A watcher stopped by SIGTERM (exit 0) in the middle of a check leaves nothing of it
+    running: the check's leader and its grandchild (sleep 100000) are killed with it, not left to
+    a timeout that died with the process."""
     marker = f"fw-hostile-term-{os.getpid()}"
     p = _run_with_hanging_check(tmp_path, marker, dict(os.environ))
     try:
@@ -93,10 +93,9 @@ def test_a_watcher_stopped_mid_check_leaves_no_check_running(tmp_path):
 
 
 def test_a_watcher_killed_9_mid_check_has_its_checks_killed_and_not_run_again(tmp_path):
-    """Before: after kill -9 the check group ran on, and the restart started a second copy of it;
-    then the restart ran it once more (a check that kills its parent killed every start). Now
-    nothing the dead watcher started runs on, and the claim is ``unevaluable: it stopped the
-    watcher`` without running its checks again."""
+    """After kill -9 mid-check, the restart kills what the dead watcher started and does not run
+    those checks again (a check that kills its parent would kill every start): the claim is
+    ``unevaluable: it stopped the watcher``."""
     marker = f"fw-hostile-kill-{os.getpid()}"
     env = dict(os.environ)
     p = _run_with_hanging_check(tmp_path, marker, env)
@@ -139,10 +138,10 @@ def test_the_restart_never_kills_a_group_that_is_not_the_recorded_one(tmp_path):
 
 
 def test_a_verdict_for_an_ended_claim_is_never_the_next_claims(tmp_path):
-    """Before: the agent claimed done, its slow check started, it went back to work, broke the
-    tests and claimed again; the first run's `met` came back after the second claim and was
-    recorded as the DoD's verdict (status and pushes said met while the tests were broken).
-    With checks run side by side it could even land after the second claim's `failed`."""
+    """A verdict belongs to the claim whose checks produced it: an agent claims done, its slow
+    check starts, it goes back to work, breaks the tests and claims again; the first run's `met`,
+    arriving after the second claim (or even after its `failed`), is dropped, and the DoD's
+    verdict is the second claim's `failed`."""
     fleet, cfgp = _world(tmp_path)
     flag, started = tmp_path / "broken", tmp_path / "started"
     slow = {"id": "tests", "kind": "cmd", "required": True,
@@ -173,8 +172,8 @@ def test_a_verdict_for_an_ended_claim_is_never_the_next_claims(tmp_path):
 
 
 def test_hanging_checks_do_not_hold_the_others(tmp_path):
-    """Before: one worker thread ran every claim in turn, so three agents whose checks hang held a
-    fourth agent's passing check for three whole timeouts; now they run side by side (bounded)."""
+    """Checks run side by side (bounded): three agents whose checks hang do not hold a fourth
+    agent's passing check until their timeouts."""
     fleet, cfgp = _world(tmp_path, timeout="4s")
     for i in range(3):
         _goal(fleet, f"slow{i}", [{"id": "h", "kind": "cmd", "cmd": ["sleep", "60"]}])
@@ -193,9 +192,9 @@ def test_hanging_checks_do_not_hold_the_others(tmp_path):
 
 
 def test_a_backtracking_stdout_re_does_not_freeze_the_watcher(tmp_path):
-    """Before: `^(a+)+$` searched in a check's output of 40 a's and a '!' ran in the watcher's
-    worker thread, holding the GIL inside the regex engine: the tick stopped (another agent's
-    claim was never even classified) and SIGTERM did not stop the watcher."""
+    """A catastrophically backtracking `stdout_re` (`^(a+)+$` over 40 a's and a '!') does not
+    freeze the watcher: that claim is `unevaluable` (its stdout_re named), another agent's claim
+    still gets its verdict, and SIGTERM still stops the watcher."""
     fleet, cfg = _world(tmp_path, timeout="3s")
     bad = {"id": "re", "kind": "cmd", "cmd": [sys.executable, "-c", "print('a' * 40 + '!')"],
            "expect": {"exit": 0, "stdout_re": "^(a+)+$"}}
@@ -219,9 +218,9 @@ def test_a_backtracking_stdout_re_does_not_freeze_the_watcher(tmp_path):
 
 
 def test_a_claim_that_moves_its_cwd_is_not_checked_elsewhere(tmp_path):
-    """Before: the contract was pinned but goal.json's `cwd` is the agent's to write: launched in
-    its repo (where the check fails), it claimed done with `cwd` pointing at a folder where the
-    check passes, and got `met`."""
+    """goal.json's `cwd` is the agent's to write: an agent that claims done with `cwd` moved to a
+    folder where its pinned check passes is not checked there; the claim is `unevaluable`
+    ("cwd changed")."""
     fleet, cfgp = _world(tmp_path)
     fake = tmp_path / "fake"
     fake.mkdir()
@@ -247,8 +246,8 @@ def test_a_claim_that_moves_its_cwd_is_not_checked_elsewhere(tmp_path):
 
 
 def test_an_unwritable_groups_folder_warns_once_and_checks_still_run(tmp_path, caplog):
-    """Before: one warning per check started (a fleet's worth in the journal, check after
-    check); the checks themselves must run regardless."""
+    """A check-groups folder that cannot be written is warned about once, not once per check
+    started, and the checks still run."""
     from watcher.runtime.checker import run_check
 
     (tmp_path / "groups").write_text("a file, not a folder")

@@ -27,7 +27,8 @@ def test_a_log_cut_short_is_named_damaged_not_foreign(tmp_path):
 
 
 def test_a_log_another_process_keeps_locked_gets_a_lock_hint(tmp_path):
-    """Before: 'BusyError: database is locked' with the hint 'is it a fleetwatch events.db?'."""
+    """A log another process keeps locked gets a hint that says so ("keeps the log locked"), not
+    "is it a fleetwatch events.db?"."""
     import subprocess
     import sys
 

@@ -63,7 +63,8 @@ def test_verify_restore_guards_on_a_read_only_log_is_refused_without_a_traceback
 
 
 def test_doctor_does_not_call_a_read_only_log_writable(read_only_log, tmp_path):
-    """Before: '✓ log: PATH writable, verify intact', healthy, exit 0: `run` then failed to append."""
+    """doctor on a read-only log says it is not writable here (✗, exit 1), so `run` is not
+    trusted to append to it."""
     cfg = tmp_path / "config.toml"
     cfg.write_text("")
     r = fw("doctor", "--config", str(cfg), "--db", read_only_log)
