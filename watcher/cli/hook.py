@@ -376,10 +376,10 @@ def install(
     target = os.path.realpath(path) if os.path.islink(path) else path
     try:
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)  # `--settings settings.json`: here
-        mode = os.stat(target).st_mode & 0o7777 if before_text else 0o644
+        perm = os.stat(target).st_mode & 0o7777 if before_text else 0o644
         if before_text:
-            write_atomic(path + ".fleetwatch.bak", before_text.encode(), mode)
-        write_atomic(target, after_text.encode(), mode)
+            write_atomic(path + ".fleetwatch.bak", before_text.encode(), perm)
+        write_atomic(target, after_text.encode(), perm)
     except OSError as e:
         raise SettingsError(f"cannot write settings: {e.strerror}", op="hook install", path=path) from None
     typer.echo(f"{safe(path)}: written ({summary})" + (f"; previous version in {safe(path)}.fleetwatch.bak" if before_text else ""))

@@ -103,8 +103,8 @@ def launch_plan(cfg: Any, path: str, db: str | None, file: str, dry_run: bool, a
         trial["plans"][name] = {"max_parallel": plan["max_parallel"], "sha256": sha, "seq": 0, "at": "",
                                 "tasks": [dict(t) for t in plan_file.recorded(plan, sha).tasks],
                                 "launched": {}, "stopped": None}
-    now, _stop = plans.judge(trial)
-    now = [tid for p, tid in now if p == name]
+    due, _stop = plans.judge(trial)
+    now = [tid for p, tid in due if p == name]
     if dry_run:
         out = {"plan": name, "max_parallel": plan["max_parallel"], "tasks": [t["id"] for t in plan["tasks"]],
                "would_launch": now, "recorded": old is not None}

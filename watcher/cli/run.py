@@ -186,7 +186,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     # or the first tick runs ends the start cleanly (watcher.stopped whenever watcher.started)
     stop = threading.Event()
     reload_req = threading.Event()  # and a SIGHUP then is a reload after the first tick, not the end of the process
-    waker = None  # set below; a signal wakes the loop through it
+    waker: Waker | None = None  # set below; a signal wakes the loop through it
 
     def on_stop() -> None:
         stop.set()
@@ -195,6 +195,10 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
 
     def on_hup() -> None:
         reload_req.set()
+        if waker is not None:
+            waker.event.set()
+
+    def on_late_poll() -> None:   # a slow poll that ends late is taken at once
         if waker is not None:
             waker.event.set()
 
@@ -228,7 +232,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
     w.cancel = stop  # a stop cuts the tick's wait for slow sources
     w.snap_budget = cfg.dur("watch.debounce")  # a due snapshot: a debounce's worth of it per tick at most
     w.snap_fork = not once  # ... or none of it in the loop: a forked child encodes, a thread stores (SnapshotRound)
-    w.polls.on_done = lambda: waker.event.set()  # a slow poll that ends late is taken at once
+    w.polls.on_done = on_late_poll
     settle_gc()  # after start-up: imports, config and the loaded projections are long-lived
     waker = Waker([] if once else [r for s in w.sources if hasattr(s, "watch_roots") for r in s.watch_roots()],
                   cfg.dur("watch.debounce"), start=False)  # started after the first tick (Waker.start)
