@@ -1,9 +1,9 @@
 """`fleetwatch backup --as-is`: a damaged log can be copied as it is. Real logs, real subprocesses.
 
-Before: a backup of a log that does not verify was refused, nothing kept, and the hint only said
-to run `verify`; the one tool that makes a consistent copy of a live log (WAL included) could
-not copy the very log a user most needs kept before starting a new one (`cp` misses the WAL).
-Without --as-is that refusal stands; with it the copy is kept, every row as it is, and said.
+`backup` is the one tool that makes a consistent copy of a live log (WAL included; `cp` misses
+the WAL), and a damaged log is the one a user most needs kept before starting a new one. Without
+--as-is a log that does not verify is refused, nothing kept; with it the copy is kept, every row
+as it is, and the result says so.
 """
 from __future__ import annotations
 

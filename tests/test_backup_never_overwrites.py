@@ -1,10 +1,10 @@
 """`fleetwatch backup` never replaces a file, never sits on the log's own companions, and cleans
 up after a backup killed mid-way. Real logs, real subprocesses.
 
-Before: a log named ``X.head`` backed up to ``X`` had the backup's anchor renamed over it (the
-log was gone, exit 0); a backup to ``LOG.head`` (a log without an anchor yet) was overwritten by
-the writer's next anchor (and `verify` of the log said BROKEN); an existing ``DEST.head`` was
-replaced; every ``kill -9`` of a backup left a full-size hidden ``.DEST.PID.partial`` for ever.
+A backup to ``X`` beside a log named ``X.head`` is refused and the log kept (the backup's anchor
+would be renamed over it); a backup to ``LOG.head`` (a log without an anchor yet) is refused, so
+the writer's next anchor cannot overwrite it; an existing ``DEST.head`` is never replaced; the
+hidden ``.DEST.PID.partial`` a ``kill -9`` of a backup leaves is removed by the next backup.
 """
 from __future__ import annotations
 
@@ -134,8 +134,8 @@ def test_the_clean_up_touches_only_names_a_backup_makes(tmp_path):
 
 
 def test_a_backup_path_ending_in_a_slash_is_a_folder_not_a_file(tmp_path):
-    """`backup newdir/` (or `newdir/.`) names a folder: refused (exit 2), no file named newdir
-    written (os.path.abspath drops the slash, so the path is judged as given)."""
+    """`backup newdir/` (or `newdir/.`) names a folder: refused (exit 2), nothing named newdir
+    written, although os.path.abspath drops the slash."""
     log = str(tmp_path / "events.db")
     make_log(log)
     for dest in (str(tmp_path / "newdir") + "/", str(tmp_path / "newdir") + "/."):

@@ -1,8 +1,8 @@
 """Ctrl-C (SIGINT) in `export` or `verify` of a big log ends them quietly with exit 130, as the
 typer commands (`backup`, `rebuild`) already did. Real subprocesses, a real log.
 
-Before: a Python traceback ending in KeyboardInterrupt (the fast path, watcher/cli/fast.py, has no
-typer around it to catch it). `tail -f` keeps its own answer (exit 0).
+No Python traceback ending in KeyboardInterrupt, although the fast path (watcher/cli/fast.py)
+has no typer around it to catch it. `tail -f` keeps its own answer (exit 0).
 """
 from __future__ import annotations
 

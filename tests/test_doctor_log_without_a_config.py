@@ -2,8 +2,8 @@
 --db or $FLEETWATCH_DB (its path does not depend on the config), and says which it is. Real
 files, real subprocesses.
 
-Before: "sources, log, notify: not checked (the config does not parse)" even when there was no
-config at all, and a broken or newer-schema log passed with --db went unmentioned.
+With no config at all it does not say "the config does not parse", and a broken or
+newer-schema log passed with --db is reported.
 """
 from __future__ import annotations
 

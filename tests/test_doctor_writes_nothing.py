@@ -1,8 +1,8 @@
 """`fleetwatch doctor` only looks: it opens the log read-only. Real files, real subprocesses.
 
-Before: it opened the log as a writer, which migrates a log of an older schema on the spot (the
-file changed, user_version 1 -> 3), possibly under the older watcher still running it; the
-upgrade is `run`'s to make, after the service was stopped (README: Upgrade).
+A log of an older schema stays as it is (user_version unchanged), even with an older watcher
+still running it: a writer would migrate it on the spot, and the upgrade is `run`'s to make,
+after the service was stopped (README: Upgrade).
 """
 from __future__ import annotations
 

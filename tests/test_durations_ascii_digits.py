@@ -1,9 +1,10 @@
 """A duration is ASCII digits and a unit (README: "an integer and a unit: 500ms, 90s ..."), as
 `--expect-head`, `report --since` and ports are. Real subprocesses, real files.
 
-Before: `\\d` in the duration and quiet-hours patterns took any Unicode digit, so
-`silence a1 --for ١h` (Arabic-Indic one) or `--for １h` (fullwidth) muted for an hour and a config's
-`interval = "٢s"` or `quiet = ["٢٢:00-07:00"]` was accepted, while every other number refused them.
+Other Unicode digits are not digits there, as for every other number of the CLI and the config:
+`silence a1 --for ١h` (Arabic-Indic one) or `--for １h` (fullwidth) is refused, nothing written; a
+config's `interval = "٢s"` or `quiet = ["٢٢:00-07:00"]` is refused by `run` and named in a
+reading command's warning.
 """
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Every command takes --config and --db (docs/contract.md: "all take --config, --db"). Real
 subprocesses.
 
-Before: `fleetwatch schema goal --config X` and `fleetwatch init --db X` were usage errors
-("No such option", exit 2), so a script passing both to every command broke on them. `init --db`
-now writes that log path into the config's [store] path.
+`fleetwatch schema goal --config X` and `fleetwatch init --db X` included, so a script can pass
+both to every command; `init --db` writes that log path into the config's [store] path.
 """
 from __future__ import annotations
 

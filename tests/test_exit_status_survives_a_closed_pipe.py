@@ -1,8 +1,8 @@
 """A command whose exit status is its finding keeps it when the reader closes the pipe early
 (`fleetwatch verify | head -1`, `fleetwatch doctor | grep -q ✗`). Real subprocesses, real logs.
 
-Before: the BrokenPipeError of the first print after the reader left was turned into exit 0, so
-`verify` of a broken log and `doctor` with a broken config said "fine" to the script.
+The BrokenPipeError of the first print after the reader left is not exit 0: `verify` of a
+broken log and `doctor` with a broken config do not say "fine" to the script.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """`verify --expect-head` with the heads a user actually holds. Real logs, real subprocesses.
 
-Before: the short head a push body carries ("log head 1234:9f2c1a2b", which the log guide names
-as a head to pass) was refused as a usage error (64 hex digits were required), and 0:<genesis>
-(the head of an empty log, which every log holds) was "BROKEN at seq 0" (exit 1).
+The short head a push body carries ("log head 1234:9f2c1a2b", which the log guide names as a
+head to pass) is accepted, not only 64 hex digits, and 0:<genesis> (the head of an empty log,
+which every log holds) verifies, not "BROKEN at seq 0".
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """`fleetwatch init` over what is already there: real files, real subprocesses.
 
-Before: a second `init --force` replaced the first one's `config.toml.bak` (the user's own
-config) with the defaults; a `config.toml.bak` symlink was written through (its target
-overwritten, and made 0600); a folder or FIFO at the path, a path under a file and an unwritable
-folder were Python tracebacks (IsADirectoryError, SpecialFileError, FileExistsError, OSError).
+A second `init --force` keeps the first one's `config.toml.bak` (the user's own config); a
+`config.toml.bak` symlink is not written through (its target neither overwritten nor made 0600);
+a folder or FIFO at the path, a path under a file and an unwritable folder are each one message,
+never a Python traceback.
 """
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """A log whose -wal, -shm or -journal is not a regular file (a FIFO, a folder, a symlink to
 /dev/zero) is refused by name, exit 2, before SQLite meets it. Real files, real subprocesses.
 
-Before: "cannot open the event log: IOError: disk I/O error" or "CantOpenError: unable to open
-database file" with a hint about disk space or modes, and with a FIFO -wal `verify` said "ok"
-while `silence` failed with a disk I/O error.
+Never SQLite's "disk I/O error" or "unable to open database file" with a hint about disk space
+or modes, and with a FIFO -wal `verify` does not say "ok".
 """
 from __future__ import annotations
 

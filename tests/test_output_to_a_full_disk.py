@@ -1,8 +1,8 @@
 """A command whose output cannot be written (`fleetwatch export > FILE` on a full disk; /dev/full
 stands in for one) says so in one line, exit 1, never a Python traceback. Real subprocesses.
 
-Before: OSError: [Errno 28] No space left on device, as a traceback from whichever print met it
-(verify, export, tail, doctor, schema, silences ...).
+Whichever print meets the full disk (verify, export, tail, doctor, schema, silences ...), the
+user sees that line, not OSError: [Errno 28] as a traceback.
 """
 from __future__ import annotations
 

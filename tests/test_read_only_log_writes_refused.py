@@ -2,9 +2,8 @@
 refuse in one message, exit 2, not a traceback. Real logs, a real read-only file system (root) or
 modes (not root).
 
-Before: `rebuild` folded the whole log, then apsw.ReadOnlyError ("attempt to write a readonly
-database") came out as a Python traceback, exit 1, and so did `verify --restore-guards`.
-`rebuild --check` and `verify` (which write nothing) work.
+`rebuild` and `verify --restore-guards` say so (nothing rebuilt, nothing written), never an
+apsw.ReadOnlyError traceback; `rebuild --check` and `verify` (which write nothing) work.
 """
 from __future__ import annotations
 

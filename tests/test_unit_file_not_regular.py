@@ -2,8 +2,8 @@
 FIFO or a symlink to /dev/zero at ~/.config/systemd/user/fleetwatch.service is one ✗ line (doctor)
 or one refusal (install-service), never a hang. Real subprocesses, real files.
 
-Before: Path.read_text() on the FIFO waited for a writer for ever, and on /dev/zero read until
-memory ran out.
+(A plain read would wait for a FIFO's writer for ever, and read /dev/zero until memory ran
+out.)
 """
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 ESC]0;…BEL must not retitle the terminal through "BROKEN at table NAME.head". Real files, real
 subprocesses.
 
-Before: the stdout line "BROKEN at table …: …" printed the table (the head file's name) and the
-problem raw, the stderr line the table raw; "no head anchor (events.db.head)" named events.db.head
-whatever the log was called, and told to pass --expect-head when it had been passed.
+Both the stdout line "BROKEN at table …: …" (the table and the problem) and the stderr line
+escape what they name; "no head anchor (NAME.head)" names the log's own head file, and does not
+tell to pass --expect-head when it was passed.
 """
 from __future__ import annotations
 

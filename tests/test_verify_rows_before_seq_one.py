@@ -1,9 +1,9 @@
 """`verify` checks every row, also those before seq 1. Real files (a log edited with SQLite, as an
 attacker with the file would), real subprocesses.
 
-Before: with the guards dropped, rows inserted at seq 0 and -5, and the guards put back
-(`verify --restore-guards`, which promises to check every row), `verify` said "ok: 5 events,
-chain intact", exit 0: its walk starts at seq 1, and every reader skips such rows silently.
+Rows inserted at seq 0 and -5 with the guards dropped and put back (`verify --restore-guards`,
+which promises to check every row) make `verify` fail, although its walk starts at seq 1 and
+every reader skips such rows silently.
 """
 from __future__ import annotations
 
