@@ -7,7 +7,7 @@ from events.types import DodContractChanged, tag_of
 from projections.dod import fold as dod
 from tests.support.fleetstep import dod_step
 
-from tests.support.dodworld import CLAIM_FLAG, SELF, T0, V, cls, fold_all, obs, rec, snap  # noqa: F401
+from tests.support.dodworld import SELF, T0, V, cls, fold_all, obs, rec, snap
 
 # (events folded in order, expected status of a1)
 STATUS_TABLE = [

@@ -8,7 +8,7 @@ from events.types import AgentUpdated
 from projections.fleet import fold as fleet
 from watcher.runtime.state import Projections, rebuild
 
-from tests.support.fleetupdates import NOW, STALL, obs, snap, tick  # noqa: F401
+from tests.support.fleetupdates import NOW, obs, snap, tick
 
 
 def test_waiting_preguntando_then_busy_preguntando_is_recorded_within_the_class(tmp_path):

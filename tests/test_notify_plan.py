@@ -16,7 +16,7 @@ from projections.notify.plan import (DedupeReason, GroupReason, InhibitReason, I
                                      RouteReason, SilenceReason, dedupe, inhibit, nudge_decision,
                                      nudges, plan, ready_at, route, silence)
 
-from tests.support.notifyworld import NP, P, PE, T0, World, cond, flap  # noqa: F401
+from tests.support.notifyworld import NP, P, PE, T0, World, cond, flap
 
 
 # ---- stages --------------------------------------------------------------------------------

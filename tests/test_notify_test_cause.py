@@ -36,7 +36,7 @@ def closed_port() -> int:
     return port
 
 
-def test_an_http_500_is_named(tmp_path, rx):  # noqa: F811
+def test_an_http_500_is_named(tmp_path, rx):
     rx.codes = [500] * 10
     r = fw(config(tmp_path, rx.url(path=f"/hook/{TOKEN}")), "notify-test")
     assert r.returncode == 1 and r.stdout == "", r
@@ -56,7 +56,7 @@ def test_a_closed_port_is_named_by_notify_test_and_notify_stopped(tmp_path):
         assert TOKEN not in r.stderr and "127.0.0.1" not in r.stderr
 
 
-def test_a_delivery_says_nothing_more(tmp_path, rx):  # noqa: F811
+def test_a_delivery_says_nothing_more(tmp_path, rx):
     r = fw(config(tmp_path, rx.url(path=f"/hook/{TOKEN}")), "notify-test")
     assert r.returncode == 0 and r.stdout == "delivered\n" and "apprise:" not in r.stderr, r
     assert len(rx.posts) == 1

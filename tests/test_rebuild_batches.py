@@ -14,7 +14,7 @@ from projections.base import encode_state, registry
 from watcher.runtime import state as state_mod
 from watcher.runtime.state import Projections, TimeCache, rebuild
 
-from tests.support.seededlogs import CLASSES, T0, bench_mix, churn, plain_replay  # noqa: F401
+from tests.support.seededlogs import T0, bench_mix, churn, plain_replay
 
 
 @pytest.mark.parametrize("batch", [1, 7, 2000])

@@ -20,7 +20,7 @@ def test_hub_refuses_a_log_path_whose_folder_does_not_exist(tmp_path):
     assert not (tmp_path / "typo").exists()
 
 
-def test_the_page_names_no_library_or_python_version(site):  # noqa: F811
+def test_the_page_names_no_library_or_python_version(site):
     code, _, headers = site.req(f"/n/{site.notice}?t={site.token}")
     assert code == 200
     assert headers.get("Server") == "fleetwatch", headers.get("Server")
