@@ -24,7 +24,7 @@ JOBS ?= 2
 test: $(STAMP)
 	$(BIN)/python -m pytest $(if $(filter 0,$(JOBS)),,-n $(JOBS))
 
-# mypy over the whole package ([tool.mypy] in pyproject.toml: its exceptions only shrink); also in make test
+# mypy over the whole package ([tool.mypy] in pyproject.toml: no module let off); also in make test
 mypy: $(STAMP)
 	$(BIN)/mypy
 

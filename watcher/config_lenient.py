@@ -41,7 +41,7 @@ def load_lenient(explicit: str | None = None, warn=None) -> Config:
     say = warn or (lambda text: print(text, file=sys.stderr))
     from projections.text import safe
 
-    for sec, e in dropped:
-        say(f"fleetwatch: warning: {safe(e, 300)}: [{safe(sec, 40)}] left out here "
+    for sec, why in dropped:
+        say(f"fleetwatch: warning: {safe(why, 300)}: [{safe(sec, 40)}] left out here "
             f"(`fleetwatch run` refuses this config until it is fixed)")
     return cfg

@@ -43,7 +43,10 @@ from watcher.demo.world import AGENTS, FAST, NORMAL, Fleet, Pace, Phone, iso
 def describe(rec: Any, arrow: str) -> tuple[str, str]:
     """One human line for an event: (text, rich style)."""
     e, t = rec.event, rec.type
-    g = lambda k, d="": getattr(e, k, d)  # noqa: E731
+
+    def g(k: str, d: object = "") -> Any:   # a field of whichever event type this is
+        return getattr(e, k, d)
+
     if t == "agent.classified":
         frm = g("from_") or "new"
         style = COLOUR.get(e.to, "")  # the one class table

@@ -93,7 +93,7 @@ def render_units(binary: str, extra_args: list[str] | None = None, names: tuple[
 def is_pristine(text: str) -> bool:
     """True if ``text`` is a unit install-service wrote and nobody edited since."""
     m = _HEADER_RE.match(text)
-    return bool(m) and _checksum(text[m.end():]) == m.group(1)
+    return m is not None and _checksum(text[m.end():]) == m.group(1)
 
 
 def _diff(old: str, new: str, path: Path) -> str:

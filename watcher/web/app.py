@@ -180,7 +180,7 @@ class WebApp:
         st = states["notify"]
         conds = st["conds"]
         silences = active_silences(st, now)
-        out = []
+        out: list[dict[str, Any]] = []   # one row of the notice page per condition
         for cid in cids:
             c = conds.get(cid)
             seq = cond_seq(cid)
@@ -245,7 +245,7 @@ def _b36(n: int) -> str:
     return b36(n) if n > 0 else ""
 
 
-def _silenced(st: dict, subject_match: str, until: float) -> bool:
+def _silenced(st: dict, subject_match: str | None, until: float) -> bool:
     """A silence of exactly this subject (any class) in force until at least ``until``."""
     return any(s["subject"] == subject_match and not s["cls"] and s["until"] >= until
                for s in st["silences"].values())
