@@ -328,3 +328,25 @@ def test_on_met_as_an_argv_runs_instead_of_closing_the_window(world, tmp_path):
     closed = wait_for(lambda: [d for d in w.data("agent.classified") if d["to"] == "CERRADO"], 60)
     assert closed[0]["reason"] == "verified met"        # goal.json marked ended: CERRADO, window left to the argv
     assert "r1" in w.windows() and [a["action"] for a in w.data("dod.acted")] == ["close"]
+
+
+def test_a_kill_9_while_the_verifier_judges_gives_exactly_one_verdict(world, tmp_path):
+    """The watcher killed -9 while its verifier process runs: that process dies with it (never
+    answers into a log nobody folds), the next watcher asks the verifier again, and the claim gets
+    exactly one verdict, acted on once."""
+    runs, answers = tmp_path / "runs", tmp_path / "answers"
+    w = world(dod={"on_met": "close", "verifier": [str(tmp_path / "slow-judge.sh")], "verifier_timeout": "60s"})
+    w.script("slow-judge.sh", f"cat > /dev/null\necho run >> {runs}\nsleep 3\necho answered >> {answers}\n"
+             'echo \'{"verdict": "met", "evidence": [{"check": "judge", "says": "looked"}]}\'\n')
+    agent = w.script("claims.sh", "echo docs > README.md\nfleetwatch claim done\nexec sleep 600\n")
+    w.start()
+    _launch(w, "k1", "README.md says what the tool does", agent)
+    wait_for(lambda: runs.exists() and runs.read_text().count("run") == 1, 60)
+    w.kill9()
+    assert w.data("dod.verdict") == []
+    w.start()
+    wait_for(lambda: [d for d in w.data("agent.classified") if d["agent"] == "k1" and d["to"] == "CERRADO"], 60)
+    v = w.data("dod.verdict")
+    assert [(x["agent"], x["verdict"], x["verifier"]) for x in v] == [("k1", "met", "verifier:slow-judge.sh")]
+    assert [(a["agent"], a["action"]) for a in w.data("dod.acted")] == [("k1", "close")]
+    assert runs.read_text().count("run") == 2 and answers.read_text().count("answered") == 1
