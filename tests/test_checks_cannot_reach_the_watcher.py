@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.exe import FLEETWATCH
 from tests.support.hostile import check, goal, rows, start, stop, verdicts, world
 from tests.support.waiting import wait_for
-from watcher.runtime.isolated import Budget, isolation, run_isolated
+from watcher.runtime.isolated import Budget, isolation, protected, run_isolated
 
 
 def _kinds() -> list[str]:
@@ -152,3 +154,36 @@ def test_the_units_exec_stop_post_pushes_only_for_an_exit_it_did_not_ask_for(tmp
         assert sink.bodies[1]["title"] == "fleetwatch stopped: exit-code"
     finally:
         sink.close()
+
+
+@pytest.mark.skipif("bwrap" not in _kinds(), reason="bwrap does not isolate here (unshare leaves the log writable)")
+def test_a_check_cannot_touch_the_log_it_is_judged_into(tmp_path):
+    """Under bwrap the log's folder and the watcher's state are read-only to a check: it can
+    neither delete, append to nor replace the log, nor write beside it; its own folder stays
+    writable. The attack runs through a real `fleetwatch run`, then `verify` holds."""
+    store = tmp_path / "store"
+    store.mkdir()
+    db = store / "e.db"
+    fleet, cfg = world(tmp_path, str(db))
+    work = tmp_path / "work"
+    work.mkdir()
+    attack = (f"rm -f {db} {db}-wal; echo junk >> {db}; echo x > {store}/planted; "
+              f"echo ok > built; test ! -e {store}/planted && test -s {db}")
+    goal(fleet, "a1", [check(["sh", "-c", attack])], cwd=str(work))
+    p = start(cfg, env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    try:
+        v = wait_for(lambda: verdicts(str(db)), timeout=60)
+    finally:
+        assert stop(p) == 0
+    assert v[0]["verdict"] == "met", v                    # every write to the log's folder failed
+    assert (work / "built").read_text() == "ok\n" and not (store / "planted").exists()
+    r = subprocess.run([FLEETWATCH, "verify", "--db", str(db)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_only_folders_that_hold_no_part_of_the_checks_own_folder_are_protected(tmp_path):
+    (tmp_path / "state" / "repo").mkdir(parents=True)
+    (tmp_path / "log").mkdir()
+    ro = (str(tmp_path / "log"), str(tmp_path / "state"), str(tmp_path / "missing"), "/", str(tmp_path / "log"))
+    assert protected(ro, str(tmp_path / "state" / "repo")) == [str(tmp_path / "log")]
+    assert protected(ro, str(tmp_path / "elsewhere")) == [str(tmp_path / "log"), str(tmp_path / "state")]

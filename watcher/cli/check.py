@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(NOTHING_RECORDED)
         from watcher.runtime.checker import Limits, without_lines
 
-        lim = Limits.from_config(cfg)   # the person at the terminal sees the last lines; the log keeps
+        lim = Limits.from_config(cfg, path)   # the person at the terminal sees the last lines; the log keeps
         pend = verdict_for(name, 0, obs.checks, work_dir(obs), obs.contract_sha256, pinned,  # them only by opt-in
                            lim._replace(lines=max(lim.lines, 3)))
         ev = pend.event

@@ -31,8 +31,12 @@ def check_hostile(ck: Any, cfg: Any, db: str | None) -> None:
             ck.warn(f"checks: run without isolation ({iso.why}): a check can signal the watcher (a stop it causes "
                     "is caught at the next start)", "install bubblewrap (apt-get install bubblewrap) or allow "
                     "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
+        elif iso.kind == "bwrap":
+            ck.ok("checks: each runs in its own PID namespace (bwrap): it cannot see or signal the watcher, "
+                  "and the log's folder is read-only to it")
         else:
-            ck.ok(f"checks: each runs in its own PID namespace ({iso.kind}): it cannot see or signal the watcher")
+            ck.ok(f"checks: each runs in its own PID namespace ({iso.kind}): it cannot see or signal the watcher; "
+                  "the log's folder stays writable to it (with bubblewrap installed it is read-only)")
 
 
 def check_hub_consumer(ck: Any, cfg: Any, db: str | None) -> None:

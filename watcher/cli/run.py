@@ -57,10 +57,10 @@ def _hook_endpoint(cfg, sock=None):
     return None
 
 
-def _checker(cfg):
+def _checker(cfg, db_path: str):
     from watcher.runtime.checker import Checker
 
-    return Checker.from_config(cfg)
+    return Checker.from_config(cfg, db_path)
 
 
 def _closing(cfg, db_path: str, checker):
@@ -238,7 +238,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                   cfg.dur("watch.debounce"), start=False)  # started after the first tick (Waker.start)
     if not once:
         w.notifier = _notifier(cfg, waker.event.set, elog)
-        w.checker = _checker(cfg)
+        w.checker = _checker(cfg, elog.path)
         w.closing = _closing(cfg, elog.path, w.checker)
     web = None if once else _web(cfg, db)
     hook_sock = None   # the socket systemd passed (socket activation), kept for the process's life
@@ -314,7 +314,7 @@ def serve(cfg, db: str, *, once: bool = False, config_arg: str | None = None, db
                     old = w.checker
                     if old is not None:
                         old.close()
-                    w.checker = _checker(cfg)
+                    w.checker = _checker(cfg, elog.path)
                     if old is not None and w.checker is not None:
                         w.checker.take_over(old)   # the checks it killed run again, its verdicts stay decided
                     if w.closing is not None:

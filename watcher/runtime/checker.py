@@ -101,19 +101,26 @@ def search_bounded(pattern: str, out: bytes, timeout: float, running: Running | 
 
 class Limits(NamedTuple):
     """What one check may take: seconds, stdout bytes, bytes of any file it writes, the
-    isolation asked for (``[dod] check_isolation``), the stdout lines kept as evidence."""
+    isolation asked for (``[dod] check_isolation``), the stdout lines kept as evidence, the
+    folders it may not write (the log's and the watcher's state)."""
 
     timeout: float
     max_bytes: int
     file_bytes: int | None = None
     isolate: str = "auto"
     lines: int = 0
+    read_only: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, cfg: Any) -> Limits:
+    def from_config(cls, cfg: Any, db_path: str | None = None) -> Limits:
         d = cfg.dod
         return cls(cfg.dur("dod.check_timeout"), d.check_max_bytes, d.check_max_file_bytes or None,
-                   d.check_isolation, min(d.check_output_lines, 20))
+                   d.check_isolation, min(d.check_output_lines, 20), kept_from_checks(db_path))
+
+
+def kept_from_checks(db_path: str | None) -> tuple[str, ...]:
+    """The folders a check or a verifier may not write: the log's and the watcher's state."""
+    return tuple(p for p in ((os.path.dirname(os.path.abspath(db_path)) if db_path else None), xdg("state")) if p)
 
 
 def without_lines(ev: DodVerdict) -> DodVerdict:
@@ -138,7 +145,7 @@ def run_check(check: dict[str, Any], cwd: str | None, timeout: float | Limits, m
         return {**base, "status": "unevaluable", "why": "cwd is not a folder"}
     t0 = time.monotonic()
     r = run_isolated(list(check["cmd"]), cwd, timeout, None, Budget(lim.max_bytes, lim.file_bytes),
-                     running=running, isolate=lim.isolate)
+                     running=running, isolate=lim.isolate, read_only=lim.read_only)
     dur = round(time.monotonic() - t0, 3)
     res = {**base, "duration_s": dur, "exit": r.exit_code}
     if r.error_class in (RunError.TIMEOUT, RunError.TOO_LARGE, RunError.NOT_FOUND, RunError.CANNOT_RUN,
@@ -248,10 +255,10 @@ class Checker:
         self.pool = Pool("fleetwatch-checker", WORKERS, self._check, "checks", log)
 
     @classmethod
-    def from_config(cls, cfg: Any) -> Checker | None:
+    def from_config(cls, cfg: Any, db_path: str | None = None) -> Checker | None:
         if not cfg.dod.run_checks:
             return None
-        return cls(Limits.from_config(cfg))
+        return cls(Limits.from_config(cfg, db_path))
 
     def take_over(self, old: Checker) -> None:
         """A reload: the claims the old checker started (and its ``close`` killed) are this one's

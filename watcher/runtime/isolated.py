@@ -13,7 +13,10 @@ Invariants
   last ``unshare-pid``, the same without ``--mount-proc`` where mounting is refused (a unit's
   system call filter): signals still reach nothing outside (a pid read in the host's ``/proc``
   names no process of the namespace), but the host's processes stay visible there.
-  The file system, network and user are the caller's: only processes are isolated.
+  The network and user are the caller's. The file system too, except under bwrap the folders
+  the caller names ``read_only`` (the log's folder and the watcher's state: a check or a verifier
+  cannot delete, rewrite or fill the log it is judged into) are mounted read-only, each unless the
+  command's own folder is inside it; under unshare they stay writable (``doctor`` says so).
 - Neither available (a kernel or a unit that forbids namespaces): the command runs as before,
   in its own session only, and :func:`isolation` says why (``doctor`` warns).
 - A budget: stdout at most ``Budget.out_bytes`` (beyond: killed, ``too-large``); every file it
@@ -105,9 +108,28 @@ def isolation(want: str = "auto") -> Isolation:
         return got
 
 
-def wrapped(argv: list[str], iso: Isolation, budget: Budget) -> list[str]:
-    """``argv`` behind the budget's file size limit and the isolation's prefix."""
-    out = list(iso.prefix) + list(argv)
+def protected(read_only: tuple[str, ...], cwd: str | None) -> list[str]:
+    """The folders of ``read_only`` that exist and hold no part of ``cwd`` (real paths, once each)."""
+    out: list[str] = []
+    here = os.path.realpath(cwd) if cwd else None
+    for d in read_only:
+        real = os.path.realpath(d)
+        if not os.path.isdir(real) or real in out or real == "/":
+            continue
+        if here is not None and (here == real or here.startswith(real.rstrip(os.sep) + os.sep)):
+            continue
+        out.append(real)
+    return out
+
+
+def wrapped(argv: list[str], iso: Isolation, budget: Budget, read_only: list[str] | None = None) -> list[str]:
+    """``argv`` behind the budget's file size limit and the isolation's prefix (under bwrap with
+    each folder of ``read_only`` mounted read-only)."""
+    prefix = list(iso.prefix)
+    if iso.kind == "bwrap" and read_only:
+        at = prefix.index("--")
+        prefix[at:at] = [a for d in read_only for a in ("--ro-bind", d, d)]
+    out = prefix + list(argv)
     if budget.file_bytes:
         exe = shutil.which("prlimit")
         if exe:
@@ -116,16 +138,18 @@ def wrapped(argv: list[str], iso: Isolation, budget: Budget) -> list[str]:
 
 
 def run_isolated(argv: list[str], cwd: str | None = None, timeout: float = 300.0, stdin: bytes | None = None,
-                 budget: Budget | None = None, *, running: Running | None = None, isolate: str = "auto") -> RunResult:
+                 budget: Budget | None = None, *, running: Running | None = None, isolate: str = "auto",
+                 read_only: tuple[str, ...] = ()) -> RunResult:
     """Run ``argv`` in ``cwd`` isolated (module invariants), ``stdin`` as its standard input
-    (None: /dev/null), killed at ``timeout`` s, within ``budget`` (None: the default one)."""
+    (None: /dev/null), killed at ``timeout`` s, within ``budget`` (None: the default one), the
+    folders of ``read_only`` not writable (under bwrap)."""
     budget = budget or Budget()
     if not argv:
         return RunResult(None, "cannot run an empty command", RunError.CANNOT_RUN)
     iso = isolation(isolate)
     if iso.kind != "none" and shutil.which(argv[0]) is None and os.sep not in argv[0]:
         return RunResult(None, f"command not found: {argv[0]}", RunError.NOT_FOUND)
-    r = run_bounded(wrapped(argv, iso, budget), timeout, budget.out_bytes, cwd=cwd, running=running, stdin=stdin)
+    r = run_bounded(wrapped(argv, iso, budget, protected(read_only, cwd)), timeout, budget.out_bytes, cwd=cwd, running=running, stdin=stdin)
     code = r.exit_code
     if budget.file_bytes and code is not None and code in (-SIGXFSZ, 128 + SIGXFSZ):
         return RunResult(None, f"wrote a file larger than its budget ({budget.file_bytes} bytes)",
@@ -135,4 +159,4 @@ def run_isolated(argv: list[str], cwd: str | None = None, timeout: float = 300.0
     return r
 
 
-__all__ = ["Budget", "Isolation", "KINDS", "isolation", "run_isolated", "wrapped"]
+__all__ = ["Budget", "Isolation", "KINDS", "isolation", "protected", "run_isolated", "wrapped"]

@@ -161,6 +161,7 @@ class Verifier:
 
     def judge(self, agent: str, seq: int, launched: dict[str, Any] | None, path: str | None,
               title: str | None, pinned: str | None, cwd: str | None) -> Pending:
+        from watcher.runtime.checker import kept_from_checks
         from watcher.runtime.isolated import Budget, run_isolated
 
         doc, why = self.given(agent, launched, path, title, pinned, cwd)
@@ -172,7 +173,8 @@ class Verifier:
             run_in = doc["cwd"] if isinstance(doc.get("cwd"), str) and os.path.isdir(doc["cwd"]) else None
             for _attempt in range(2):
                 r = run_isolated(self.argv, cwd=run_in, timeout=self.timeout, stdin=data,
-                                 budget=Budget(out_bytes=MAX_OUT), running=self.running, isolate=self.isolate)
+                                 budget=Budget(out_bytes=MAX_OUT), running=self.running, isolate=self.isolate,
+                                 read_only=kept_from_checks(self.db_path))
                 if r.error_class is RunError.TIMEOUT:
                     verdict = {"verdict": "unevaluable",
                                "evidence": [{"check": "verifier", "says": f"no answer within {self.timeout:g}s"}]}
