@@ -42,7 +42,7 @@ from events.log import EventLog
 from events.replay import replay_batches
 from watcher.runtime.child import cores, read_capped
 
-WORKER = ("report", "fleet", "dod", "runs", "missions", "fanout")   # ~half the fold cost (notify and swarms here)
+WORKER = ("report", "fleet", "dod", "runs", "missions", "fanout", "plans")   # ~half the fold CPU (notify and swarms here)
 MIN_EVENTS = 200_000                          # below this a second interpreter's start-up (~0.1 s) is not worth it
 MAX_OUT = 256 << 20                           # bytes of worker output taken (its states: ~1 MB at 1M events, ~40 MB at 50k agents)
 WAIT_MIN_S = 30.0                             # the worker may take twice this process's own folding, or this

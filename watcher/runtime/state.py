@@ -10,13 +10,13 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
-from itertools import compress, islice
+from itertools import compress
 from typing import Any
 
 import msgspec
 
 from events.log import EventLog
-from events.replay import replay
+from events.replay import replay, replay_batches
 from projections.base import Projection, decode_state, encode_state, registry
 
 
@@ -119,7 +119,7 @@ class Projections:
             raise RuntimeError(f"cannot fold into a reader's view of {sorted(self.viewed)}")
         n = 0
         with gc_paused():
-            for batch in batches(replay(log, self.seq, ids=self.reads_id)):
+            for batch in replay_batches(log, self.seq, ids=self.reads_id, size=FOLD_BATCH):
                 self.fold_many(batch, after)
                 n += len(batch)
         return n
@@ -184,8 +184,11 @@ def rebuild(log: EventLog, check: bool = False, store: bool = True) -> tuple[Pro
 
     if check:
         diff = compare()
+    # the read's own lists are the fold's batches; a check also cuts them at each snapshot's seq
+    reads = batches(replay(log, 0, ids=p.reads_id), set(at)) if check else \
+        replay_batches(log, 0, ids=p.reads_id, size=FOLD_BATCH)
     with gc_paused():
-        for batch in batches(replay(log, 0, ids=p.reads_id), set(at) if check else ()):
+        for batch in reads:
             p.fold_many(batch)
             if check and diff is None and p.seq in at:
                 diff = compare()
@@ -216,12 +219,8 @@ class gc_paused:
 
 
 def batches(recs: Iterable[Any], stops: Collection[int] = ()) -> Iterator[list]:
-    """``recs`` in lists of up to FOLD_BATCH; a list also ends at each seq in ``stops``."""
-    if not stops:   # the common replay: the lists cut by islice (a C loop, not a Python step per record)
-        it = iter(recs)
-        while batch := list(islice(it, FOLD_BATCH)):
-            yield batch
-        return
+    """``recs`` in lists of up to FOLD_BATCH; a list also ends at each seq in ``stops`` (rebuild's
+    check; a plain replay takes ``replay_batches``' own lists)."""
     batch = []
     for rec in recs:
         batch.append(rec)
