@@ -2,18 +2,18 @@
 test case over every recorder): each kind of the one table ``watcher.sources.KINDS`` is made from
 a real config, is a ``Source`` (name, kind, partial, cache, delta, poll, close), polls once on
 real inputs (files, a command, a SQLite file, a tmux server that is not there, an empty Claude
-Code folder) into a ``SourceResult`` named after it, and closes. The kinds the config accepts
-are exactly the table's."""
+Code folder) into a ``SourceResult`` named after it, and closes. The config accepts exactly the
+table's kinds and asks each for the keys its row names."""
 from __future__ import annotations
 
 import json
 import sqlite3
 import sys
-import typing
 from collections.abc import Mapping
 
 import pytest
 
+from events.errors import ConfigError
 from projections.observations import SourceResult
 from watcher import config
 from watcher.sources import KINDS, SessionSource, Source, WindowSource, build_sources, merge
@@ -21,9 +21,19 @@ from watcher.sources import KINDS, SessionSource, Source, WindowSource, build_so
 T0 = 1_800_000_000.0
 
 
-def test_the_config_accepts_exactly_the_kinds_of_the_table():
-    (kinds,) = [typing.get_args(a) for n, a in typing.get_type_hints(config.Source).items() if n == "kind"]
-    assert set(kinds) == set(KINDS)
+def test_the_config_refuses_a_kind_not_in_the_table(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        config.parse(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "s1"\nkind = "http"\n')
+    assert e.value.key == "sources[0].kind" and all(k in str(e.value) for k in KINDS)
+
+
+@pytest.mark.parametrize("kind,key", [(k, n) for k in sorted(KINDS) for n in KINDS[k].needs])
+def test_the_config_asks_each_kind_for_the_keys_of_its_row(kind, key, tmp_path):
+    spec = _spec(kind, tmp_path)
+    kept = "\n".join(ln for ln in spec.splitlines() if not ln.startswith(f"{key} ="))
+    with pytest.raises(ConfigError) as e:
+        config.parse(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "s1"\nkind = "{kind}"\n{kept}\n')
+    assert e.value.key == f"sources[0].{key}"
 
 
 def _spec(kind: str, tmp) -> str:

@@ -17,6 +17,7 @@ import msgspec
 from events.errors import ConfigError
 from watcher.config_launch import Launch, check as check_launch
 from watcher.config_limits import MAX_CONFIG_BYTES, check_ranges, private_dir, read_regular  # noqa: F401
+from watcher.config_sources import EXAMPLE, KINDS
 
 _DUR = r"^\s*([0-9]{1,15})\s*(ms|s|m|h|d)\s*$"   # ASCII digits (\d took "١h"); as text: re compiles at first use
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -82,7 +83,7 @@ class Classify(_S):
 
 class Source(_S):
     name: str
-    kind: Literal["goals", "command", "tmux", "steps", "sqlite", "claude"]
+    kind: str                        # one of watcher/config_sources.py KINDS
     glob: str | None = None          # goals, steps
     argv: list[str] | None = None    # command
     timeout: Dur = "10s"             # command, sqlite; any kind: a poll longer than this fails the source
@@ -336,27 +337,21 @@ def validate(cfg: Config, path: str, *, check_paths: bool = True) -> None:
             raise bad(f"{k}.name", f"duplicate source name {s.name!r}")
         names.add(s.name)
         parse_duration(s.timeout, f"{k}.timeout")
-        if s.kind in ("goals", "steps"):
-            if not s.glob:
-                raise bad(f"{k}.glob", f"a {s.kind} source needs a glob")
-            if check_paths:
-                root = _glob_root(expand(s.glob))
-                if not os.path.isdir(root):  # the hint: what to run (quoted as a shell word)
-                    raise ConfigError(f"{k}.glob: folder {root} does not exist", key=f"{k}.glob", path=path, op="config",
-                                      hint=f"create it: mkdir -p {shlex.quote(root)} (or fix the glob)")
-        elif s.kind == "command":
-            if not s.argv:
-                raise bad(f"{k}.argv", "a command source needs argv = [\"prog\", \"arg\", ...]")
-            if s.entity not in (None, "agent", "swarm"):
-                raise bad(f"{k}.entity", "a command source gives agent or swarm rows")
-        elif s.kind == "sqlite":
-            for req in ("path", "query", "key", "entity"):
-                if not getattr(s, req):
-                    raise bad(f"{k}.{req}", f"a sqlite source needs {req}")
-            if s.entity == "agent":
-                raise bad(f"{k}.entity", "a sqlite source gives wp, circuit or swarm rows")
-            if check_paths and not os.path.isfile(expand(s.path or "")):
-                raise bad(f"{k}.path", f"database {expand(s.path or '')} does not exist")
+        kind = KINDS.get(s.kind)
+        if kind is None:
+            raise bad(f"{k}.kind", f"unknown kind {s.kind!r}: one of {', '.join(KINDS)}")
+        for req in kind.needs:   # the checks go by key, whichever kind needs it
+            if not getattr(s, req):
+                raise bad(f"{k}.{req}", f"a {s.kind} source needs {EXAMPLE.get(req, req)}")
+        if kind.entities and s.entity is not None and s.entity not in kind.entities:
+            raise bad(f"{k}.entity", f"a {s.kind} source gives {' or '.join(kind.entities)} rows")
+        if check_paths and "glob" in kind.needs:
+            root = _glob_root(expand(s.glob or ""))
+            if not os.path.isdir(root):  # the hint: what to run (quoted as a shell word)
+                raise ConfigError(f"{k}.glob: folder {root} does not exist", key=f"{k}.glob", path=path, op="config",
+                                  hint=f"create it: mkdir -p {shlex.quote(root)} (or fix the glob)")
+        if check_paths and "path" in kind.needs and not os.path.isfile(expand(s.path or "")):
+            raise bad(f"{k}.path", f"database {expand(s.path or '')} does not exist")
     for sec in ("forward", "hub"):
         _check_nats(getattr(cfg, sec), sec, bad)
     _validate_phone(cfg, bad)

@@ -1,5 +1,5 @@
 """Snapshot sources. ``build_sources(cfg)`` makes one per ``[[sources]]`` entry through the one
-table of kinds (:data:`KINDS`); each is a :class:`Source`. ``merge`` folds one tick's results into
+table of kinds (:data:`KINDS`, watcher/config_sources.py); each is a :class:`Source`. ``merge`` folds one tick's results into
 a :class:`Snapshot` (agents merged by id in the configured source order)."""
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from projections.observations import AgentObs, RunObs, Snapshot, SourceResult
 from watcher.sources import orphans
 from watcher.config import Config
 from watcher.config import Source as Spec
+from watcher.config_sources import KINDS  # noqa: F401  (the one table of kinds, re-exported)
 
 
 @runtime_checkable
@@ -66,20 +67,10 @@ class SessionSource(Source, Protocol):
 NO_FILES: Mapping[str, Any] = MappingProxyType({})   # the ``cache`` of a source that reads no files
 
 
-# kind -> (module, class): the one table of source kinds (imported when a source of the kind is made)
-KINDS: dict[str, tuple[str, str]] = {
-    "goals": ("watcher.sources.files", "GoalsSource"),
-    "steps": ("watcher.sources.files", "StepsSource"),
-    "command": ("watcher.sources.command", "CommandSource"),
-    "tmux": ("watcher.sources.proc", "TmuxSource"),
-    "sqlite": ("watcher.sources.sqlite", "SqliteSource"),
-    "claude": ("watcher.sources.claude", "ClaudeSource"),
-}
-
-
 def make(spec: Spec) -> Source:
-    mod, cls = KINDS[spec.kind]
-    made: Source = getattr(importlib.import_module(mod), cls)(spec)
+    """The source of ``spec``'s kind (its row of ``KINDS``: module and class; config checked the kind)."""
+    kind = KINDS[spec.kind]
+    made: Source = getattr(importlib.import_module(kind.module), kind.cls)(spec)
     return made
 
 
