@@ -55,18 +55,31 @@ NUDGE_TIMEOUT = 10.0
 URLS_SOURCE = "notify-urls"     # the source.failed name for unusable notify URLs
 
 
+# the Policy fields made from a key of another form or section (the rest: same_named)
+_DERIVED = frozenset(("retry", "escalate_urls", "routes", "claims_judged", "tags"))
+
+
+def same_named(cfg: Config) -> dict[str, Any]:
+    """Every ``[notify]`` key the ``Policy`` holds under the same name, as the Policy holds it
+    (a duration in seconds): a new notify option is its ``Notify`` key and its ``Policy`` field."""
+    n, out = cfg.notify, {}
+    for f in msgspec.structs.fields(Policy):
+        if f.name in _DERIVED or f.name not in n.__struct_fields__:
+            continue
+        v = getattr(n, f.name)
+        dur = f.type is float and isinstance(v, (str, int)) and not isinstance(v, bool)   # a Dur key
+        out[f.name] = cfg.dur(f"notify.{f.name}") if dur else v
+    return out
+
+
 def policy_from_config(cfg: Config) -> Policy:
     n, g = cfg.notify, cfg.nudge
     return Policy(
-        group_wait=cfg.dur("notify.group_wait"), group_interval=cfg.dur("notify.group_interval"),
-        repeat_interval=cfg.dur("notify.repeat_interval"), min_severity=n.min_severity, tags=dict(n.tags),
+        **same_named(cfg), tags=dict(n.tags),
         retry=tuple(parse_duration(v, f"notify.retry[{i}]") for i, v in enumerate(n.retry)),
-        flap_high=n.flap_high, flap_low=n.flap_low, source_failed_after=cfg.dur("notify.source_failed_after"),
         nudge_enabled=g.enabled, nudge_max=g.max_per_stall, nudge_after=cfg.dur("nudge.after"),
         nudge_gap=cfg.dur("nudge.gap"), nudge_needs_target=any("{target}" in a for a in g.argv),
-        escalate_after=cfg.dur("notify.escalate_after"), escalate_urls=bool(n.escalate_urls),
-        quiet_urgent=n.quiet_urgent, send_resolved=n.send_resolved,
-        routes=tuple(dict(r.match) for r in n.routes),
+        escalate_urls=bool(n.escalate_urls), routes=tuple(dict(r.match) for r in n.routes),
         claims_judged=bool(cfg.dod.run_checks or getattr(cfg.dod, "verifier", None)))
 
 
