@@ -5,9 +5,9 @@ Every reader takes the classes from here and no other module writes their names 
 fails on a class-name string literal elsewhere in the package): the fleet's ``classify`` tries
 its rules in ``MATCH`` order, notify opens a condition of ``SEVERITY`` and groups pushes by
 ``PUSH_LABEL``, ``ATTENTION`` is what status, summary, the board and the phone page list as needing
-the human, the phone page's CSS takes ``WEB``, and the README's and the goal schema's text of the
-termination machine are built from ``WHEN`` (``make readme``; tests/test_classes_table.py checks
-both are current). Rank 0 needs the human most (the contract's urgency order).
+the human, the phone page's CSS takes ``WEB``, the board ``GLYPH`` and ``MONO``, and the README's
+and the goal schema's text of the termination machine and the board's legend are built from the
+table (``make readme``; tests/test_classes_table.py checks they are current). Rank 0 needs the human most (the contract's urgency order).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
@@ -47,21 +47,23 @@ class ClassInfo(NamedTuple):
     web: str           # CSS colour on the phone pages ("" = the page's default)
     match: int         # the termination machine's order: classify's first matching rule wins
     push_label: str    # the title group of a push (notify_msg.BUCKETS)
+    glyph: str         # the board's mark, told apart without colour (one character, distinct)
+    mono: str          # the board's emphasis with NO_COLOR ("" = none)
     when: str          # what makes it (the README's and the goal schema's table)
 
 
 TABLE: tuple[ClassInfo, ...] = (
-    ClassInfo(Cls.RECLAMA, 0, "urgent", "need you", "bold red", "#b00", 2, "need you",
+    ClassInfo(Cls.RECLAMA, 0, "urgent", "need you", "bold red", "#b00", 2, "need you", "!", "bold reverse",
               "`state` `waiting`, or `phase` `preguntando`/`bloqueado`: **needs you**"),
-    ClassInfo(Cls.DICE_TERMINADO, 1, "info", "claim done", "cyan", "#077", 3, "ready for review",
+    ClassInfo(Cls.DICE_TERMINADO, 1, "info", "claim done", "cyan", "#077", 3, "ready for review", "?", "bold",
               "`state` `idle` and `phase` `hecho`: claims done, a verifier must check"),
-    ClassInfo(Cls.ESTANCADO, 2, "warning", "stalled", "yellow", "#a60", 4, "stalled",
+    ClassInfo(Cls.ESTANCADO, 2, "warning", "stalled", "yellow", "#a60", 4, "stalled", "~", "italic",
               "`state` `idle`, phase not `hecho`, no activity for `[classify] stall_after` (15m)"),
-    ClassInfo(Cls.MAL_LANZADO, 3, "warning", "mislaunched", "magenta", "#a0a", 1, "mislaunched",
+    ClassInfo(Cls.MAL_LANZADO, 3, "warning", "mislaunched", "magenta", "#a0a", 1, "mislaunched", "x", "underline",
               "unreadable, not JSON, not an object or a regular file, unknown `state`, no/empty `dod_contract`"),
-    ClassInfo(Cls.TRABAJANDO, 4, "", "working", "green", "", 5, "working",
+    ClassInfo(Cls.TRABAJANDO, 4, "", "working", "green", "", 5, "working", "·", "",
               "anything else (busy, or idle within `stall_after`)"),
-    ClassInfo(Cls.CERRADO, 5, "", "closed", "dim", "", 0, "closed",
+    ClassInfo(Cls.CERRADO, 5, "", "closed", "dim", "", 0, "closed", " ", "",
               "seen by no source any more, `ended`, or its tmux pane died"),
 )
 
@@ -72,6 +74,8 @@ SEVERITY: dict[str, str] = {i.cls.value: i.severity for i in TABLE if i.severity
 COLOUR: dict[str, str] = {i.cls.value: i.colour for i in TABLE}
 LABEL: dict[str, str] = {i.cls.value: i.label for i in TABLE}
 WEB: dict[str, str] = {i.cls.value: i.web for i in TABLE if i.web}
+GLYPH: dict[str, str] = {i.cls.value: i.glyph for i in TABLE}
+MONO: dict[str, str] = {i.cls.value: i.mono for i in TABLE if i.mono}
 NAMES: frozenset[str] = frozenset(ORDER)
 ATTENTION: tuple[str, ...] = tuple(c for c in ORDER if c in SEVERITY)   # the classes that need the human
 MATCH: tuple[Cls, ...] = tuple(i.cls for i in sorted(TABLE, key=lambda i: i.match))
@@ -94,6 +98,11 @@ def machine_markdown() -> str:
     """The README's table of the termination machine (docs/readme/03-goal.md, ``make readme``)."""
     rows = [f"| {i.cls.value} ({plain_colour(i)}) | {i.when} |" for i in MACHINE]
     return "\n".join(["| class | when |", "|---|---|", *rows]) + "\n"
+
+
+def glyph_legend() -> str:
+    """The README's legend of the board's glyphs (docs/readme/04-board.md, ``make readme``)."""
+    return ", ".join(f"`{i.glyph}` {i.cls.value} {plain_colour(i)}" for i in TABLE if i.glyph.strip())
 
 
 def machine_sentence() -> str:

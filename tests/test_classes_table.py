@@ -17,6 +17,7 @@ from projections.notify import msg as notify_msg
 from projections.present import views
 from projections.classes import Cls
 from projections.observations import AgentObs
+from watcher.board import layout
 from watcher.schema import goal_schema
 from watcher.web import pages
 
@@ -78,6 +79,13 @@ def test_push_groups_attention_and_css_come_from_the_table():
     for info in classes.TABLE:
         if info.web:
             assert f".{info.cls.value}{{color:{info.web}}}" in pages._CSS
+
+
+def test_the_boards_glyphs_and_emphases_come_from_the_table():
+    assert layout.GLYPH == {i.cls.value: i.glyph for i in classes.TABLE}
+    assert len(set(layout.GLYPH.values())) == len(classes.TABLE) and all(len(g) == 1 for g in layout.GLYPH.values())
+    assert {c for c, m in layout.MONO.items() if m} == set(classes.ATTENTION)   # without colour, still told apart
+    assert classes.glyph_legend() in " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
 
 
 def test_readme_and_schema_tell_the_machine_as_the_table_does():

@@ -26,13 +26,9 @@ from projections.fleet.waiting import words
 
 CELL_MIN = 38      # a compact cell's least width (its padding aside): two cells in 80 columns
 PAD = 2            # DataTable's padding around each cell
-# a glyph per class: told apart without colour too (MAL_LANZADO is no RECLAMA)
-GLYPH = {classes.RECLAMA: "!", classes.DICE_TERMINADO: "?", classes.ESTANCADO: "~", classes.MAL_LANZADO: "x",
-         classes.TRABAJANDO: "·", classes.CERRADO: " "}
+GLYPH = classes.GLYPH   # a glyph per class: told apart without colour too (the class table's)
 SHORT = {c: c[:4] for c in classes.ORDER}   # RECL, DICE, ESTA, MAL_, TRAB, CERR
-# with NO_COLOR: an emphasis per attention class (colour would have told them apart)
-MONO = {classes.RECLAMA: "bold reverse", classes.DICE_TERMINADO: "bold", classes.ESTANCADO: "italic",
-        classes.MAL_LANZADO: "underline"}
+MONO = classes.MONO     # with NO_COLOR: an emphasis per attention class (the class table's)
 DOD_SHORT: dict[str | None, str] = {"met": "met", "failed": "FAIL", "unevaluable": "unev", "pending": "pend",
                                      "claimed": "clmd", "self-approved": "SELF"}
 
