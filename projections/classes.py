@@ -1,5 +1,6 @@
-"""The one table of agent classes: each class's rank, severity, label, colours, place in the
-termination machine and what makes it (pure).
+"""The one table of agent classes, in urgency order (a class's rank is its row: 0 needs the human
+most, the contract's urgency order): each class's severity, label, colours, board glyph, place in
+the termination machine and what makes it (pure).
 
 Every reader takes the classes from here and no other module writes their names out (a test
 fails on a class-name string literal elsewhere in the package): the fleet's ``classify`` tries
@@ -7,7 +8,7 @@ its rules in ``MATCH`` order, notify opens a condition of ``SEVERITY`` and group
 ``PUSH_LABEL``, ``ATTENTION`` is what status, summary, the board and the phone page list as needing
 the human, the phone page's CSS takes ``WEB``, the board ``GLYPH`` and ``MONO``, and the README's
 and the goal schema's text of the termination machine and the board's legend are built from the
-table (``make readme``; tests/test_classes_table.py checks they are current). Rank 0 needs the human most (the contract's urgency order).
+table (``make readme``; tests/test_classes_table.py checks they are current).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
@@ -40,7 +41,6 @@ CERRADO: str = Cls.CERRADO.value
 
 class ClassInfo(NamedTuple):
     cls: Cls
-    rank: int          # urgency: 0 = needs the human most
     severity: str      # notify severity of entering this class ("" = no condition, not an attention class)
     label: str         # plural, for grouped push lines and summaries ("need you")
     colour: str        # rich style (status, summary, the board)
@@ -52,24 +52,25 @@ class ClassInfo(NamedTuple):
     when: str          # what makes it (the README's and the goal schema's table)
 
 
+# in urgency order: a class's rank is its row (0 needs the human most)
 TABLE: tuple[ClassInfo, ...] = (
-    ClassInfo(Cls.RECLAMA, 0, "urgent", "need you", "bold red", "#b00", 2, "need you", "!", "bold reverse",
+    ClassInfo(Cls.RECLAMA, "urgent", "need you", "bold red", "#b00", 2, "need you", "!", "bold reverse",
               "`state` `waiting`, or `phase` `preguntando`/`bloqueado`: **needs you**"),
-    ClassInfo(Cls.DICE_TERMINADO, 1, "info", "claim done", "cyan", "#077", 3, "ready for review", "?", "bold",
+    ClassInfo(Cls.DICE_TERMINADO, "info", "claim done", "cyan", "#077", 3, "ready for review", "?", "bold",
               "`state` `idle` and `phase` `hecho`: claims done, a verifier must check"),
-    ClassInfo(Cls.ESTANCADO, 2, "warning", "stalled", "yellow", "#a60", 4, "stalled", "~", "italic",
+    ClassInfo(Cls.ESTANCADO, "warning", "stalled", "yellow", "#a60", 4, "stalled", "~", "italic",
               "`state` `idle`, phase not `hecho`, no activity for `[classify] stall_after` (15m)"),
-    ClassInfo(Cls.MAL_LANZADO, 3, "warning", "mislaunched", "magenta", "#a0a", 1, "mislaunched", "x", "underline",
+    ClassInfo(Cls.MAL_LANZADO, "warning", "mislaunched", "magenta", "#a0a", 1, "mislaunched", "x", "underline",
               "unreadable, not JSON, not an object or a regular file, unknown `state`, no/empty `dod_contract`"),
-    ClassInfo(Cls.TRABAJANDO, 4, "", "working", "green", "", 5, "working", "·", "",
+    ClassInfo(Cls.TRABAJANDO, "", "working", "green", "", 5, "working", "·", "",
               "anything else (busy, or idle within `stall_after`)"),
-    ClassInfo(Cls.CERRADO, 5, "", "closed", "dim", "", 0, "closed", " ", "",
+    ClassInfo(Cls.CERRADO, "", "closed", "dim", "", 0, "closed", " ", "",
               "seen by no source any more, `ended`, or its tmux pane died"),
 )
 
 INFO: dict[str, ClassInfo] = {i.cls.value: i for i in TABLE}
 ORDER: tuple[str, ...] = tuple(i.cls.value for i in TABLE)          # urgency order
-RANK: dict[str, int] = {i.cls.value: i.rank for i in TABLE}
+RANK: dict[str, int] = {i.cls.value: n for n, i in enumerate(TABLE)}   # urgency: 0 = needs the human most
 SEVERITY: dict[str, str] = {i.cls.value: i.severity for i in TABLE if i.severity}
 COLOUR: dict[str, str] = {i.cls.value: i.colour for i in TABLE}
 LABEL: dict[str, str] = {i.cls.value: i.label for i in TABLE}
