@@ -1,4 +1,5 @@
-"""Issue 44 with the real Claude Code client (both pinned versions) in the window ``fleetwatch launch``
+"""Issue 44 with the real Claude Code client (both pinned versions: the current one in make
+test, the oldest in make drills) in the window ``fleetwatch launch``
 opens, its model the scripted fake of tests/support/fakeapi.py: the model runs
 ``fleetwatch claim done`` through its Bash tool. A launched agent that did the work is verified met
 and closed with no human; one that claims done half-way gets exactly one nudge naming the gap
@@ -11,7 +12,7 @@ import pytest
 
 from tests.support import fakeapi as F
 from tests.support.loopworld import World
-from tests.support.realclaude import VERSIONS, Claude, wait_for
+from tests.support.realclaude import Claude, flavour_params, wait_for
 
 pytestmark = pytest.mark.realclient
 
@@ -19,7 +20,7 @@ TWO_PARTS = [{"id": "part1", "kind": "cmd", "cmd": ["test", "-f", "part1"]},
              {"id": "part2", "kind": "cmd", "cmd": ["test", "-f", "part2"]}]
 
 
-@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")
+@pytest.fixture(params=flavour_params())   # the oldest version in make drills
 def flavour(request):
     return request.param
 

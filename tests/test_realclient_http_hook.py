@@ -1,4 +1,5 @@
-"""Hooks that cost Claude Code (almost) nothing (issue 43 item 4), on both pinned Claude Code versions.
+"""Hooks that cost Claude Code (almost) nothing (issue 43 item 4), on both pinned Claude Code versions
+(the current one in make test, the oldest in make drills).
 
 `fleetwatch hook install` with the watcher's endpoint configured writes ``"type": "http"`` hooks
 (SessionStart, which Claude Code runs no http hook for, as one exec-form command); the real client
@@ -17,13 +18,13 @@ import pytest
 
 from tests.support import fakeapi as F
 from tests.support.fleet import free_port
-from tests.support.realclaude import VERSIONS, Claude, wait_for
+from tests.support.realclaude import Claude, flavour_params, wait_for
 from watcher.hook.endpoint import HookEndpoint
 
 pytestmark = pytest.mark.realclient
 
 
-@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")
+@pytest.fixture(params=flavour_params())   # the oldest version in make drills
 def flavour(request):
     return request.param
 

@@ -1,6 +1,7 @@
 """Issue 43: `claude` killed (-9) inside a live shell pane fires no SessionEnd and the pane lives on;
-the agent stayed TRABAJANDO. On both pinned Claude Code versions, in real tmux: claude is typed into
-a bash window, its hooks record the pane and its pid (goal.json ``tmux``, ``claude_pid``), and
+the agent stayed TRABAJANDO. On both pinned Claude Code versions (the current one in make test, the
+oldest in make drills), in real tmux: claude is typed into a bash window, its hooks record the pane
+and its pid (goal.json ``tmux``, ``claude_pid``), and
 ``fleetwatch run`` (goals + tmux sources) sees the recorded pane's process tree lose it: CERRADO
 "claude exited", the shell still alive. Read from /proc, never from the screen. The same rule on
 plain processes: tests/test_exact_panes.py."""
@@ -15,12 +16,12 @@ import pytest
 
 from tests.support import fakeapi as F
 from tests.support.fleet import free_port
-from tests.support.realclaude import FLEETWATCH, VERSIONS, Claude, base_env, wait_for
+from tests.support.realclaude import FLEETWATCH, Claude, base_env, flavour_params, wait_for
 
 pytestmark = pytest.mark.realclient
 
 
-@pytest.fixture(params=sorted(VERSIONS), ids=lambda f: f"{f}-{VERSIONS[f]}")
+@pytest.fixture(params=flavour_params())   # the oldest version in make drills
 def flavour(request):
     return request.param
 
