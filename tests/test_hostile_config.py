@@ -117,13 +117,13 @@ def _types(db: str) -> list[str]:
         log.close()
 
 
-def _config(tmp_path, argv) -> Path:
+def _config(tmp_path, argv, timeout: str = "10s") -> Path:
     goals = tmp_path / "goals" / "a1"
     goals.mkdir(parents=True, exist_ok=True)
     (goals / "goal.json").write_text(json.dumps({"agent": "a1", "state": "busy", "dod_contract": "x"}))
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[[sources]]\nname = "fleet"\nkind = "goals"\nglob = "{tmp_path}/goals/*/goal.json"\n'
-                   f'[[sources]]\nname = "slow"\nkind = "command"\nargv = {json.dumps(argv)}\ntimeout = "10s"\n')
+                   f'[[sources]]\nname = "slow"\nkind = "command"\nargv = {json.dumps(argv)}\ntimeout = "{timeout}"\n')
     return cfg
 
 
@@ -131,7 +131,7 @@ def test_sigterm_during_the_first_tick_records_watcher_stopped(tmp_path):
     """The first tick waits for a slow source (up to its deadline): a SIGTERM then ends it at
     once, and the log says started … stopped."""
     marker = tmp_path / "polling"
-    cfg = _config(tmp_path, ["sh", "-c", f"touch {marker}; sleep 8; echo []"])
+    cfg = _config(tmp_path, ["sh", "-c", f"touch {marker}; sleep 60; echo []"], timeout="15s")
     db = str(tmp_path / "e.db")
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
     p = subprocess.Popen([FLEETWATCH, "run", "--config", str(cfg), "--db", db], env=env,
@@ -142,7 +142,7 @@ def test_sigterm_during_the_first_tick_records_watcher_stopped(tmp_path):
             assert time.monotonic() < end and p.poll() is None, p.stdout.read() if p.poll() is not None else ""
             time.sleep(0.02)
         p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=6)      # not held until the 8 s poll (or its deadline) ends
+        out, _ = p.communicate(timeout=12)     # not held until the poll's 15 s deadline (the longest allowed)
     finally:
         if p.poll() is None:
             p.kill()
