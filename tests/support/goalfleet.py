@@ -38,7 +38,7 @@ def classes(elog: EventLog, agent: str) -> list[str]:
     return [r.event.to for r in elog.read(0, types=["agent.classified"], subject=f"agent:{agent}")]
 
 
-def wait_for(waker, want: str, timeout: float = 10.0) -> set:
+def wait_for(waker, want: str, timeout: float = 60.0) -> set:
     """Wait for inotify to report ``want``; returns every path noted meanwhile."""
     got: set = set()
     end = time.monotonic() + timeout

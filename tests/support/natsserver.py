@@ -49,7 +49,7 @@ class NatsServer:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
-    def start(self, timeout: float = 10.0) -> NatsServer:
+    def start(self, timeout: float = 60.0) -> NatsServer:   # returns once the port accepts
         exe = binary()
         assert exe, MISSING
         out = open(self.root / f"server-{self.starts}.log", "wb")

@@ -19,7 +19,7 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30.0, step: float = 0.1) 
     return v
 
 
-def tick_until(w, pred: Callable[[], Any], timeout: float = 20.0) -> None:
+def tick_until(w, pred: Callable[[], Any], timeout: float = 60.0) -> None:
     """Tick the in-process watcher ``w`` on the real clock until ``pred()`` is truthy
     (AssertionError on timeout)."""
     end = time.monotonic() + timeout
