@@ -23,7 +23,7 @@ T0 = 1_800_000_000.0
 
 def test_the_config_refuses_a_kind_not_in_the_table(tmp_path):
     with pytest.raises(ConfigError) as e:
-        config.parse(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "s1"\nkind = "http"\n')
+        config.parse(f'[store]\npath = "{tmp_path}/e.db"\n[[sources]]\nname = "s1"\nkind = "no-such-kind"\n')
     assert e.value.key == "sources[0].kind" and all(k in str(e.value) for k in KINDS)
 
 
