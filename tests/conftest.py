@@ -14,6 +14,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # tests import the packages from the checkout
     sys.path.insert(0, ROOT)
 
+# marks of the long tests (several seconds each: real clients, drills, end-to-end runs)
+LONG_FIRST = ("slow", "realclient", "drill")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The long tests run first, the rest after them in their usual order (a stable sort). With
+    two workers (make test: pytest-xdist, --dist worksteal) the short tests then fill the end of
+    both queues, so no worker is left alone on a long test while the other has finished.
+    Every worker sorts the same collection the same way, as xdist requires."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG_FIRST))
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):
