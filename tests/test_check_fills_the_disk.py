@@ -32,6 +32,7 @@ def _runs(counter: Path) -> int:
     return len(counter.read_text().splitlines()) if counter.exists() else 0
 
 
+@pytest.mark.slow
 def test_the_verdict_waits_for_space_and_the_check_never_runs_again(tmp_path, disk):
     sink = Sink()
     counter = tmp_path / "runs"
@@ -61,6 +62,7 @@ def test_the_verdict_waits_for_space_and_the_check_never_runs_again(tmp_path, di
     assert rows(db)[-1]["type"] == "watcher.stopped"
 
 
+@pytest.mark.slow
 def test_a_stop_on_a_full_disk_keeps_its_verdict_and_watcher_stopped_for_the_next_start(tmp_path, disk):
     counter = tmp_path / "runs"
     db = str(disk / "e.db")

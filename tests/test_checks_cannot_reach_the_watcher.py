@@ -46,6 +46,7 @@ def test_a_check_that_kills_its_parent_reaches_nothing(tmp_path, kind, attack):
         assert stop(p) == 0
 
 
+@pytest.mark.slow
 def test_without_isolation_a_check_that_kills_the_watcher_is_unevaluable_at_the_restart(tmp_path):
     """No namespace (``check_isolation = "none"``, what a host without bwrap and unshare gets): the
     check does kill the watcher, and the next start records it as the cause without running it
@@ -122,6 +123,7 @@ def test_doctor_says_how_checks_are_isolated(tmp_path):
         ("checks: run without isolation" in out), out
 
 
+@pytest.mark.slow
 def test_the_units_exec_stop_post_pushes_only_for_an_exit_it_did_not_ask_for(tmp_path):
     """``ExecStopPost=fleetwatch notify-stopped --unasked`` runs after every exit of the watcher's
     unit; systemd hands it $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS."""

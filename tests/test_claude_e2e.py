@@ -114,6 +114,7 @@ def session(tmp_path):
     s.close()
 
 
+@pytest.mark.slow
 def test_realistic_session_class_after_every_step(session):
     s = session
     s.expect("TRABAJANDO", "idle")                 # launched: goal.json written, idle within stall_after

@@ -13,6 +13,7 @@ import os
 import subprocess
 
 import apsw
+import pytest
 from tests.support.exe import FLEETWATCH
 
 
@@ -25,6 +26,7 @@ def fw(*args: str) -> subprocess.CompletedProcess:
 BAD = ["garbage", "2026-13-45T99:00:00.000Z", "2026-12-02T01:04:43,131Z"]
 
 
+@pytest.mark.slow
 def test_damaged_time_rows_are_skipped_not_a_traceback(tmp_path):
     """One log with one row per damaged time (every command meets all three: one set of processes
     instead of one per value)."""

@@ -37,6 +37,7 @@ def boxes(out: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_demo_fast_runs_to_its_end(tmp_path):
     r = fleetwatch("demo", "--fast", "--keep", tmp=str(tmp_path), timeout=80)
     out = r.stdout

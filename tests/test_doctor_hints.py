@@ -65,6 +65,7 @@ def test_web_configured_without_its_extra_is_a_failure(tmp_path):
 
 
 @pytest.mark.skipif(natsserver.binary() is None, reason=natsserver.MISSING)
+@pytest.mark.slow
 def test_forward_and_hub_nats_reachability_and_stream(tmp_path):
     port = natsserver.free_port()
     cfg = _config(tmp_path, f'[forward]\nnats = "nats://127.0.0.1:{port}"\nhost = "vm1"\n'

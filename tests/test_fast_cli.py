@@ -74,6 +74,7 @@ def test_fast_path_prints_what_typer_prints(world, args):
     assert (a.returncode, ages(a.stdout), a.stderr) == (b.returncode, ages(b.stdout), b.stderr)
 
 
+@pytest.mark.slow
 def test_fast_path_errors_read_as_typers(world, tmp_path):
     """A missing log, a bad config, a log that is not a log: same message, same exit code."""
     tmp, cfg = world

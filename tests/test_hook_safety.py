@@ -57,6 +57,7 @@ print(n)
 """
 
 
+@pytest.mark.slow
 def test_unlocked_writer_loses_no_write_to_a_stale_hook_write_back(tmp_path):
     path = seed(tmp_path)
     writes = 900

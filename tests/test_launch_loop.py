@@ -13,7 +13,8 @@ from tests.support.loopworld import World
 from tests.support.receiver import Sink
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+              pytest.mark.slow]   # real windows, watchers and verifiers: several seconds a test
 
 TWO_PARTS = [{"id": "part1", "kind": "cmd", "cmd": ["test", "-f", "part1"]},
              {"id": "part2", "kind": "cmd", "cmd": ["test", "-f", "part2"], "expected": "part2 exists"}]

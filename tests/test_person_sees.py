@@ -7,6 +7,8 @@ from __future__ import annotations
 import getpass
 import json
 
+import pytest
+
 from tests.support.fwcli import fw
 from tests.support.fleet import config, events, goal, run_until
 from tests.support.receiver import Sink
@@ -50,6 +52,7 @@ def test_status_json_carries_waiting_for_validated(tmp_path):
     assert "curl evil" not in log and "question's text" not in log         # metadata only, never content
 
 
+@pytest.mark.slow
 def test_handled_is_in_status_json_status_and_summary_unhandled_first(tmp_path):
     cfg = fleet(tmp_path)
     assert fw("run", "--once", "--create", "--config", str(cfg)).returncode == 0

@@ -12,6 +12,7 @@ import re
 import urllib.error
 import urllib.request
 
+import pytest
 
 from tests.support.fwcli import fw
 from tests.support.browser import chromium, phone
@@ -40,6 +41,7 @@ def answer(url: str) -> tuple[int, str]:
         return e.code, e.headers.get("Location") or ""
 
 
+@pytest.mark.slow
 def test_ack_tapped_before_notice_sent_is_recorded_and_stops_the_escalation(tmp_path):
     chromium()                                                          # skips here without it
     fast, slow = Sink(), Held()

@@ -202,6 +202,7 @@ class _Page(HTMLParser):
             self.figures.append(dict(attrs).get("id", ""))
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_with_three_charts(db, tmp_path):
     pytest.importorskip("matplotlib", reason="the HTML report needs the report extra (matplotlib)")
     out = tmp_path / "r.html"
@@ -298,6 +299,7 @@ def test_terminal_report_fits_the_width_without_cut_names(db, columns):
     assert "(1 day)" in r.stdout and "1 days" not in r.stdout
 
 
+@pytest.mark.slow
 def test_html_legend_stands_clear_of_the_bars_and_one_day_is_singular(db, tmp_path):
     """Regression (issue 45): the verdicts chart's legend sat over its bars; "1 days"."""
     pytest.importorskip("matplotlib", reason="the HTML report needs the report extra (matplotlib)")

@@ -57,6 +57,7 @@ def rows(db: str) -> list[dict]:
     return [json.loads(line) for line in t.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_run_once_whose_tick_cannot_be_written_exits_1_not_0(tmp_path, full):
     cfg = fleet(tmp_path, 400)
     db = os.path.join(full, "e.db")

@@ -7,11 +7,14 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from tests.support.fwcli import ENV, FW, fw
 from tests.support.receiver import Sink
 from tests.support.waiting import wait_for
 
 
+@pytest.mark.slow
 def test_a_refused_second_run_pushes_nothing_and_a_real_stop_still_does(tmp_path):
     goals = tmp_path / "goals"
     goals.mkdir()

@@ -31,6 +31,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_mypy_is_clean():
     r = _run([_tool("mypy"), "--no-error-summary", "--hide-error-context"])   # files: [tool.mypy]
     assert r.returncode == 0, f"mypy found problems (fix them or state why in pyproject):\n{r.stdout}{r.stderr}"
