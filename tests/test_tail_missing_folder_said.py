@@ -26,13 +26,17 @@ def test_a_log_path_in_a_missing_folder_is_said_to_be_one(tmp_path):
                            env=_env(tmp_path))
         assert r.returncode == 0 and r.stdout == "" and SAID in r.stderr, (cmd, r.stderr)
     p = subprocess.Popen([FLEETWATCH, "tail", "-f", "--db", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=_env(tmp_path))
-    deadline = time.monotonic() + 30
-    err = ""
-    while SAID not in err and time.monotonic() < deadline and p.poll() is None:
+                         env=_env(tmp_path))
+    os.set_blocking(p.stderr.fileno(), False)
+    deadline = time.monotonic() + 60
+    raw = b""
+    while SAID not in raw.decode(errors="replace") and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.2)
-        os.set_blocking(p.stderr.fileno(), False)
-        err += p.stderr.read() or ""
+        try:   # bytes straight from the pipe: a text reader on a non-blocking pipe with nothing yet fails
+            raw += os.read(p.stderr.fileno(), 65536)
+        except BlockingIOError:
+            pass
+    err = raw.decode(errors="replace")
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=30)
     assert SAID in err
