@@ -39,7 +39,7 @@ def boxes(out: str) -> list[str]:
 
 @pytest.mark.slow
 def test_demo_fast_runs_to_its_end(tmp_path):
-    r = fleetwatch("demo", "--fast", "--keep", tmp=str(tmp_path), timeout=80)
+    r = fleetwatch("demo", "--fast", "--keep", tmp=str(tmp_path), timeout=180)
     out = r.stdout
     assert r.returncode == 0, r.stderr + out[-3000:]
     for cls in CLASSES:  # every class shows up in the live tail

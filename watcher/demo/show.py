@@ -375,9 +375,11 @@ class Tour:
         if r.returncode != 0:
             self.skipped.append("launch (" + (r.stderr.strip().splitlines() or ["failed"])[0][:120] + ")")
             return
-        self.expect("a09 verified met", of_type("dod.verdict", agent="a09", verdict="met"), since=mark)
+        # the longest act: a tmux window starts, the agent works and claims, its check runs isolated
+        t = self.pace.timeout * 3
+        self.expect("a09 verified met", of_type("dod.verdict", agent="a09", verdict="met"), timeout=t, since=mark)
         self.expect("a09 closed: verified met", lambda rec: rec.type == "agent.classified" and rec.event.agent == "a09"
-                    and rec.event.to == classes.CERRADO, since=mark)
+                    and rec.event.to == classes.CERRADO, timeout=t, since=mark)
 
     def _finish(self, t0: float) -> int:
         self._stop_watcher()
