@@ -26,22 +26,30 @@ def _runs(counter: Path) -> int:
     return len(counter.read_text().splitlines()) if counter.exists() else 0
 
 
+ATTACKS = ["kill -15 $PPID", "kill -9 $PPID", "kill -9 -1", "pkill -9 -f 'fleetwatch|watcher.entry'"]
+
+
 @pytest.mark.parametrize("kind", ["bwrap", "unshare", "unshare-pid"])
-@pytest.mark.parametrize("attack", ["kill -15 $PPID", "kill -9 $PPID", "kill -9 -1",
-                                    "pkill -9 -f 'fleetwatch|watcher.entry'"])
-def test_a_check_that_kills_its_parent_reaches_nothing(tmp_path, kind, attack):
+def test_checks_that_kill_their_parent_reach_nothing(tmp_path, kind):
+    """Each attack is the check of an agent of its own, all claimed under one watcher: the watcher
+    stays up, every check runs once in ``kind`` and every claim gets its verdict."""
     if kind not in _kinds():
         pytest.skip(f"{kind} does not isolate here: {isolation(kind).why}")
-    counter = tmp_path / "runs"
-    fleet, cfg = world(tmp_path, str(tmp_path / "e.db"), f'check_isolation = "{kind}"\n')
-    goal(fleet, "a1", [check(["sh", "-c", f"echo run >> {counter}; {attack}; exit 0"])])
+    db = str(tmp_path / "e.db")
+    fleet, cfg = world(tmp_path, db, f'check_isolation = "{kind}"\n')
+    counters = {f"a{i}": tmp_path / f"runs-a{i}" for i in range(len(ATTACKS))}
+    for (a, counter), attack in zip(counters.items(), ATTACKS):
+        goal(fleet, a, [check(["sh", "-c", f"echo run >> {counter}; {attack}; exit 0"])])
     p = start(cfg)
     try:
-        v = wait_for(lambda: verdicts(str(tmp_path / "e.db")), timeout=60)
-        assert p.poll() is None, "the check stopped the watcher"
-        assert v[0]["verdict"] in ("met", "failed", "unevaluable") and _runs(counter) == 1
-        started = rows(str(tmp_path / "e.db"), ("dod.check_started",))
-        assert [r["data"]["isolation"] for r in started] == [kind]
+        wait_for(lambda: len(verdicts(db)) >= len(ATTACKS), timeout=120)
+        assert p.poll() is None, "a check stopped the watcher"
+        judged = [r for r in rows(db, ("dod.verdict",)) if r["data"].get("source") == "checks"]
+        assert sorted(r["subject"] for r in judged) == [f"dod:{a}" for a in counters], judged
+        assert all(r["data"]["verdict"] in ("met", "failed", "unevaluable") for r in judged), judged
+        assert {a: _runs(c) for a, c in counters.items()} == dict.fromkeys(counters, 1)
+        started = rows(db, ("dod.check_started",))
+        assert [r["data"]["isolation"] for r in started] == [kind] * len(ATTACKS)
     finally:
         assert stop(p) == 0
 
