@@ -3,11 +3,12 @@
 A projection is a module with ``NAME``, ``initial() -> state`` and ``fold(state, rec) -> state``
 where ``rec`` is an ``events.log.Recorded``. A module may declare ``TYPES`` (a frozenset of event
 types): its fold is then only called for those (it must be a no-op for every other type). Folds are pure (no I/O, no clock: time comes from
-``rec.time``) and may mutate and return the state they were given (the caller owns it).
+``rec.time``) and may mutate and return the state they were given (the caller owns it). One
+fold per projection, of one record: a caller folding many calls it per record.
 A module may declare ``TIME``, the function its fold reads ``rec.time`` with: its fold then also
 takes ``times`` (default ``TIME``), and a caller folding many events passes its own cache of it
 (``watcher.runtime.state.TimeCache``); the module keeps no cache.
-State is JSON-encodable with msgspec (dicts, lists, scalars, Structs) so it can be snapshotted;
+State is JSON-encodable with msgspec (dicts, lists, scalars) so it can be snapshotted;
 ``STATE_TYPE`` (optional) is the type to decode a snapshot into (default: plain JSON).
 """
 from __future__ import annotations

@@ -46,7 +46,8 @@ def fold(state: dict, events: list, seq: list[int], now: float) -> None:
     for ev in events:
         seq[0] += 1
         recs.append(Recorded(seq[0], f"id{seq[0]}", iso(now), tag_of(ev), ev.subject, 1, ev, b"", b""))
-    fleet.fold_batch(state, recs)
+    for rec in recs:
+        fleet.fold(state, rec)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -157,9 +158,10 @@ def test_dod_judging_changed_agents_gives_the_events_of_judging_everyone(seed, t
         for ev in evs:
             seq[0] += 1
             recs.append(Recorded(seq[0], f"id{seq[0]}", iso(now), tag_of(ev), ev.subject, 1, ev, b"", b""))
-        fleet.fold_batch(fst, recs)
-        dod.fold_batch(dst, recs)
-        fanout.fold_batch(ost, recs)
+        for rec in recs:
+            fleet.fold(fst, rec)
+            dod.fold(dst, rec)
+            fanout.fold(ost, rec)
 
 
 RUN_STATUSES = ("begin", "done", "fail", "skip", "review")

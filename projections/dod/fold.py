@@ -181,16 +181,9 @@ TYPES = frozenset(_HANDLERS)  # the event types fold reads (others: no-op)
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     """One event into the state: the handler of its type (a no-op for every other type)."""
-    return fold_batch(state, (rec,))
-
-
-def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
-    """:func:`fold` of each of ``recs`` in order, one call a record less (tests/test_fold_batch.py)."""
-    get = _HANDLERS.get
-    for rec in recs:
-        handler = get(rec.type)
-        if handler is not None:
-            handler(state, rec.event, rec)
+    handler = _HANDLERS.get(rec.type)
+    if handler is not None:
+        handler(state, rec.event, rec)
     return state
 
 

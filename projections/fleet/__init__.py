@@ -6,7 +6,7 @@ Contract
   agent (what the differential test compares the runtime's scheduler with). The judge keeps
   nothing between calls: which agents to judge on a tick is watcher/runtime/schedule.py's job.
 - ``fold.fold(state, rec)`` folds ``agent.classified``, ``agent.updated`` and the source edges
-  into ``{"agents": {id: records.Agent}, "sources": {...}}``.
+  into ``{"agents": {id: record}, "sources": {...}}`` (a record: a plain dict).
 - ``machine`` is the termination machine: one rule per class, tried in ``projections.classes``'
   table order. ``tmux`` holds what the tmux source told the fleet; ``waiting`` what an agent waits
   for; ``fanout`` the fan-out projection (more new agents than the cap within a window).

@@ -18,6 +18,7 @@ launched together a minute later give one.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from events.timefmt import parse_iso
@@ -25,7 +26,7 @@ from events.types import FleetFanout
 from projections.classes import CERRADO
 
 NAME = "fanout"
-TIME = None        # fold reads rec.time itself (projections.base.Projection)
+TIME = parse_iso   # how fold reads ``rec.time`` (a caller may pass a cache of it as ``times``)
 READS_ID = False   # fold never reads rec.id
 STATE_TYPE = None  # a snapshot decodes as plain JSON
 TYPES = frozenset(("agent.classified", "fleet.fanout"))
@@ -37,7 +38,9 @@ def initial() -> dict[str, Any]:
     return {"alive": {}, "births": [], "n": 0, "reported": 0}
 
 
-def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
+def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
+    """One event into the state (a no-op for types outside ``TYPES``); ``times`` reads
+    ``rec.time``: ``TIME``, or the caller's cache of it (watcher.runtime.state.TimeCache)."""
     ev = rec.event
     if rec.type == "agent.classified":
         alive = state["alive"]
@@ -47,38 +50,11 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
             alive[ev.agent] = 1
             state["n"] += 1
             b = state["births"]
-            b.append([parse_iso(rec.time), state["n"], ev.agent, rec.seq])
+            b.append([times(rec.time), state["n"], ev.agent, rec.seq])
             if len(b) > KEEP:
                 del b[: len(b) - KEEP]
     elif rec.type == "fleet.fanout":
         state["reported"] = max(state["reported"], ev.upto)
-    return state
-
-
-def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
-    """:func:`fold` of each of ``recs`` in order, the same state (tests/test_fold_batch.py): the
-    births are cut to the last KEEP once at the end rather than at every birth past KEEP (each
-    cut moved 512 entries: a first tick at 50,000 agents made 49,488 of them), and a run of births
-    sharing a time parses it once."""
-    alive, births = state["alive"], state["births"]
-    last_time, t = None, 0.0
-    for rec in recs:
-        ty = rec.type
-        if ty == "agent.classified":
-            ev = rec.event
-            if ev.to == CERRADO:
-                alive.pop(ev.agent, None)
-            elif ev.agent not in alive:
-                alive[ev.agent] = 1
-                n = state["n"] = state["n"] + 1
-                if rec.time != last_time:
-                    last_time = rec.time
-                    t = parse_iso(last_time)
-                births.append([t, n, ev.agent, rec.seq])
-        elif ty == "fleet.fanout":
-            state["reported"] = max(state["reported"], rec.event.upto)
-    if len(births) > KEEP:
-        del births[: len(births) - KEEP]
     return state
 
 

@@ -9,7 +9,8 @@ business (watcher/runtime/schedule.py): the judge keeps nothing between calls.
 
 State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source", "contract_sha256",
 "contract_len", "target", "task", "last_activity", "waiting_for"}}, "sources": {name: {"failed", "error",
-"since"}}}; each agent's record is a ``agent_records.Agent`` (a Struct read as that dict).
+"since"}}}; each agent's record is a plain dict of those keys (a snapshot's record may lack the keys
+added after it was written: readers ``get`` every key but ``class`` and ``since``).
 
 Within a class, ``agent.updated`` records what else changed (state, phase, task, target; last
 activity when it moved by ``ACTIVITY_STEP`` or more; the reason when its ``cause`` changed), so
@@ -27,7 +28,6 @@ from events.timefmt import iso as _iso
 from events.timefmt import parse_iso as _parse_iso
 from events.types import AgentClassified, AgentUpdated, SourceFailed, SourceRecovered
 from projections.classes import CERRADO, Cls
-from projections.fleet.records import Agent
 from projections.fleet.machine import (  # noqa: F401  (the termination machine, read through fleet too)
     AGEING, CLAUDE_GONE, PHASES, RULES, STATES, classify, normalise_phase, silence_limit)
 from projections.observations import AgentObs, Snapshot
@@ -43,43 +43,40 @@ def initial() -> dict[str, Any]:
     return {"agents": {}, "sources": {}}
 
 
-# a snapshot decodes its agents into the records the fold makes (projections/fleet/records.py)
-STATE_TYPE = TypedDict("FleetState", {"agents": dict[str, Agent], "sources": dict[str, Any]})
+STATE_TYPE = TypedDict("FleetState", {"agents": dict[str, dict[str, Any]], "sources": dict[str, Any]})
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    return fold_batch(state, (rec,))
-
-
-def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
-    """Each of ``recs`` in order into the state (:func:`fold` is this for one record; the loop
-    here saves a call a record in a replay's batches: tests/test_fold_batch.py)."""
-    agents, sources = state["agents"], state["sources"]
-    for rec in recs:
-        ev = rec.event
-        type_ = rec.type
-        if type_ == "agent.classified":
-            target = ev.target
-            if not target:   # a tick that saw no target keeps the recorded one
-                old = agents.get(ev.agent)   # an Agent read by attribute (its mapping's get: ~4x the cost)
-                target = None if old is None else old.target if type(old) is Agent else old.get("target")
-            agents[ev.agent] = Agent(ev.to, rec.time, ev.state, ev.phase, ev.reason, ev.source, ev.contract_sha256,
-                                     ev.contract_len, target, ev.task, ev.last_activity, ev.waiting_for)
-            # prune_due's period is a multiple of PRUNE_EVERY: other seqs skip its call (~1 in 512 makes it)
-            if rec.seq % PRUNE_EVERY == 0 and prune_due(rec.seq, agents):
-                prune_closed(agents, rec.time, "since")
-        elif type_ == "agent.updated":
+    """One event into the state (a no-op for types outside ``TYPES``)."""
+    ev = rec.event
+    type_ = rec.type
+    if type_ == "agent.classified":
+        agents = state["agents"]
+        target = ev.target
+        if not target:   # a tick that saw no target keeps the recorded one
             old = agents.get(ev.agent)
-            if old is not None:  # a new record: the tick memo compares records by identity
-                # ev.reason None: a row from before the field; the recorded reason stays
-                agents[ev.agent] = Agent(old["class"], old.get("since"), ev.state, ev.phase,
-                                         old.get("reason") if ev.reason is None else ev.reason, old.get("source"),
-                                         old.get("contract_sha256"), old.get("contract_len"), ev.target, ev.task,
-                                         ev.last_activity, ev.waiting_for)
-        elif type_ == "source.failed":
-            sources[ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
-        elif type_ == "source.recovered":
-            sources[ev.source] = {"failed": False, "error": "", "since": rec.time}
+            target = None if old is None else old.get("target")
+        agents[ev.agent] = {"class": ev.to, "since": rec.time, "state": ev.state, "phase": ev.phase,
+                            "reason": ev.reason, "source": ev.source, "contract_sha256": ev.contract_sha256,
+                            "contract_len": ev.contract_len, "target": target, "task": ev.task,
+                            "last_activity": ev.last_activity, "waiting_for": ev.waiting_for}
+        # prune_due's period is a multiple of PRUNE_EVERY: other seqs skip its call (~1 in 512 makes it)
+        if rec.seq % PRUNE_EVERY == 0 and prune_due(rec.seq, agents):
+            prune_closed(agents, rec.time, "since")
+    elif type_ == "agent.updated":
+        agents = state["agents"]
+        old = agents.get(ev.agent)
+        if old is not None:  # a new record: the scheduler compares fleet records by identity
+            # ev.reason None: a row from before the field; the recorded reason stays
+            agents[ev.agent] = {"class": old["class"], "since": old.get("since"), "state": ev.state,
+                                "phase": ev.phase, "reason": old.get("reason") if ev.reason is None else ev.reason,
+                                "source": old.get("source"), "contract_sha256": old.get("contract_sha256"),
+                                "contract_len": old.get("contract_len"), "target": ev.target, "task": ev.task,
+                                "last_activity": ev.last_activity, "waiting_for": ev.waiting_for}
+    elif type_ == "source.failed":
+        state["sources"][ev.source] = {"failed": True, "error": ev.error, "since": rec.time}
+    elif type_ == "source.recovered":
+        state["sources"][ev.source] = {"failed": False, "error": "", "since": rec.time}
     return state
 
 
@@ -105,8 +102,7 @@ def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> 
     from events.timefmt import iso, parse_iso
 
     cutoff = iso(parse_iso(at) - CLOSED_KEEP_S)  # ISO strings of one format compare as times
-    # fleet's records are Agents (read by attribute: a third of the scan through the mapping's get), dod's dicts
-    closed = [a for a, v in agents.items() if (v.cls if type(v) is Agent else v.get("class")) == CERRADO]
+    closed = [a for a, v in agents.items() if v.get("class") == CERRADO]
     for aid in [a for a in closed if (agents[a].get(since_key) or "") < cutoff]:
         del agents[aid]
 

@@ -9,7 +9,7 @@ Contract
   returns the messages to send; ``escalate``, ``flap``, ``quiet`` and ``msg`` are those stages and
   the message text; ``policy`` the knobs.
 - Nothing here sends: watcher/runtime/notifier.py does, and records what it did.
-- Reads the fleet room (records, waiting words) and the shared modules.
+- Reads the fleet room (waiting words) and the shared modules.
 """
 
 # the rooms this room may import besides the shared modules (tests/test_architecture.py)

@@ -11,8 +11,7 @@ State (JSON, string keys, bounded):
   sent_rev (-1 = never sent), silenced; set by the phone loop when it happens: notice (the last
   notice that pushed it), acked (until; NEVER = until it clears), acked_at, acked_by, escalated, held
   (end of the quiet hours that held it), resolved (its "all clear" was sent); task, wait (``about``).
-- ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it; a
-  ``agent_records.NotifyAgent``, read as that dict).
+- ``agents``: agent -> {cls, since, seq, state, cond, nudges, nudged_at} (CERRADO removes it).
 - ``dod``: agent -> last verdict (a changed contract makes it pending again).
 - ``classes``: subject -> its last 41 classes as a flat ``[class, time, seq, ...]`` (flap
   detection at plan time, see ``projections.notify.flap``).
@@ -43,7 +42,6 @@ from collections.abc import Callable
 from typing import Any, TypedDict, cast
 
 from events.timefmt import parse_iso
-from projections.fleet.records import NotifyAgent
 from projections.classes import CERRADO, SEVERITY
 from projections.notify.flap import HIST_KEEP
 from projections.notify.rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
@@ -65,7 +63,7 @@ ONESHOT_KEEP_S = 86400.0
 _D = dict[str, Any]
 # The snapshot schema: a snapshot missing a key (an older layout) fails to decode, so
 # ``Projections.load`` replays the log instead of folding into a stale shape.
-STATE_TYPE = TypedDict("State", {"conds": _D, "agents": dict[str, NotifyAgent], "dod": _D, "classes": _D,
+STATE_TYPE = TypedDict("State", {"conds": _D, "agents": _D, "dod": _D, "classes": _D,
                                  "flap_sent": _D, "retry": _D, "silences": _D, "last": _D, "recent": _D, "index": _D, "swarms": _D,
                                  "exp_cleared": list, "exp_day": list, "prune_at": float, "sweep_at": float})
 
@@ -123,24 +121,12 @@ def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) 
     """One event into the notify state: its type's handler, then the prune of what can no longer
     be pushed once the earliest expiry came due (a no-op for types outside ``TYPES``). ``times``
     reads ``rec.time``: ``TIME``, or the caller's cache of it (watcher.runtime.state.TimeCache)."""
-    return fold_batch(state, (rec,), times)
-
-
-def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
-    """Each of ``recs`` in order into the state (:func:`fold` is this for one record), a run of
-    events sharing a time read once."""
-    handlers = _HANDLERS
-    last_time, t = None, 0.0
-    for rec in recs:
-        h = handlers.get(rec.type)
-        if h is not None:
-            time = rec.time
-            if time != last_time:   # a run of one time (an append's events) is read once
-                t = times(time)
-                last_time = time
-            h(state, rec.event, rec.seq, t)
-            if t > state["prune_at"]:
-                prune(state, t)
+    h = _HANDLERS.get(rec.type)
+    if h is not None:
+        t = times(rec.time)
+        h(state, rec.event, rec.seq, t)
+        if t > state["prune_at"]:
+            prune(state, t)
     return state
 
 
@@ -150,7 +136,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     subj = "agent:" + a
     agents = st["agents"]
     ag = agents.get(a)
-    cur = None if ag is None else ag.cond if type(ag) is NotifyAgent else ag["cond"]   # the fold's records by attribute
+    cur = None if ag is None else ag["cond"]
     if cur is not None:  # the subject's only uncleared one (see the invariant)
         _clear(st, cur, t, to)
     if to == CERRADO:
@@ -173,7 +159,7 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
         detail = ev.reason or (f"{st_}/{ph}" if st_ and ph else st_ or ph or "")
         cond = _new(st, subj, to, sev, seq, t, a, detail)
         about(st["conds"][cond], ev.task, ev.waiting_for)
-    agents[a] = NotifyAgent(to, t, seq, ev.state, cond)   # nudges 0, nudged_at None (agent_records)
+    agents[a] = {"cls": to, "since": t, "seq": seq, "state": ev.state, "cond": cond, "nudges": 0, "nudged_at": None}
 
 
 def _agent_nudged(st: dict, ev: Any, seq: int, t: float) -> None:

@@ -134,24 +134,17 @@ _HANDLERS = {"agent.launched": _launched, "dod.verdict": _verdict, "dod.acted": 
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    return fold_batch(state, (rec,))
-
-
-def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
-    """:func:`fold` of each of ``recs``; a classification of an agent this state does not hold (a
-    first tick's 50,000) costs three look-ups, not a call."""
-    get = _HANDLERS.get
-    agents, todo, closing = state["agents"], state["todo"], state["closing"]
-    for rec in recs:
-        t = rec.type
-        if t == "agent.classified":
-            aid = rec.event.agent
-            if aid in agents or aid in todo or aid in closing:
-                _classified(state, rec.event, rec)
-            continue
-        h = get(t)
-        if h is not None:
-            h(state, rec.event, rec)
+    """One event into the state; a classification of an agent this state does not hold (a first
+    tick's 50,000) costs three look-ups, not a call."""
+    t = rec.type
+    if t == "agent.classified":
+        aid = rec.event.agent
+        if aid in state["agents"] or aid in state["todo"] or aid in state["closing"]:
+            _classified(state, rec.event, rec)
+        return state
+    h = _HANDLERS.get(t)
+    if h is not None:
+        h(state, rec.event, rec)
     return state
 
 

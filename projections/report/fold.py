@@ -321,29 +321,14 @@ assert frozenset(_HANDLERS) == TYPES
 def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
     """One event into the report's figures: the span it covers (first and last event time), then
     its type's handler; types outside ``TYPES`` leave the state as it is. ``times`` as in notify."""
-    return fold_batch(state, (rec,), times)
-
-
-def fold_batch(state: dict[str, Any], recs: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
-    """Each of ``recs`` in order into the figures (:func:`fold` is this for one record), each
-    distinct time's ``t`` and day read once for a run of events that share it (an append's do)."""
-    handlers, st = _HANDLERS, state
-    last_time: str | None = None
-    t, day = 0.0, ""
-    for rec in recs:
-        h = handlers.get(rec.type)
-        if h is None:
-            continue
-        time = rec.time
-        if time != last_time:   # the first handled event always (last_time starts None)
-            t = times(time)
-            day = event_day(time, t)   # once a run: fold inlines it, once an event
-            last_time = time
-            if st["first"] is None:
-                st["first"] = t
-            st["last_before"] = st["last"]
-            st["last"] = t
-        else:   # fold sets last_before = last (= t) and last = t: only last_before can change
-            st["last_before"] = t
-        h(st, rec.event, t, day)
-    return st
+    h = _HANDLERS.get(rec.type)
+    if h is None:
+        return state
+    time = rec.time
+    t = times(time)
+    if state["first"] is None:
+        state["first"] = t
+    state["last_before"] = state["last"]
+    state["last"] = t
+    h(state, rec.event, t, event_day(time, t))
+    return state

@@ -90,46 +90,40 @@ TYPES = frozenset(("swarm.changed", "swarm.capped"))  # the event types fold rea
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    return fold_batch(state, (rec,))
-
-
-def fold_batch(state: dict[str, Any], recs: Any) -> dict[str, Any]:
-    """Each of ``recs`` in order into the state (:func:`fold` is this for one record; the loop
-    here saves a call a record in a replay's batches: tests/test_fold_batch.py)."""
+    """One event into the state (a no-op for types outside ``TYPES``)."""
+    if rec.type not in TYPES:
+        return state
     gs = state["groups"]
-    for rec in recs:
-        if rec.type not in TYPES:
-            continue
-        ev = rec.event
-        if isinstance(ev, SwarmCapped):
-            g = gs.get(ev.group)
-            if g is not None:
-                g.setdefault("capped", {})[ev.cap] = ev.limit
-            continue
-        if not isinstance(ev, SwarmChanged):
-            continue
+    ev = rec.event
+    if isinstance(ev, SwarmCapped):
         g = gs.get(ev.group)
-        if ev.to is None:
-            if g is not None:
-                if g["children"].pop(ev.child, None) is not None:
-                    left = g.setdefault("left", {})
-                    left[ev.child] = 1
-                    if len(left) > LEFT_MAX:
-                        del left[next(iter(left))]  # the oldest: counted again if it ever comes back
-                g["last_change"] = rec.time
-                if not g["children"]:
-                    del gs[ev.group]
-                else:
-                    _end_episodes(g)  # a child gone ends an episode as one done does (it never ended)
-            continue
-        if g is None:
-            g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time, "ever": 0, "capped": {},
-                                "left": {}}
-        if ev.child not in g["children"] and g.get("left", {}).pop(ev.child, None) is None:
-            g["ever"] = g.get("ever", len(g["children"])) + 1  # a distinct child (one back from gone is not)
-        g["children"][ev.child] = {"status": ev.to, "label": ev.label, "since": rec.time, "source": ev.source}
-        g["last_change"] = rec.time
-        _end_episodes(g)
+        if g is not None:
+            g.setdefault("capped", {})[ev.cap] = ev.limit
+        return state
+    if not isinstance(ev, SwarmChanged):
+        return state
+    g = gs.get(ev.group)
+    if ev.to is None:
+        if g is not None:
+            if g["children"].pop(ev.child, None) is not None:
+                left = g.setdefault("left", {})
+                left[ev.child] = 1
+                if len(left) > LEFT_MAX:
+                    del left[next(iter(left))]  # the oldest: counted again if it ever comes back
+            g["last_change"] = rec.time
+            if not g["children"]:
+                del gs[ev.group]
+            else:
+                _end_episodes(g)  # a child gone ends an episode as one done does (it never ended)
+        return state
+    if g is None:
+        g = gs[ev.group] = {"children": {}, "first_seen": rec.time, "last_change": rec.time, "ever": 0, "capped": {},
+                            "left": {}}
+    if ev.child not in g["children"] and g.get("left", {}).pop(ev.child, None) is None:
+        g["ever"] = g.get("ever", len(g["children"])) + 1  # a distinct child (one back from gone is not)
+    g["children"][ev.child] = {"status": ev.to, "label": ev.label, "since": rec.time, "source": ev.source}
+    g["last_change"] = rec.time
+    _end_episodes(g)
     return state
 
 

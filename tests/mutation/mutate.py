@@ -69,7 +69,7 @@ MODULES: dict[str, list[str]] = {
                                 "tests/test_rules_mutants_notify_flap.py"],
     "projections.dod.fold": ["tests/test_dod_read_side.py", "tests/test_dod.py", "tests/test_core_rules.py",
                         "tests/test_rules_table.py", "tests/test_dod_checker.py", "tests/test_status_cli.py",
-                        "tests/test_fold_batch.py", "tests/test_first_tick.py"],
+                        "tests/test_rebuild_batches.py", "tests/test_first_tick.py"],
     "projections.runs.rules": ["tests/test_core_rules.py", "tests/test_runs_rules.py", "tests/test_runs.py",
                                "tests/test_rules_table.py", "tests/test_runs_memo.py",
                                "tests/test_rules_mutants_runs_rules.py"],

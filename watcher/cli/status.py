@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -36,22 +36,24 @@ class Refusal(str, enum.Enum):
 # What each reader shows (projections.present.views): only these snapshots are read and decoded. The
 # notify state is read for its health fields (views.notify_health) and for how each open
 # condition was handled (views.handling), so a narrow view of it is decoded (notify's snapshot is
-# the biggest: 1.4 MB of 2.6 at 1M events, bench_rebuild.py): its conditions as CondView records.
+# the biggest: 1.4 MB of 2.6 at 1M events, bench_rebuild.py): of each condition, CONDVIEW's keys.
 TABLE_READS = ("fleet", "dod", "runs", "missions", "swarms", "plans", "notify")
 STATUS_READS = TABLE_READS
 NOTIFY_HEALTH_KEYS = ("last", "retry", "silences", "conds")
+# what ``views.handling`` reads of a condition (a dict of the keys it has; the others are skipped)
+CONDVIEW = TypedDict("CondView", {"subject": str, "cls": str, "cleared": Any, "acked": Any, "acked_at": Any,
+                                  "acked_by": Any}, total=False)
 
 
 def notify_health_view() -> Callable[[bytes], dict[str, Any]]:
     """Decodes notify's snapshot to only what ``views.notify_health`` and ``views.handling`` read
-    (a dict of those keys; each condition a ``CondView``). Every other key is kept as raw bytes
+    (a dict of those keys; each condition a dict of ``CONDVIEW``'s keys). Every other key is kept as raw bytes
     (``msgspec.Raw``: scanned, never built into objects), but all of STATE_TYPE's keys are
     required, so a snapshot of another layout still fails to decode (and is replayed), as with
     the whole state."""
     from projections.notify import fold as notify
-    from projections.fleet.records import CondView
 
-    kept = {"conds": dict[str, CondView]}
+    kept = {"conds": dict[str, CONDVIEW]}
     fields = [(k, kept.get(k, v) if k in NOTIFY_HEALTH_KEYS else msgspec.Raw)
               for k, v in notify.STATE_TYPE.__annotations__.items()]
     dec = msgspec.json.Decoder(msgspec.defstruct("NotifyHealthView", fields))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from projections.fleet import fold as fleet
-from projections.fleet.records import Agent
 
 
 class ClassCounts:
@@ -30,7 +29,7 @@ class ClassCounts:
             return self.counts
         counts: dict[str, int] = {}
         for a in proj["fleet"]["agents"].values():
-            c = a.cls if type(a) is Agent else a["class"]   # the fold's records by attribute (agent_records)
+            c = a["class"]
             counts[c] = counts.get(c, 0) + 1
         self.seq, self.counts = proj.seq, counts
         return counts

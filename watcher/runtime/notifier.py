@@ -42,7 +42,6 @@ import msgspec
 from events.log import iso
 from events.types import (AgentNudged, NoticeAbandoned, NoticeEscalated, NoticeFailed, NoticeSent, SourceFailed,
                           SourceRecovered)
-from projections.fleet.records import Record
 from projections.notify.fold import Policy, redact, retry_delay
 from projections.notify.plan import Message, NudgeAction, nudges, plan
 from projections.notify.quiet import quiet_until
@@ -459,7 +458,7 @@ class _Targets:
 
     def get(self, agent: str, default: str | None = None) -> str | None:
         v = self._agents.get(agent)
-        return v.get("target", default) if isinstance(v, (dict, Record)) else default   # Record: the fold's (agent_records)
+        return v.get("target", default) if isinstance(v, dict) else default
 
 
 def _targets(states: dict[str, Any]) -> _Targets:

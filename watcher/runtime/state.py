@@ -58,9 +58,6 @@ class Projections:
         self.viewed: frozenset[str] = frozenset()  # projections decoded into a reader's view (see load)
         # (name, fold, the types it reads or None for all, its times or None) in registry order
         self._folds = [(n, m.fold, m.TYPES, _times(m)) for n, m in self.mods.items()]
-        # a module's ``fold_batch(state, recs[, times])``: its fold of each of recs in order in one
-        # call, the same state (each module's tests pin it); fold_many uses it
-        self._batch = {n: m.fold_batch for n, m in self.mods.items() if hasattr(m, "fold_batch")}
         self._by_type: dict[str, list[tuple[str, Any]]] = {}
         # a replay reads the records' ids only when a fold reads them (events/replay.py)
         self.reads_id = any(m.READS_ID for m in self.mods.values())
@@ -94,13 +91,10 @@ class Projections:
         tys = [rec.type for rec in recs]
         for n, f, types, times in self._folds:
             s = st[n]
-            batch = self._batch.get(n)
             mine = recs if types is None else list(compress(recs, map(types.__contains__, tys)))
             if after and mine and after.get(n, 0) >= mine[0].seq:
                 mine = [rec for rec in mine if rec.seq > after[n]]
-            if batch is not None:
-                s = batch(s, mine) if times is None else batch(s, mine, times)
-            elif times is None:
+            if times is None:
                 for rec in mine:
                     s = f(s, rec)
             else:
