@@ -432,6 +432,17 @@ def run(quick: bool = False) -> list[dict]:
     return rows
 
 
+def ticks_only(sizes: list[int]) -> list[dict]:
+    """The tick rows alone at ``sizes`` (``--ticks 10000 50000``: the first tick against its
+    floor in a minute or two, without the ``fleetwatch run`` rows' idle and churn windows)."""
+    with tempfile.TemporaryDirectory(prefix="fw-bench-watch-") as d:
+        return [r for n in sizes for r in tick_rows(n, Path(d))]
+
+
 if __name__ == "__main__":
-    for r in run(quick="--quick" in sys.argv):
+    if "--ticks" in sys.argv:
+        rows = ticks_only([int(a) for a in sys.argv[sys.argv.index("--ticks") + 1:]])
+    else:
+        rows = run(quick="--quick" in sys.argv)
+    for r in rows:
         print(f"{r['name']}: {r['figure']}  ratio={r['ratio']}  target={r['target']}  ok={r['ok']}")
