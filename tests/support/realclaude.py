@@ -88,7 +88,7 @@ def require(flavour: str) -> str:
     return client(flavour)  # type: ignore[return-value]
 
 
-def wait_for(cond, timeout: float = 30.0, step: float = 0.1, what: str = "condition"):
+def wait_for(cond, timeout: float = 60.0, step: float = 0.1, what: str = "condition"):
     """Poll ``cond()`` until it returns a truthy value (returned); AssertionError after ``timeout``."""
     end = time.monotonic() + timeout
     last = None
@@ -315,7 +315,7 @@ class Claude:
         s = self.session()
         return s.get("status") if s else None
 
-    def wait_status(self, *statuses: str, timeout: float = 30.0) -> dict:
+    def wait_status(self, *statuses: str, timeout: float = 60.0) -> dict:
         return wait_for(lambda: (s := self.session()) and s.get("status") in statuses and s, timeout, 0.3,
                         f"claude agents --json status in {statuses}")
 
