@@ -21,7 +21,7 @@ tmp=$(mktemp -d /tmp/fw-unprivileged.XXXXXX)
 chown "$user": "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 # the tests whose root case differs: keep in step with their `geteuid() == 0` branches
-files=(tests/test_log_permissions.py tests/test_log_cli.py tests/test_sources.py tests/test_log_integrity.py tests/test_report.py)
+files=(tests/events/test_log_permissions.py tests/watcher/cli/test_log_cli.py tests/watcher/sources/test_sources.py tests/events/test_log_integrity.py tests/watcher/cli/test_report.py)
 select="test_log_permissions or unreadable or read_only_copy"
 set +e
 out=$(runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$tmp" TMPDIR="$tmp" LANG=C.UTF-8 \

@@ -98,7 +98,7 @@ def keep_if_lost(log_path: str, db: Any) -> str | None:
     why = problem(db, head[0] if head else 0, want, "its head file")
     if why is None:
         return None
-    import logging  # not at import: the CLI's fast path reads logs without it (tests/test_cli_start.py)
+    import logging  # not at import: the CLI's fast path reads logs without it (tests/watcher/cli/test_cli_start.py)
 
     log = logging.getLogger("fleetwatch.log")
     kept = f"{path_of(log_path)}.lost-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"

@@ -9,7 +9,7 @@ rare or absent type. Here:
   subject, so a subject's last N events are its last N versions. The distinct subjects under the
   prefix are found by skipping through the index (one probe each); past ``MAX_SUBJECTS`` of them
   the matches are dense and a bounded backward scan of the table finds them first.
-Every strategy returns exactly the seqs a full scan would (tests/test_log_integrity.py compares).
+Every strategy returns exactly the seqs a full scan would (tests/events/test_log_integrity.py compares).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the columns no fold reads is a third of its read (docs/bench.md).
 So :func:`replay` selects only those columns and yields :class:`Folded` records (or
 :class:`FoldedWithId` with ``ids``): Structs that *have* no ``subject`` or ``hash``, so a fold
 that began reading one fails loudly (AttributeError) instead of reading a blank.
-``tests/test_replay_lean_records.py`` folds every event type through both reads and compares
+``tests/watcher/runtime/test_replay_lean_records.py`` folds every event type through both reads and compares
 every projection's encoded state. A projection whose fold reads ``rec.id`` says so with
 ``READS_ID = True`` (watcher.runtime.state.Projections asks for the ids then).
 

@@ -5,7 +5,7 @@ apsw types each value it returns as ``int | float | str | bytes | None`` and a c
 shape of query result, its column types stated once for the whole result: one call per query, never
 one per row (the hot paths still unpack plain tuples). Statements whose rows are not read
 (``BEGIN``, ``INSERT``, ``PRAGMA x=y``) call apsw directly, checked against apsw's own stubs.
-tests/test_static.py checks that no other module of events/ reads rows from apsw.
+tests/repo/test_static.py checks that no other module of events/ reads rows from apsw.
 
 What the types promise: a file written by fleetwatch. SQLite does not enforce declared types (the
 tables are not STRICT), so a file edited by hand can hold text where a blob belongs. The readers

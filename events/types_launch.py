@@ -4,7 +4,7 @@ rules: stable tags, every later field with a default); kept apart so events/type
 They carry ids, digests, folders, tmux targets and short task titles, never a prompt, a contract's
 text or an agent's note."""
 # No `from __future__ import annotations`: msgspec would compile each string annotation at start
-# (tests/test_cli_start.py: a fast path compiles no source text)
+# (tests/watcher/cli/test_cli_start.py: a fast path compiles no source text)
 from typing import Any
 
 from msgspec import Struct

@@ -2,7 +2,7 @@
 ``events.types`` (same tag field and rules: stable tags, every later field with a default); kept
 apart so events/types.py stays small."""
 # No `from __future__ import annotations`: msgspec would compile each string annotation at start
-# (tests/test_cli_start.py: a fast path compiles no source text)
+# (tests/watcher/cli/test_cli_start.py: a fast path compiles no source text)
 from msgspec import Struct, field
 
 

@@ -13,5 +13,5 @@ tick observed), ``base`` (the Projection protocol and the registry), ``identity`
 ``text``.
 """
 
-# the modules every room may import (tests/test_architecture.py)
+# the modules every room may import (tests/repo/test_architecture.py)
 SHARED: tuple[str, ...] = ("base", "classes", "identity", "observations", "rows", "text")

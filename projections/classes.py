@@ -8,11 +8,11 @@ its rules in ``MATCH`` order, notify opens a condition of ``SEVERITY`` and group
 ``PUSH_LABEL``, ``ATTENTION`` is what status, summary, the board and the phone page list as needing
 the human, the phone page's CSS takes ``WEB``, the board ``GLYPH`` and ``MONO``, and the README's
 and the goal schema's text of the termination machine and the board's legend are built from the
-table (``make readme``; tests/test_classes_table.py checks they are current).
+table (``make readme``; tests/repo/test_classes_table.py checks they are current).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
+# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
 
 from enum import Enum
 from typing import NamedTuple

@@ -41,7 +41,7 @@ class AgentObs(msgspec.Struct, kw_only=True):
     stop_error: str | None = None     # goal.json `stop_error`: the API error that ended the last turn (hook StopFailure)
     tmux_exact: bool = False          # set by a tmux source: matched by recorded pane or goal.json target, not by name
     claude_gone: bool = False         # set by a tmux source: the recorded pane lives, no claude process runs in it
-    waiting_for: dict[str, Any] | None = None  # {"kind", "tool"}: projections.waiting.clean (metadata only)
+    waiting_for: dict[str, Any] | None = None  # {"kind", "tool"}: projections.fleet.waiting.clean (metadata only)
 
 
 class RunObs(msgspec.Struct, kw_only=True):
@@ -72,7 +72,7 @@ class SourceResult(msgspec.Struct, kw_only=True):
     runs: list[RunObs] = []
     rows: list[RowObs] = []
     # files of a file source not in this result because their first read failed and they never
-    # read well before (the two-read rule): their runs are not gone (projections.runs._gone)
+    # read well before (the two-read rule): their runs are not gone (projections.runs.fold._gone)
     held: int = 0
 
 

@@ -12,8 +12,8 @@ part order into ``docs/guide/troubleshooting.md`` (one place, linked from Operat
 ``<!-- toc -->`` becomes the table of contents of the README's ``##`` headings, and a line
 ``<!-- classes: the termination machine -->`` the table of agent classes built from
 projections/classes.py (which also gives goal.schema.json's account of the machine, rewritten
-here: tests/test_classes_table.py checks both are current). The README is
-kept under ``LIMIT`` bytes: the builder says so when it is not (tests/test_readme.py fails then).
+here: tests/repo/test_classes_table.py checks both are current). The README is
+kept under ``LIMIT`` bytes: the builder says so when it is not (tests/repo/test_readme.py fails then).
 
 Arguments are part names (``hook``, ``phone/notify``: a path under docs/readme/ without ``.md``);
 a part not written yet is skipped. Anything else (an option, a file name, no part that exists) is

@@ -2,7 +2,7 @@
 (watcher/runtime/launcher.py); kept apart so watcher/config.py stays small. Imports nothing of
 fleetwatch (watcher/config.py imports it)."""
 # No `from __future__ import annotations`: msgspec would compile each string annotation at start
-# (tests/test_cli_start.py: a fast path compiles no source text)
+# (tests/watcher/cli/test_cli_start.py: a fast path compiles no source text)
 import re
 
 import msgspec

@@ -3,7 +3,7 @@ source of that kind must set. watcher/config.py validates every ``[[sources]]`` 
 watcher/sources/ makes each source from it (re-exported there as ``watcher.sources.KINDS``).
 Imports nothing of fleetwatch (watcher/config.py imports it)."""
 # No `from __future__ import annotations`: a NamedTuple's string annotations would be compiled at
-# start (tests/test_cli_start.py: a fast path compiles no source text)
+# start (tests/watcher/cli/test_cli_start.py: a fast path compiles no source text)
 from typing import NamedTuple
 
 

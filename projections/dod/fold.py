@@ -23,7 +23,7 @@ Invariants
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
+# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
 
 import enum
 from itertools import compress, repeat

@@ -13,5 +13,5 @@ Contract
 - Reads only the shared modules (classes, observations, text).
 """
 
-# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

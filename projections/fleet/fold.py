@@ -19,7 +19,7 @@ agrees with the files within one tick).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
+# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
 
 import math
 from typing import Any, NamedTuple, TypedDict
@@ -219,7 +219,7 @@ def detect(prev: dict[str, Any], snap: Snapshot, now: float, limits: Limits,
     """Transitions from the folded state ``prev`` to this tick's ``snap``, every agent judged:
     the source edges, each agent's :func:`judge` in id order, then :func:`missing`. Returns
     (events, new miss counts). The watcher gives the same events judging only the agents that
-    changed or are due (watcher/runtime/schedule.py; tests/test_schedule_differential.py)."""
+    changed or are due (watcher/runtime/schedule.py; tests/watcher/runtime/test_schedule_differential.py)."""
     out = source_edges(prev, snap)
     agents, cur, blind = prev["agents"], snap.agents, snap.tmux_unknown
     for aid in sorted(cur):

@@ -4,7 +4,7 @@ the first that answers wins (the contract's "first matching row"). Adding a clas
 ``projections.classes.TABLE`` and its rule here.
 """
 # No `from __future__ import annotations` here: `status` loads this module, and a NamedTuple's or
-# msgspec's string annotations would be compiled at import (tests/test_cli_start.py)
+# msgspec's string annotations would be compiled at import (tests/watcher/cli/test_cli_start.py)
 
 from typing import Any, cast
 

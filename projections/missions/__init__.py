@@ -7,5 +7,5 @@ Contract
 - Reads only ``projections.rows``.
 """
 
-# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

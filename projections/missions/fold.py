@@ -110,7 +110,7 @@ def _dep(x: Any) -> str:
 def parse_deps(raw: Any) -> list[str]:
     """The ``deps`` column: a JSON array of ids (or a list, or a comma-separated string). Any text
     is read: one row's deps nested 100,000 deep (RecursionError) stopped the missions detector
-    for every mission (tests/test_missions_hostile_rows.py)."""
+    for every mission (tests/projections/missions/test_missions_hostile_rows.py)."""
     if raw is None or raw == "":
         return []
     if isinstance(raw, (list, tuple)):
@@ -180,7 +180,7 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: in
     # a change leaving RUNNING/CHECKING is folded after the others of its tick: the fold ends a
     # children-active-cap episode when a change brings the count to the cap, and a handover in one
     # poll (a -> DONE, c -> RUNNING) ended it halfway: the next tick reported the cap again
-    out.sort(key=lambda e: e.from_ in ACTIVE and e.to not in ACTIVE)   # stable (tests/test_cap_handover.py)
+    out.sort(key=lambda e: e.from_ in ACTIVE and e.to not in ACTIVE)   # stable (tests/watcher/runtime/test_cap_handover.py)
     # -- completions (on the view after this tick's changes)
     for mid in sorted(view):
         wps = view[mid]

@@ -8,5 +8,5 @@ Contract
 - Reads only the shared modules.
 """
 
-# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

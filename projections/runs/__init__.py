@@ -9,5 +9,5 @@ Contract
 - Reads nothing outside its room.
 """
 
-# the rooms this room may import besides the shared modules (tests/test_architecture.py)
+# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

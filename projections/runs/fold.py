@@ -24,7 +24,7 @@ concurrency, daily cap, inactive boards): ``projections.runs.quota``, with the p
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
+# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
 
 import math
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -282,7 +282,7 @@ def _without(snap: Any, bad: dict[str, str]) -> Any:
 def _gone(runs: dict, snap: Any) -> list:
     """run.changed ``gone`` for each known run no longer seen (not while its source is failing, nor
     while it holds back a file awaiting its second read: at each start of the watcher a steps.json
-    that does not parse was missing from the first tick, "gone" and back, tests/test_runs_restart.py)."""
+    that does not parse was missing from the first tick, "gone" and back, tests/projections/runs/test_runs_restart.py)."""
     failed = snap.failed
     held = {r.name for r in snap.results if r.held} if snap.results else ()
     return [RunChanged(run=rid, **{k: rs.get(k) for k in RUN_FIELDS}, error=rs["error"], source=rs["source"],

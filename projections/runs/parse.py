@@ -43,7 +43,7 @@ class Reason(str, Enum):
 def _text(v: Any, n: int) -> str:
     """At most ``n`` characters showing any JSON value: str() of a list or object nested ~1,000
     deep raised RecursionError, and one such ``at`` or ``status`` stopped the runs detector for
-    every run (tests/test_runs_hostile_values.py)."""
+    every run (tests/projections/runs/test_runs_hostile_values.py)."""
     try:
         return str(v)[:n]
     except RecursionError:

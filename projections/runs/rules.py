@@ -13,7 +13,7 @@ a step that is already ``done`` counts, since it must have begun.
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/test_cli_start.py: the fast paths compile nothing)
+# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
 
 import hashlib
 import math
@@ -38,7 +38,7 @@ def ts(v: Any) -> float | None:
     """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither, or if
     its UTC day is not one of years 1..9999: "0001-01-01T00:00:00+14:00" and
     "9999-12-31T23:59:59-14:00" parse, and their day (runs_quota.day) raised ValueError, which
-    stopped the runs detector for every run (tests/test_runs_hostile_values.py)."""
+    stopped the runs detector for every run (tests/projections/runs/test_runs_hostile_values.py)."""
     if isinstance(v, str):
         try:
             d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)

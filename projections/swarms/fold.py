@@ -72,7 +72,7 @@ def initial() -> dict[str, Any]:
 def _text(v: Any, n: int) -> str:
     """At most ``n`` characters of any JSON value a command printed: str() of a list nested ~985
     deep raised RecursionError, and one child's such status stopped the swarms detector for every
-    group (tests/test_swarm_hostile_values.py)."""
+    group (tests/projections/swarms/test_swarm_hostile_values.py)."""
     if isinstance(v, str):
         return v[:n]
     try:

@@ -199,7 +199,7 @@ def diagnose(tmp: Path, url: str | None) -> list[str]:
 
 @pytest.mark.drill
 @pytest.mark.skipif(not LONG, reason="the hub drill runs in make drills (FW_DRILL_LONG=1): its short version was "
-                    "make test's longest test (~20 s); make test keeps tests/test_hub.py's kill and restart cases")
+                    "make test's longest test (~20 s); make test keeps tests/watcher/hub/test_hub.py's kill and restart cases")
 def test_hub_drill(tmp_path, capsys):
     if binary() is None:
         pytest.skip(MISSING)

@@ -8,7 +8,7 @@ text are the same. Anything else returns None and the console script hands the w
 line to the typer app: ``--help``/``-h``, ``--``, unknown or malformed options, a value typer
 would refuse (``-n -1``, ``--since x``), joined short options (``-fn5``), positional arguments, and
 the options this path does not take (``verify --expect-head``/``--restore-guards``), so typer
-keeps the one wording of help and usage errors. ``tests/test_fast_cli.py`` checks that these
+keeps the one wording of help and usage errors. ``tests/watcher/cli/test_fast_cli.py`` checks that these
 tables name the typer commands' options exactly.
 
 Importing this module imports no typer, click, rich, apprise or watchdog (rich only when a
@@ -112,7 +112,7 @@ def import_msgspec_lean() -> None:
     import it, else typing's own. On Python >= 3.11 (pyproject's floor) ``Required``/``NotRequired``
     are typing's very objects and typing_extensions' ``get_type_hints(..., include_extras=True)``
     (msgspec's only call) returns typing's answer unchanged; fleetwatch declares no
-    typing_extensions-only form (ReadOnly …: tests/test_fast_cli.py checks no module imports it).
+    typing_extensions-only form (ReadOnly …: tests/watcher/cli/test_fast_cli.py checks no module imports it).
     The block lasts only for msgspec's own import: anything imported later gets typing_extensions
     as usual."""
     if "msgspec" in sys.modules or "typing_extensions" in sys.modules:

@@ -6,7 +6,7 @@ events (``fleet.detect``); the watcher judges only the entities whose observatio
 is not the one it last judged them with (by identity: a new but equal object is merely judged
 again), plus those whose due time has come (a heap of due times: an agent that only the clock can
 make ESTANCADO waits on its timer, as an Alertmanager aggregation group waits on its). The same
-events either way: tests/test_schedule_differential.py compares the two on random fleets and
+events either way: tests/watcher/runtime/test_schedule_differential.py compares the two on random fleets and
 histories.
 
 Invariants:
@@ -225,7 +225,7 @@ class RunsTicker:
     it by time alone until then) has not come; a run that raised on the very doc it still holds
     (the source hands on an unchanged file's doc object) is evaluated as unreadable from the
     start, so a fleet of such runs costs one pass a tick, not one a run. Both are forgotten when
-    the policy changes. The same events as ``runs.detect`` (tests/test_schedule_differential.py);
+    the policy changes. The same events as ``runs.detect`` (tests/watcher/runtime/test_schedule_differential.py);
     the skip pays its way on the idle tick of a fleet with runs (docs/bench.md, Steps)."""
 
     def __init__(self) -> None:

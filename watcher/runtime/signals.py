@@ -26,7 +26,7 @@ signal pending (a plain store: no lock) and writes a byte 0 (non-blocking; dropp
 pipe is full, which then has bytes the relay will read anyway). After each read the relay runs
 the action of a pending signal whose own byte it has not seen since the signal was last marked
 (``_seen``): a dropped byte costs a delay, never the action; a byte that came costs nothing more.
-``tests/test_signal_handler_takes_no_lock.py`` fills the pipe for real and sends SIGTERM into it.
+``tests/watcher/runtime/test_signal_handler_takes_no_lock.py`` fills the pipe for real and sends SIGTERM into it.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ encodes the states as of the fork, a thread of this process stores them (:class:
 
 Its own module so that the readers' fast paths (`status`, `tail`, ...), which load
 ``watcher.runtime.state``, do not also load logging, signal and threading for it
-(tests/test_cli_start.py).
+(tests/watcher/cli/test_cli_start.py).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from watcher.config_sources import KINDS  # noqa: F401  (the one table of kinds,
 
 @runtime_checkable
 class Source(Protocol):
-    """What the runtime asks of every source (tests/test_sources_protocol.py runs one shared
+    """What the runtime asks of every source (tests/repo/test_sources_protocol.py runs one shared
     check over every kind). ``partial``: ``poll(now, False, changed=paths)`` looks only at those
     paths (file sources); ``cache``: path -> entry with ``fails`` (the two-read rule's suspects;
     empty for a source that reads no files); ``delta``: (the result's agents it changed from,

@@ -184,7 +184,7 @@ def parse_goal(raw: bytes, *, source: str, path: str, folder_id: str, mtime: flo
     ``last_activity`` is the document's when that is at or before ``mtime``, else ``mtime``
     (absent or unreadable too): no file records activity after it was written. A future value
     ("9999-12-31T00:00:00Z", an epoch of year 5138, a writer whose clock is ahead) kept a silent
-    busy agent TRABAJANDO for ever, past the ``busy_silence`` backstop (tests/test_future_activity.py)."""
+    busy agent TRABAJANDO for ever, past the ``busy_silence`` backstop (tests/projections/fleet/test_future_activity.py)."""
     try:  # the usual document: an object, decoded into _Goal in one C call
         return _from_goal(_goal_dec.decode(raw), source=source, fallback_id=folder_id, path=path, mtime=mtime)
     except (msgspec.DecodeError, RecursionError):  # not an object, not JSON, a BOM, too deep: the careful way
@@ -224,7 +224,7 @@ def parse_steps(raw: bytes, *, source: str, path: str, folder_id: str) -> RunObs
     """One steps.json's bytes -> RunObs. A NaN or an Infinity anywhere (Python's json.dump writes
     them for a float metric) made the whole run "not JSON", every rule of it unchecked: such
     numbers are read, and each field they land in is judged as any other value of the wrong type
-    (``projections.runs.parse``; tests/test_steps_non_finite.py)."""
+    (``projections.runs.parse``; tests/watcher/cli/test_steps_non_finite.py)."""
     try:
         obj = decode_json(raw)
     except ParseError as e:

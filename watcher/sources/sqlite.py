@@ -134,7 +134,7 @@ class _Columns:
     """An exec trace keeping the column names of the statement about to run: once a query has
     given no row its cursor has no description, and an empty table was "schema changed: the
     query gives no column mission, wp, state (has none)", a failed source (and its rows, all
-    deleted, never gone) (tests/test_sqlite_empty_result.py)."""
+    deleted, never gone) (tests/watcher/sources/test_sqlite_empty_result.py)."""
 
     def __init__(self) -> None:
         self.cols: list[str] = []
@@ -166,7 +166,7 @@ def _plain(v: Any, limit: int = MAX_TEXT) -> Any:
     """Row values as JSON-able scalars (blobs decoded as UTF-8 text), a text longer than MAX_TEXT
     as its beginning, its length and a digest of the whole (two long values stay apart): a 20 MB
     last_error_sig went whole into every wp.changed and the missions state, the log growing by
-    twice the database (tests/test_sqlite_long_values.py)."""
+    twice the database (tests/watcher/sources/test_sqlite_long_values.py)."""
     if isinstance(v, (bytes, memoryview)):
         v = bytes(v).decode("utf-8", "replace")
     if type(v) is str and len(v) > limit:
