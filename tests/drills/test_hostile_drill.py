@@ -41,7 +41,9 @@ LIMIT = 2.0     # s: the latency every change must meet in the long drill (make 
 WAIT = LIMIT if LONG else 30.0   # the short one in make test waits on events only (liveness, no timing)
 EXE = FLEETWATCH
 SECRET = "https://user:hunter2@example.invalid/topic"
-MARK = "4711"   # `sleep 4711`: children the command sources leave behind (must all be killed)
+# `sleep MARK`: children the command sources leave behind (must all be killed); the number is this
+# process's own, so a suite running beside this one (its own drill) leaves no false leftovers
+MARK = str(4_700_000 + os.getpid())
 GOOD = {"phase": "haciendo", "dod_contract": "drill passes", "last_activity": None}
 
 pytestmark = pytest.mark.drill
