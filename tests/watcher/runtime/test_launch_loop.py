@@ -4,6 +4,7 @@ watcher as subprocesses, stand-in agents as shell scripts that do (part of) the 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -234,7 +235,7 @@ def test_a_humans_verdict_is_acted_on_the_same_way(world, tmp_path):
 
 
 def test_a_verifier_that_hangs_is_killed_at_its_timeout_and_unevaluable(world, tmp_path):
-    marker = f"fwhang{tmp_path.name[-6:]}"
+    marker = f"fwhang{os.getpid()}"   # this process's own: a suite beside this one runs the same test
     w = world(dod={"verifier": [str(tmp_path / "hang.sh")], "verifier_timeout": "2s"},
               argv=["sh", "-c", "fleetwatch claim done; exec sleep 600"])
     w.script("hang.sh", f"exec bash -c 'cat >/dev/null; (exec -a {marker}-child sleep 600) & "
