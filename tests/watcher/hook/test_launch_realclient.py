@@ -74,9 +74,10 @@ def test_real_client_that_claims_done_half_way_gets_one_nudge_and_stays_open(age
     _launch(w, c)
     nudged = wait_for(lambda: w.data("dod.acted"), 120, what="the nudge")
     assert [(a["agent"], a["action"], a["detail"]) for a in nudged] == [("a1", "nudge", "part2")]
-    before = len(fake.conversation_requests())
-    # the nudge is the client's next prompt: one more conversation request, answered "ok"
-    wait_for(lambda: len(fake.conversation_requests()) > before, 60, what="the nudge taken as a prompt")
+    # the nudge is the client's next prompt: one more conversation request, answered "ok" (the script
+    # is spent), so the requests outnumber the scripted turns served; not counted from now, as the
+    # client may have taken the nudge already
+    wait_for(lambda: len(fake.conversation_requests()) > len(fake.served), 60, what="the nudge taken as a prompt")
     wait_for(lambda: json.loads((w.goals / "a1" / "goal.json").read_text()).get("state") == "idle", 60,
              what="the turn after the nudge ended")
     goal = json.loads((w.goals / "a1" / "goal.json").read_text())
