@@ -116,7 +116,7 @@ def protected(read_only: tuple[str, ...], cwd: str | None) -> list[str]:
         real = os.path.realpath(d)
         if not os.path.isdir(real) or real in out or real == "/":
             continue
-        if here is not None and (here == real or here.startswith(real.rstrip(os.sep) + os.sep)):
+        if here is not None and os.path.commonpath([here, real]) == real:
             continue
         out.append(real)
     return out

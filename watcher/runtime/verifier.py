@@ -37,6 +37,7 @@ from projections.identity import same_identity
 from projections.text import safe
 from watcher.config import xdg
 from watcher.runtime import launcher
+from watcher.runtime.checker import kept_from_checks
 from watcher.runtime.workers import Pool, ledgered
 from watcher.sources.command import RunError
 
@@ -95,6 +96,7 @@ class Verifier:
         self.inflight: set[tuple[str, int]] = set()
         self.decided: dict[tuple[str, int], Any] = {}
         self.running = ledgered(groups or os.path.join(xdg("state"), "verifiers-running"))
+        self.read_only = kept_from_checks(db_path)   # the folders the verifier may not write
         self.pool = Pool("fleetwatch-verifier", WORKERS, self.judge, "verifier", log)
 
     @classmethod
@@ -161,7 +163,6 @@ class Verifier:
 
     def judge(self, agent: str, seq: int, launched: dict[str, Any] | None, path: str | None,
               title: str | None, pinned: str | None, cwd: str | None) -> Pending:
-        from watcher.runtime.checker import kept_from_checks
         from watcher.runtime.isolated import Budget, run_isolated
 
         doc, why = self.given(agent, launched, path, title, pinned, cwd)
@@ -174,7 +175,7 @@ class Verifier:
             for _attempt in range(2):
                 r = run_isolated(self.argv, cwd=run_in, timeout=self.timeout, stdin=data,
                                  budget=Budget(out_bytes=MAX_OUT), running=self.running, isolate=self.isolate,
-                                 read_only=kept_from_checks(self.db_path))
+                                 read_only=self.read_only)
                 if r.error_class is RunError.TIMEOUT:
                     verdict = {"verdict": "unevaluable",
                                "evidence": [{"check": "verifier", "says": f"no answer within {self.timeout:g}s"}]}
