@@ -119,8 +119,12 @@ class Limits(NamedTuple):
 
 
 def kept_from_checks(db_path: str | None) -> tuple[str, ...]:
-    """The folders a check or a verifier may not write: the log's and the watcher's state."""
-    return tuple(p for p in ((os.path.dirname(os.path.abspath(db_path)) if db_path else None), xdg("state")) if p)
+    """What a check or a verifier may not write: the log's folder and its files (the files alone
+    where the folder holds the home folder: ``isolated.protected``) and the watcher's state."""
+    if not db_path:
+        return (xdg("state"),)
+    db = os.path.abspath(db_path)
+    return (os.path.dirname(db), db, db + "-wal", db + "-shm", db + ".head", xdg("state"))
 
 
 def without_lines(ev: DodVerdict) -> DodVerdict:

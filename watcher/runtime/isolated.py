@@ -14,9 +14,10 @@ Invariants
   system call filter): signals still reach nothing outside (a pid read in the host's ``/proc``
   names no process of the namespace), but the host's processes stay visible there.
   The network and user are the caller's. The file system too, except under bwrap the folders
-  the caller names ``read_only`` (the log's folder and the watcher's state: a check or a verifier
-  cannot delete, rewrite or fill the log it is judged into) are mounted read-only, each unless the
-  command's own folder is inside it; under unshare they stay writable (``doctor`` says so).
+  the caller names ``read_only`` (the log's folder and files and the watcher's state: a check or a
+  verifier cannot delete, rewrite or fill the log it is judged into) are mounted read-only, each
+  unless the command's own folder is inside it, and never a folder that holds the home folder;
+  under unshare they stay writable (``doctor`` says so).
 - Neither available (a kernel or a unit that forbids namespaces): the command runs as before,
   in its own session only, and :func:`isolation` says why (``doctor`` warns).
 - A budget: stdout at most ``Budget.out_bytes`` (beyond: killed, ``too-large``); every file it
@@ -109,12 +110,17 @@ def isolation(want: str = "auto") -> Isolation:
 
 
 def protected(read_only: tuple[str, ...], cwd: str | None) -> list[str]:
-    """The folders of ``read_only`` that exist and hold no part of ``cwd`` (real paths, once each)."""
+    """The files and folders of ``read_only`` that exist and hold no part of ``cwd`` (real paths,
+    once each). A folder that holds the home folder is never one (a log kept in ``~`` would make
+    every cache a check writes there read-only): the files named beside it still are."""
     out: list[str] = []
     here = os.path.realpath(cwd) if cwd else None
+    home = os.path.realpath(os.path.expanduser("~"))
     for d in read_only:
         real = os.path.realpath(d)
-        if not os.path.isdir(real) or real in out or real == "/":
+        if real in out or not (os.path.isfile(real) or os.path.isdir(real)):
+            continue
+        if os.path.isdir(real) and os.path.commonpath([home, real]) == real:
             continue
         if here is not None and os.path.commonpath([here, real]) == real:
             continue

@@ -197,3 +197,14 @@ def test_only_folders_that_hold_no_part_of_the_checks_own_folder_are_protected(t
     ro = (str(tmp_path / "log"), str(tmp_path / "state"), str(tmp_path / "missing"), "/", str(tmp_path / "log"))
     assert protected(ro, str(tmp_path / "state" / "repo")) == [str(tmp_path / "log")]
     assert protected(ro, str(tmp_path / "elsewhere")) == [str(tmp_path / "log"), str(tmp_path / "state")]
+
+
+def test_a_folder_that_holds_the_home_folder_is_never_made_read_only(tmp_path, monkeypatch):
+    """A log kept in ~ would make every cache a check writes under ~ read-only (a false
+    "failed"): the log's files are protected, its folder is not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "e.db").write_bytes(b"x")
+    monkeypatch.setenv("HOME", str(home))
+    ro = (str(home), str(home / "e.db"), str(home / "e.db-wal"), str(tmp_path))
+    assert protected(ro, str(tmp_path / "elsewhere" / "repo")) == [str(home / "e.db")]
