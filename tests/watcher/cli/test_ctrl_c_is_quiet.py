@@ -15,13 +15,21 @@ from events.types import DodVerdict
 from tests.support.fwcli import ENV, FW
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT at its default in the child, as a shell in a terminal starts a command: a test run
+    started as a background job of a non-interactive shell (`make test &`) ignores SIGINT, every
+    child inherits that, and the export then runs to its end with exit 0."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_a_fast_path_command_exits_130_without_a_traceback(tmp_path):
     db = str(tmp_path / "events.db")
     with EventLog(db) as log:
         for _ in range(40):
             log.append([DodVerdict(agent=f"a{i}", verdict="met", verifier="me", evidence="x" * 200, source="cli")
                         for i in range(1000)], time.time())
-    p = subprocess.Popen([*FW, "export", "--db", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    p = subprocess.Popen([*FW, "export", "--db", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                         preexec_fn=_as_from_a_terminal)
     assert p.stdout is not None
     p.stdout.read(4096)  # it is writing: well inside the command (verify takes the same path: entry.main)
     p.send_signal(signal.SIGINT)
