@@ -71,13 +71,6 @@ def detect(state: dict[str, Any], snap: Any, now: float, fanout_max: int = 8, fa
         new = sorted(cur.keys() - state["alive"].keys())
     # an ended agent (or a dead pane) is no launch: it is never alive, so not "new" each tick
     new = [a for a in new if not (cur[a].ended or cur[a].pane_dead)]
-    return _report(state, now, new, fanout_max, fanout_window, census, census_seq)
-
-
-def _report(state: dict[str, Any], now: float, new: list[str], fanout_max: int, fanout_window: float,
-            census: bool, census_seq: int) -> list[Any]:
-    if fanout_max <= 0 or census:
-        return []
     lo, rep = now - fanout_window, state["reported"]
     births = state["births"]
     # an agent first seen by the census (ended since, now back) is no launch, and an agent born

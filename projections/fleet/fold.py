@@ -1,11 +1,8 @@
-"""The fleet projection: its fold, and its per-agent judge.
+"""The fleet projection: its fold, and its per-agent judge (the room's contract: its ``__init__``).
 
-``judge`` (one agent's observation against its folded record, the termination machine of
-projections/fleet/machine.py) and ``detect`` (every agent judged) are the pure core of the watcher:
-observations of one tick against the folded state give ``agent.classified`` transitions
+Observations of one tick against the folded state give ``agent.classified`` transitions
 (edge-triggered: one event per class change, none while a level persists) and
-``source.failed`` / ``source.recovered`` edges. Which agents to judge on a tick is the runtime's
-business (watcher/runtime/schedule.py): the judge keeps nothing between calls.
+``source.failed`` / ``source.recovered`` edges.
 
 State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "source", "contract_sha256",
 "contract_len", "target", "task", "last_activity", "waiting_for"}}, "sources": {name: {"failed", "error",
@@ -28,8 +25,7 @@ from events.timefmt import iso as _iso
 from events.timefmt import parse_iso as _parse_iso
 from events.types import AgentClassified, AgentUpdated, SourceFailed, SourceRecovered
 from projections.classes import CERRADO, Cls
-from projections.fleet.machine import (  # noqa: F401  (the termination machine, read through fleet too)
-    AGEING, CLAUDE_GONE, PHASES, RULES, STATES, classify, normalise_phase, silence_limit)
+from projections.fleet.machine import AGEING, classify, normalise_phase, silence_limit
 from projections.observations import AgentObs, Snapshot
 from projections.fleet.tmux import recorded_tmux, tmux_gone
 
@@ -99,9 +95,7 @@ def prune_closed(agents: dict[str, dict[str, Any]], at: str, since_key: str) -> 
     """Forget agents CERRADO for over CLOSED_KEEP_S before ``at`` (an event's time), so state and
     snapshots stay bounded while agents come and go. Deterministic: driven by event seq and time
     only. An agent that comes back later is seen for the first time again."""
-    from events.timefmt import iso, parse_iso
-
-    cutoff = iso(parse_iso(at) - CLOSED_KEEP_S)  # ISO strings of one format compare as times
+    cutoff = _iso(_parse_iso(at) - CLOSED_KEEP_S)  # ISO strings of one format compare as times
     closed = [a for a, v in agents.items() if v.get("class") == CERRADO]
     for aid in [a for a in closed if (agents[a].get(since_key) or "") < cutoff]:
         del agents[aid]
@@ -227,13 +221,6 @@ def detect(prev: dict[str, Any], snap: Snapshot, now: float, limits: Limits,
         if ev is not None:
             out.append(ev)
     return out, missing(prev, snap, absent or {}, out)
-
-
-def diff(prev: dict[str, Any], snap: Snapshot, now: float, *, stall_after: float,
-         absent: dict[str, int] | None = None, busy_silence: float | None = None,
-         busy_silence_tool: float | None = None) -> tuple[list[Any], dict[str, int]]:
-    """:func:`detect` with the policy as keywords."""
-    return detect(prev, snap, now, Limits(stall_after, busy_silence, busy_silence_tool), absent)
 
 
 def source_edges(prev: dict[str, Any], snap: Snapshot) -> list[Any]:

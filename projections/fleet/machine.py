@@ -3,9 +3,6 @@ reason. One rule per class (``RULES``), tried in the class table's order (``clas
 the first that answers wins (the contract's "first matching row"). Adding a class is a row of
 ``projections.classes.TABLE`` and its rule here.
 """
-# No `from __future__ import annotations` here: `status` loads this module, and a NamedTuple's or
-# msgspec's string annotations would be compiled at import (tests/watcher/cli/test_cli_start.py)
-
 from typing import Any, cast
 
 from projections.classes import MATCH, Cls

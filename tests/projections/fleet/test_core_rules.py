@@ -374,7 +374,7 @@ def test_retry_backoff_is_reported_per_failure_time():
     ((400, 450, 0), (10, 1400, 1410, 1320, 1250, 1260)),
 ])
 def test_the_memo_never_changes_what_a_tick_reports_even_when_the_clock_steps_back(las, dts):
-    # step (with its memo) and diff (without) agree tick by tick, clock jumps back included
+    # step (the scheduler) and detect (every agent) agree tick by tick, clock jumps back included
     snap_ = Snapshot(agents={"a1": obs(agent="a1", state="idle", last_activity=NOW + las[0]),
                              "a2": obs(agent="a2", state="idle", last_activity=NOW + las[1]),
                              "a3": obs(agent="a3", state="busy", last_activity=NOW + las[2])})
@@ -382,7 +382,7 @@ def test_the_memo_never_changes_what_a_tick_reports_even_when_the_clock_steps_ba
     memo = None
     for dt in dts:
         t = NOW + dt
-        want, _ = fleet.diff(prev, snap_, t, stall_after=STALL, busy_silence=1200.0)
+        want, _ = fleet.detect(prev, snap_, t, fleet.Limits(STALL, 1200.0))
         got, memo = step(prev, snap_, t, stall_after=STALL, memo=memo, busy_silence=1200.0)
         assert _classified(got) == _classified(want), dt
         agents = dict(prev["agents"])

@@ -102,11 +102,12 @@ def test_a_known_agent_back_from_closed_is_not_counted_among_22_new(tmp_path):
 def test_an_agent_born_twice_in_the_window_counts_once():
     """Pure: births after the census hold one agent twice (it ended and came back): one agent."""
     from projections.fleet import fanout
+    from projections.observations import Snapshot
 
     st = fanout.initial()
     now = 1000.0
     st["births"] = [[now, i + 1, f"n{i}", 10 + i] for i in range(9)] + [[now, 10, "n0", 30]]
     st["n"] = 10
-    ev = fanout._report(st, now, [], 8, 60.0, False, 5)
+    ev = fanout.detect(st, Snapshot(), now, 8, 60.0, census_seq=5, new=[])
     assert len(ev) == 1 and ev[0].count == 9
-    assert fanout._report(st, now, [], 9, 60.0, False, 5) == []   # 9 distinct: within a cap of 9
+    assert fanout.detect(st, Snapshot(), now, 9, 60.0, census_seq=5, new=[]) == []   # 9 distinct: within a cap of 9

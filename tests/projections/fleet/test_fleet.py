@@ -5,7 +5,7 @@ import pytest
 
 from events.log import EventLog
 from projections.fleet import fold as fleet
-from projections.fleet.fold import Cls, classify, diff
+from projections.fleet.fold import Cls, Limits, classify, detect
 from projections.observations import AgentObs, Snapshot, SourceResult
 from tests.support.fleetstep import NOW, STALL, obs, step
 
@@ -73,22 +73,22 @@ DIFF = [
 
 @pytest.mark.parametrize("prev,seen,want", DIFF)
 def test_diff(prev, seen, want):
-    evs, _ = diff(state_with(**prev), snap(*seen), NOW, stall_after=STALL)
+    evs, _ = detect(state_with(**prev), snap(*seen), NOW, Limits(STALL))
     assert classes(evs) == want
 
 
 def test_gone_needs_two_misses():
     st = state_with(a1="TRABAJANDO")
-    evs, absent = diff(st, snap(), NOW, stall_after=STALL)
+    evs, absent = detect(st, snap(), NOW, Limits(STALL))
     assert classes(evs) == [] and absent == {"a1": 1}          # one resync of grace
-    evs, absent = diff(st, snap(), NOW, stall_after=STALL, absent=absent)
+    evs, absent = detect(st, snap(), NOW, Limits(STALL), absent)
     assert classes(evs) == [("a1", "TRABAJANDO", "CERRADO")] and absent == {}
 
 
 def test_seen_again_resets_grace():
     st = state_with(a1="TRABAJANDO")
-    _, absent = diff(st, snap(), NOW, stall_after=STALL)
-    evs, absent = diff(st, snap(obs()), NOW, stall_after=STALL, absent=absent)
+    _, absent = detect(st, snap(), NOW, Limits(STALL))
+    evs, absent = detect(st, snap(obs()), NOW, Limits(STALL), absent)
     assert classes(evs) == [] and absent == {}
 
 
@@ -97,8 +97,8 @@ def test_failed_source_keeps_its_agents():
     res = [SourceResult(name="fleet", kind="command", ok=False, error="exit status 1")]
     absent = None
     for _ in range(3):
-        evs, absent = diff(st, snap(failed={"fleet": "exit status 1"}, results=res), NOW, stall_after=STALL,
-                           absent=absent)
+        evs, absent = detect(st, snap(failed={"fleet": "exit status 1"}, results=res), NOW, Limits(STALL),
+                             absent)
         assert classes(evs) == []
     assert [type(e).__name__ for e in evs] == ["SourceFailed"]
 
@@ -111,8 +111,8 @@ def test_source_failed_and_recovered_are_edges(tmp_path):
     good = [SourceResult(name="cmd", kind="command")]
     kinds = []
     for results in (bad, bad, bad, good, good):
-        evs, _ = diff(st, Snapshot(results=results, failed={r.name: r.error for r in results if not r.ok}),
-                      NOW, stall_after=STALL)
+        evs, _ = detect(st, Snapshot(results=results, failed={r.name: r.error for r in results if not r.ok}),
+                        NOW, Limits(STALL))
         seqs = elog.append(evs, NOW)
         for rec in elog.read(seqs[0] - 1 if seqs else elog.head()[0]):
             st = fleet.fold(st, rec)
@@ -125,12 +125,12 @@ def test_fold_then_diff_is_quiet(tmp_path):
     elog = EventLog(str(tmp_path / "e.db"))
     st = fleet.initial()
     s = snap(obs(agent="a1"), obs(agent="a2", state="waiting"), obs(agent="a3", error="not JSON"))
-    evs, _ = diff(st, s, NOW, stall_after=STALL)
+    evs, _ = detect(st, s, NOW, Limits(STALL))
     assert len(evs) == 3
     elog.append(evs, NOW)
     for rec in elog.read(0):
         st = fleet.fold(st, rec)
-    evs, _ = diff(st, s, NOW + 1, stall_after=STALL)
+    evs, _ = detect(st, s, NOW + 1, Limits(STALL))
     assert evs == []
     assert [a for a, r in st["agents"].items() if r["class"] == "RECLAMA"] == ["a2"]
 
@@ -150,7 +150,7 @@ IDLE = obs(state="idle", last_activity=NOW)
 DONE = obs(state="idle", phase="hecho")
 STEP = [
     # (tick 1: observation, clock; tick 2: observation (SAME: the very same object), clock; folded?,
-    #  expected transitions of tick 2) -- step must give what diff gives from scratch
+    #  expected transitions of tick 2) -- step must give what detect gives from scratch
     (obs(), NOW, "SAME", NOW + 1, True, []),                                     # nothing changed: skipped
     (IDLE, NOW, "SAME", NOW + STALL - 1, True, []),                              # idle, not yet stalled
     (IDLE, NOW, "SAME", NOW + STALL, True, [("a1", "TRABAJANDO", "ESTANCADO")]),  # stalled by time alone, exact bound
@@ -171,7 +171,7 @@ def test_step_memo_gives_what_diff_gives(o1, t1, o2, t2, folded, want):
     if folded:
         st = fold_classified(st, evs)
     evs2, memo = step(st, snap(o2), t2, stall_after=STALL, memo=memo)
-    fresh, _ = diff(st, snap(o2), t2, stall_after=STALL)
+    fresh, _ = detect(st, snap(o2), t2, Limits(STALL))
     assert classes(evs2) == classes(fresh) == want
 
 
@@ -191,7 +191,7 @@ def test_step_skips_only_what_cannot_change():
     evs, memo = step(st, snap(o1, o2), NOW + 3, stall_after=2.0, memo=memo)
     assert classes(evs) == [("a2", "TRABAJANDO", "ESTANCADO")]
     st = fold_classified(st, evs)
-    # a2 gone: one resync of grace, then CERRADO (as diff)
+    # a2 gone: one resync of grace, then CERRADO (as detect)
     evs, memo = step(st, snap(o1), NOW + 4, stall_after=2.0, memo=memo)
     assert classes(evs) == [] and memo.absent == {"a2": 1}
     evs, memo = step(st, snap(o1), NOW + 5, stall_after=2.0, memo=memo)
@@ -217,7 +217,7 @@ def test_window_bound_agrees_with_classify(la, stall):
 
 
 def test_step_many_agents_some_due():
-    """Many agents, a few changing and one stalling by time: the same events as diff, sorted."""
+    """Many agents, a few changing and one stalling by time: the same events as detect, sorted."""
     n = 300
     os_ = [obs(agent=f"a{i:03d}") for i in range(n)]
     os_[7] = obs(agent="a007", state="idle", last_activity=NOW)
@@ -228,7 +228,7 @@ def test_step_many_agents_some_due():
     for i in (250, 3, 99):
         os2[i] = obs(agent=f"a{i:03d}", state="waiting")
     evs, memo = step(st, snap(*os2), NOW + STALL, stall_after=STALL, memo=memo)
-    fresh, _ = diff(st, snap(*os2), NOW + STALL, stall_after=STALL)
+    fresh, _ = detect(st, snap(*os2), NOW + STALL, Limits(STALL))
     assert classes(evs) == classes(fresh)
     assert [a for a, _, _ in classes(evs)] == ["a003", "a007", "a099", "a250"]
 

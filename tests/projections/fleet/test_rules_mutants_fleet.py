@@ -8,7 +8,7 @@ import pytest
 from events.log import EventLog
 from events.types import AgentClassified, AgentUpdated
 from projections.fleet import fold as fleet
-from projections.fleet.fold import Cls, classify, diff, initial
+from projections.fleet.fold import Cls, Limits, classify, detect, initial
 from projections.observations import Snapshot, SourceResult
 from watcher.runtime.state import Projections
 from tests.support.fleetstep import step
@@ -57,7 +57,7 @@ def test_source_failed_carries_the_sources_error():
     """`source.failed` has `error`: the source's own message; "failed" when it gave none."""
     for error, want in (("timed out after 1s", "timed out after 1s"), (None, "failed"), ("", "failed")):
         res = SourceResult(name="cmd", kind="command", ok=False, error=error)
-        evs, _ = diff(initial(), Snapshot(results=[res], failed={"cmd": error or ""}), FNOW, stall_after=STALL)
+        evs, _ = detect(initial(), Snapshot(results=[res], failed={"cmd": error or ""}), FNOW, Limits(STALL))
         assert [(type(e).__name__, e.source, e.error) for e in evs] == [("SourceFailed", "cmd", want)]
 
 
