@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.timefmt import parse_iso
+from events.timefmt import iso, parse_iso
 from projections.text import age as fmt_age
 from projections.text import safe
 
@@ -57,13 +57,7 @@ def hub_view(doc: Any, now: float, silent_after: float = 300.0) -> dict[str, Any
                       "lag_s": _num(v.get("lag_s")), "silent": v.get("silent") is True})
     return {"running": running, "connected": connected, "since": nats.get("since") if since is not None else None,
             "down_s": None if connected or since is None else round(now - since, 1),
-            "stale": not connected, "stale_since": _iso(stale_since), "hosts": hosts}
-
-
-def _iso(t: float | None) -> str | None:
-    from events.timefmt import iso
-
-    return None if t is None else iso(t)
+            "stale": not connected, "stale_since": None if stale_since is None else iso(stale_since), "hosts": hosts}
 
 
 def hub_line(v: dict[str, Any]) -> str:

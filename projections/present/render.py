@@ -78,15 +78,9 @@ def _val(v: Any, limit: int) -> str:
     return s if s and not any(c in s for c in ' ="') else '"' + s.replace('"', '\\"') + '"'
 
 
-
-def _subject_id(subject: str) -> tuple[str, str]:
-    fam, _, sid = subject.partition(":")
-    return fam, sid
-
-
 def event_segments(type_: str, subject: str, data: Mapping[str, Any], *, verbose: bool = False) -> list[Seg]:
     """``type`` and the details of one event, as segments (no head)."""
-    fam, sid = _subject_id(subject)
+    sid = subject.partition(":")[2]
     d = {k: v for k, v in data.items() if v not in (None, "", [], {})}
     for k in ID_KEYS:
         if d.get(k) == sid:
@@ -108,9 +102,7 @@ def event_segments(type_: str, subject: str, data: Mapping[str, Any], *, verbose
         out.append((f" {safe(d.pop('state', None) or '-', 40)}/{safe(d.pop('phase', None) or '-', 40)}", ""))
     for k in ("reason", "rule", "verdict", "error", "detail", "task"):
         if k in d and not verbose:
-            v = d.pop(k)
-            style = "bold red" if k == "rule" else ""
-            out.append((f" {k}={_val(v, limit)}", style))
+            out.append((f" {k}={_val(d.pop(k), limit)}", "bold red" if k == "rule" else ""))
     if type_.startswith("notice."):  # which agents (subjects) a notice is about: an ack line names them
         named = notice_subjects(data)
         if named:

@@ -118,10 +118,6 @@ def waiting_for(a: Any) -> dict[str, Any] | None:
     return a.get("waiting_for") or waiting_clean(None, a.get("phase"))
 
 
-# The DoD fields of an agent row (its "dod"), in this order; agent_rows writes them out as a literal
-DOD_KEYS = ("verdict", "verifier", "verdict_at", "claim_age_s", "contract_changed", "contract_changes", "checks")
-
-
 def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per known agent, most urgent first (by class, then the unhandled before the
     handled, then id); ``handled`` and ``waiting_for`` as `status --json` gives them. (Per agent
@@ -150,7 +146,6 @@ def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -
             "last_activity": get("last_activity"), "activity_age_s": age_s(get("last_activity")),
             "reason": get("reason", ""), "source": get("source", ""),
             "dod_status": d.get("status", "pending"),
-            # DOD_KEYS as a literal: cheaper than dict(zip(...)), once per agent
             "dod": {"verdict": d.get("verdict"), "verifier": d.get("verifier"), "verdict_at": d.get("verdict_at"),
                     "claim_age_s": d.get("claim_age_s"), "contract_changed": d.get("contract_changed"),
                     "contract_changes": d.get("contract_changes"), "checks": d.get("checks")} if d else None})
@@ -161,8 +156,7 @@ def agent_rows(states: dict[str, Any], now: float, dod_agents: dict[str, Any]) -
 
 def agents_view(states: dict[str, Any], now: float) -> list[dict[str, Any]]:
     """``agent_rows`` with the DoD read from the dod state (what the phone's fleet page shows)."""
-    mods = _mods()
-    dod_agents = mods["dod"].status(states["dod"], now)["agents"] if "dod" in mods and "dod" in states else {}
+    dod_agents = _mods()["dod"].status(states["dod"], now)["agents"] if "dod" in states else {}
     return agent_rows(states, now, dod_agents)
 
 
@@ -188,7 +182,7 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
     """The `status --json` document."""
     mods = _mods()
     fleet = states.get("fleet") or {"agents": {}, "sources": {}}
-    dod_st = mods["dod"].status(states["dod"], now) if "dod" in mods else {"agents": {}, "counts": {}}
+    dod_st = mods["dod"].status(states["dod"], now)
     agents = agent_rows(states, now, dod_st["agents"])
     counts = {c: 0 for c in classes.ORDER}
     for a in agents:
@@ -197,11 +191,9 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
         "head": head, "generated_at": iso(now), "agents": agents, "classes": counts,
         "dod": dod_st.get("counts", {}),
         "sources": [{"source": k, **v} for k, v in sorted(fleet.get("sources", {}).items())],
-        "runs": _runs(mods, states, now),
-        "missions": mods["missions"].status(states["missions"], now) if "missions" in mods
-        else {"missions": {}, "circuits": {}, "open_circuits": []},
-        "swarms": mods["swarms"].status(states["swarms"], now, max_concurrent, max_children)
-        if "swarms" in mods else {"groups": {}},
+        "runs": mods["runs"].status(states["runs"], now)["runs"],
+        "missions": mods["missions"].status(states["missions"], now),
+        "swarms": mods["swarms"].status(states["swarms"], now, max_concurrent, max_children),
         "notify": notify_health(states.get("notify"), now),
         **loop_status(mods, states, now),
     }
@@ -210,7 +202,7 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
 def loop_status(mods: dict[str, Any], states: dict[str, Any], now: float) -> dict[str, Any]:
     """``plans`` (id -> tasks by state, what waits on what) and ``loop`` (launched agents, verdicts
     acted on, launch -> verified met) of `status --json` (projections/plans/fold.py)."""
-    st = mods["plans"].status(states["plans"], now) if "plans" in mods and "plans" in states else \
+    st = mods["plans"].status(states["plans"], now) if "plans" in states else \
         {"plans": {}, "launched": {}, "acted": {}, "launch_to_met_s": {}}
     return {"plans": st.pop("plans"), "loop": st}
 
@@ -228,15 +220,6 @@ def notify_health(st: Any, now: float) -> dict[str, Any]:
     out["silences"] = sum(1 for v in (st.get("silences") or {}).values()
                           if isinstance(v, dict) and (v.get("until") or 0) > now)
     return out
-
-
-def _runs(mods: dict[str, Any], states: dict[str, Any], now: float) -> Any:
-    """projections.runs.fold.status gives {"runs": [...]}: the list goes under "runs"."""
-    m = mods.get("runs")
-    if m is None or not hasattr(m, "status"):
-        return []
-    st = m.status(states["runs"], now)
-    return st.get("runs", st) if isinstance(st, dict) else st
 
 
 TASK_CUT = 60   # a task title in a summary line (the line is escaped when printed)
@@ -277,7 +260,7 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
     upper-cased, sorted). Empty groups are left out."""
     mods = _mods()
     fleet = states.get("fleet") or {"agents": {}, "sources": {}}
-    dod_agents = mods["dod"].status(states["dod"], now)["agents"] if "dod" in mods else {}
+    dod_agents = mods["dod"].status(states["dod"], now)["agents"]
     groups: dict[str, list[str]] = {g: [] for g in GROUPS}
     by_class: dict[str, list[tuple[bool, str, str]]] = {}
     handled = handling(states.get("notify"), now)
@@ -293,12 +276,10 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
                                            handled.get(aid), now))
     extra: list[tuple[str, str]] = []
     for name in ("dod", "missions", "plans"):
-        if name in mods:
-            extra += [(g, str(line)) for g, line in mods[name].items(states[name], now)]
-    if "runs" in mods:  # runs gives lines, not groups: each is a run needing a human
-        extra += [("VIOLATIONS", str(line)) for line in mods["runs"].summary(states["runs"], now)]
-    if "swarms" in mods:
-        extra += mods["swarms"].items(states["swarms"], now, max_concurrent, max_children)
+        extra += [(g, str(line)) for g, line in mods[name].items(states[name], now)]
+    # runs gives lines, not groups: each is a run needing a human
+    extra += [("VIOLATIONS", str(line)) for line in mods["runs"].summary(states["runs"], now)]
+    extra += mods["swarms"].items(states["swarms"], now, max_concurrent, max_children)
     for g, line in extra:
         groups.setdefault(g.upper(), []).append(line)
     for src, s in sorted(fleet.get("sources", {}).items()):
