@@ -22,12 +22,8 @@ Per-run rules: ``projections.runs.rules``; rules across runs (board quota, dupli
 concurrency, daily cap, inactive boards): ``projections.runs.quota``, with the policy
 ``board_daily_quota``, ``sessions_per_day``, ``inactive_boards`` ([steps] config keys).
 """
-# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
-# of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
-
 import math
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
@@ -36,14 +32,12 @@ from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, St
 from projections.runs.parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
                                     parse_steps, step_names, steps_problem)
 from projections.runs.quota import check_cross_run
-from projections.runs.rules import (MAX_FAILURES, Change, Rule, check_retry, check_step_rules, intents_index,
-                                    rid_key, ts)
+from projections.runs.rules import MAX_FAILURES, Change, Rule, check_retry, check_step_rules, rid_key, ts
+from projections.runs.view import status, summary  # the read models, re-exported
 
 NAME = "runs"
 TIME = None        # fold reads rec.time itself (projections.base.Projection)
 DEFAULT_DEADLINE = 45 * 60.0
-_TYPES = frozenset(("run.changed", "step.changed", "rule.violated", "step.overdue", "run.abandoned"))
-TYPES = _TYPES  # the event types fold reads (others: no-op)
 
 
 # ---- state --------------------------------------------------------------------------------
@@ -68,24 +62,21 @@ def _new_run(time: str) -> dict:
 # ---- fold: one small function per event type, to read against docs/contract.md ----------------------
 def _step_changed(r: dict, ev: Any, rec: Any) -> None:
     """A step's status changed: its record follows; the attempt number grows when it begins again."""
-    steps = r["steps"]
-    s = steps.get(ev.step)
-    to = ev.to
+    s = r["steps"].get(ev.step)
     if s is None:  # first sight of the step
-        n = ev.attempt or (1 if to == "begin" and ev.from_ != "begin" else 0)
-        s = steps[ev.step] = {"status": to, "at": ev.at, "data": ev.data, "reason": ev.reason, "n": n,
-                              "done": to == "done", "since": rec.time, "overdue_n": 0, "deadline_s": 0}
-    else:
-        n = ev.attempt or (s["n"] + (1 if to == "begin" and ev.from_ != "begin" else 0))
-        if n != s["n"] or to != s["status"]:
-            s["since"] = rec.time
-        s["n"] = n
-        s["status"] = to
-        s["at"] = ev.at
-        s["data"] = ev.data
-        s["reason"] = ev.reason
-        if to == "done":
-            s["done"] = True
+        s = r["steps"][ev.step] = {"status": None, "at": None, "data": None, "reason": "", "n": 0,
+                                   "done": False, "since": rec.time, "overdue_n": 0, "deadline_s": 0}
+    to = ev.to
+    n = ev.attempt or (s["n"] + (1 if to == "begin" and ev.from_ != "begin" else 0))
+    if n != s["n"] or to != s["status"]:
+        s["since"] = rec.time
+    s["n"] = n
+    s["status"] = to
+    s["at"] = ev.at
+    s["data"] = ev.data
+    s["reason"] = ev.reason
+    if to == "done":
+        s["done"] = True
     if ev.step == "launch_intent" and r.get("launch_rid") is None:
         rid = ev.data.get("request_id")
         if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip():
@@ -122,7 +113,7 @@ def _run_abandoned(r: dict, ev: Any, rec: Any) -> None:
 
 _FOLDS = {"step.changed": _step_changed, "run.changed": _run_changed, "rule.violated": _rule_violated,
           "step.overdue": _step_overdue, "run.abandoned": _run_abandoned}
-assert frozenset(_FOLDS) == _TYPES
+TYPES = frozenset(_FOLDS)  # the event types fold reads (others: no-op)
 
 
 READS_ID = True   # fold reads ``rec.id`` (a run's stamp): a replay fetches the ids (events/replay.py)
@@ -149,12 +140,13 @@ def fold(state: dict, rec: Any) -> dict:
 
 # ---- detect -------------------------------------------------------------------------------
 class _Ctx:
-    """One detect call: the snapshot, the state and lazily computed cross-run facts."""
+    """One detect call: the snapshot, the state, the policy and lazily computed cross-run facts."""
 
-    def __init__(self, state: dict, snap: Any, now: float):
-        self.state, self.snap, self.now = state, snap, now
-        self.runs = state["runs"]
-        self._intents: list | None = None
+    def __init__(self, state: dict, snap: Any, now: float, deadlines: dict[str, float], default_deadline: float,
+                 cross: dict[str, Any]):
+        self.snap, self.now, self.runs = snap, now, state["runs"]
+        self.deadlines, self.default_deadline = deadlines, default_deadline
+        self.cross = cross   # the keywords of check_cross_run
         self._taint: dict[str, bool] = {}
         self.cache: dict[Any, Any] = {}  # cross-run indexes of this tick (projections.runs.quota)
         self._views: dict[str, dict | None] = {}
@@ -207,17 +199,6 @@ class _Ctx:
         self._taint[run] = bad
         return bad
 
-    def intents(self) -> list:
-        if self._intents is None:
-            self._intents = intents_index(self)
-        return self._intents
-
-
-class _Policy(NamedTuple):
-    default_deadline: float
-    deadlines: dict[str, float]
-    cross: dict[str, Any]   # the keywords of check_cross_run
-
 
 def detect(state: dict, snap: Any, now: float, **policy: Any) -> list:
     """Events for this tick, deterministic: runs sorted by id, per run in a fixed order (pure)."""
@@ -237,22 +218,20 @@ def judge(state: dict, snap: Any, now: float, hidden: dict[str, str], skip: Any 
     when they were quiet, before their wake), not evaluated. A run whose evaluation raises is
     evaluated again as unreadable and hidden from the others (:func:`_without`): one pass more
     per run found raising."""
-    deadlines = deadlines or {}
     cross = {"board_daily_quota": int(board_daily_quota), "sessions_per_day": int(sessions_per_day),
              "inactive_boards": tuple(sorted(inactive_boards))}
-    pol = _Policy(float(default_deadline), deadlines, cross)
     runs = state["runs"]
     bad = {rid: why for rid, why in hidden.items() if rid in snap.runs}
     while True:
         view = _without(snap, bad) if bad else snap
-        ctx, out, failed = _Ctx(state, view, now), {}, None
+        ctx, out, failed = _Ctx(state, view, now, deadlines or {}, float(default_deadline), cross), {}, None
         quiet: dict[str, float | None] = {}
         for rid, obs in view.runs.items():
             if rid in skip and rid not in bad:
                 continue
             rs = runs.get(rid)
             try:
-                evs, wake = _detect_run(rid, obs, rs, ctx, pol)
+                evs, wake = _detect_run(rid, obs, rs, ctx)
             except Exception as e:  # a value nobody foresaw: that run's problem, never every run's
                 if rid in bad:
                     raise
@@ -291,7 +270,7 @@ def _gone(runs: dict, snap: Any) -> list:
             and rs["source"] not in held]
 
 
-def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, pol: _Policy) -> tuple[list, float]:
+def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx) -> tuple[list, float]:
     """Full evaluation of one observed run, stage by stage: (events, time until which nothing can
     change)."""
     if obs.error is not None or not isinstance(obs.doc, dict):
@@ -308,8 +287,8 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx, pol: _Policy) ->
     changes = _step_changes(view, rs["steps"] if rs else {}, fields["failures"]) if steps_ok else []
     evs += [StepChanged(run=rid, step=c.step, from_=c.prev, to=c.status, at=c.at, data=c.data, reason=c.reason,
                         attempt=c.attempt) for c in changes]
-    evs += _violations(rid, fields, view, changes, rs, ctx, pol.cross)
-    overdue, wake = _overdue(rid, view, rs, changes, fields["failures"], ctx.now, pol)
+    evs += _violations(rid, fields, view, changes, rs, ctx)
+    overdue, wake = _overdue(rid, view, rs, changes, fields["failures"], ctx)
     evs += overdue
     if fields["failures"] >= MAX_FAILURES and not (rs and rs["abandoned"]):
         evs.append(RunAbandoned(run=rid, failures=fields["failures"]))
@@ -337,14 +316,9 @@ def _step_changes(view: dict, prev_steps: dict, failures: int) -> list[Change]:
     """One :class:`Change` per step whose status, at or data differ from its folded record, in the
     fixed order; every step of a new run (its first transitions)."""
     gap = next((i for i, s in enumerate(ORDER) if s not in view or view[s][0] != "done"), len(ORDER))
-    if not prev_steps:
-        return [_first(name, view[name], gap, view) for name in step_names(view)]
-    out = []
-    for name in step_names(view.keys() | prev_steps.keys()):
-        c = _change(name, view.get(name), prev_steps.get(name), gap, view, failures)
-        if c is not None:
-            out.append(c)
-    return out
+    changes = (_change(name, view.get(name), prev_steps.get(name), gap, view, failures)
+               for name in step_names(view.keys() | prev_steps.keys()))
+    return [c for c in changes if c is not None]
 
 
 def _change(name: str, v: tuple | None, p: dict | None, gap: int, view: dict, failures: int) -> Change | None:
@@ -375,14 +349,6 @@ def _change(name: str, v: tuple | None, p: dict | None, gap: int, view: dict, fa
     return Change(name, pst, st, at, t, data, "; ".join(reasons), n, new, p)
 
 
-def _first(name: str, v: tuple, gap: int, view: dict) -> Change:
-    """A step's first transition (:func:`_change` from no record: a new attempt unless empty)."""
-    st, at, t, data, sp = v
-    odd = _out_of_order(name, st, gap, view)
-    reason = "; ".join((*sp, odd) if odd else sp) if sp or odd else ""
-    return Change(name, None, st, at, t, data, reason, 1 if st else 0, st != "", None)
-
-
 def _out_of_order(name: str, st: str, gap: int, view: dict) -> str:
     """Why a step past the first one not done is out of order ("" when it is not; a fail never is)."""
     if st in STATUSES and name in POS and POS[name] > gap and st != "fail":
@@ -391,12 +357,11 @@ def _out_of_order(name: str, st: str, gap: int, view: dict) -> str:
     return ""
 
 
-def _violations(rid: str, fields: dict, view: dict, changes: list[Change], rs: dict | None, ctx: _Ctx,
-                cross: dict) -> list:
+def _violations(rid: str, fields: dict, view: dict, changes: list[Change], rs: dict | None, ctx: _Ctx) -> list:
     """One rule.violated per occurrence key not reported before: the run's own step rules and the
     cross-run rules (for this tick's changes), and the retry backoff."""
-    viols = check_step_rules(rid, fields, view, changes, ctx) + check_cross_run(rid, fields, changes, ctx, **cross) \
-        if changes else []
+    viols = [] if not changes else \
+        check_step_rules(rid, fields, view, changes, ctx) + check_cross_run(rid, fields, changes, ctx, **ctx.cross)
     retry = check_retry(rid, fields, view, changes, rs, ctx.now)
     if retry is not None:
         viols.append(retry)
@@ -409,12 +374,12 @@ def _violations(rid: str, fields: dict, view: dict, changes: list[Change], rs: d
     return out
 
 
-def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failures: int, now: float,
-             pol: _Policy) -> tuple[list, float]:
+def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failures: int,
+             ctx: _Ctx) -> tuple[list, float]:
     """step.overdue for a step in begin longer than its deadline, once per begin (not after the
     last failure); and the next deadline still ahead (math.inf: none)."""
     evs: list = []
-    wake = math.inf
+    wake, now = math.inf, ctx.now
     if failures >= MAX_FAILURES:
         return evs, wake
     prev_steps = rs["steps"] if rs else {}
@@ -431,16 +396,12 @@ def _overdue(rid: str, view: dict, rs: dict | None, changes: list[Change], failu
         start = t if t is not None and (seen is None or t <= seen) else seen  # an `at` ahead: when seen
         if start is None:
             continue
-        dl = float(pol.deadlines.get(name, pol.default_deadline))
+        dl = float(ctx.deadlines.get(name, ctx.default_deadline))
         if now - start > dl:
             evs.append(StepOverdue(run=rid, step=name, since=at or iso(start), deadline_s=dl, attempt=n))
         else:
             wake = min(wake, start + dl)
     return evs, wake
-
-
-# ---- read models (projections/runs/view.py) ------------------------------------------------
-from projections.runs.view import next_retry, run_status, status, summary  # noqa: E402,F401
 
 
 __all__ = ["NAME", "ORDER", "READS_ID", "Reason", "Rule", "STATE_TYPE", "TIME", "TYPES", "detect", "judge", "fold", "initial", "status", "summary"]

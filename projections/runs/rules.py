@@ -23,6 +23,8 @@ from enum import Enum
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
+from events.timefmt import iso
+
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 GATED = ("apply", "upload_intent", "ledger", "launch_intent")
 BACKOFF_S = 600.0  # 10 minutes, doubled per failure
@@ -36,9 +38,8 @@ _FIRST, _END = -62135596800.0, 253402300800.0  # 0001-01-01 and 10000-01-01, UTC
 
 def ts(v: Any) -> float | None:
     """Epoch seconds from an ISO-8601 string (naive = UTC) or a number; None if neither, or if
-    its UTC day is not one of years 1..9999: "0001-01-01T00:00:00+14:00" and
-    "9999-12-31T23:59:59-14:00" parse, and their day (runs_quota.day) raised ValueError, which
-    stopped the runs detector for every run (tests/projections/runs/test_runs_hostile_values.py)."""
+    its UTC day is not one of years 1..9999 ("0001-01-01T00:00:00+14:00" parses, but has no
+    UTC day ``quota.day`` can name: tests/projections/runs/test_runs_hostile_values.py)."""
     if isinstance(v, str):
         try:
             d = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
@@ -67,8 +68,6 @@ class Ctx(Protocol):
     def step_of(self, run: str, step: str) -> tuple[str, float | None, dict]: ...
 
     def tainted(self, run: str) -> bool: ...
-
-    def intents(self) -> list[tuple[int, float, str]]: ...
 
 
 class Change(NamedTuple):
@@ -120,31 +119,13 @@ def _present(v: Any) -> bool:
     return (isinstance(v, str) and v.strip() != "") or (isinstance(v, int) and not isinstance(v, bool))
 
 
-def restricted(rid: str, fields: dict, view: dict, ctx: Ctx, step: str = "") -> str:
-    """Why the run (for ``step``) is held to the audit branch ("" when it is not). A run's
-    ``continue_from`` holds every gated step; launch_intent's ``data.continue_from`` holds that
-    launch."""
-    why = []
-    if fields.get("branch") == "diagnose_only":
-        why.append("branch is diagnose_only")
-    a = view.get("audit")
-    data = a[3] if a else {}
-    if data.get("verdict") in ("fail", "review"):
-        why.append(f"audit verdict is {data['verdict']}")
-    if data.get("tainted"):
-        why.append("audit is tainted")
-    li = view.get("launch_intent") if step == "launch_intent" else None
-    cfs = (fields.get("continue_from"), (li[3] if li else {}).get("continue_from"))
-    for cf in dict.fromkeys(c for c in cfs if isinstance(c, str)):  # agent-written: any JSON value
-        if cf and cf != rid and ctx.tainted(cf):
-            why.append(f"it continues from tainted run {cf}")
-    return ", ".join(why)
-
-
 def intents_index(ctx: Ctx) -> list[tuple[int, float, str]]:
     """Open upload intents of every known run, earliest first: (seen before this tick? 0 : 1,
-    at, run). Open = upload_intent present, not reconciled, upload_confirmed not done."""
-    out = []
+    at, run). Open = upload_intent present, not reconciled, upload_confirmed not done. Once per
+    tick (``ctx.cache``)."""
+    if "intents" in ctx.cache:
+        return ctx.cache["intents"]
+    out = ctx.cache["intents"] = []
     for run in set(ctx.snap.runs) | set(ctx.runs):
         st, t, data = ctx.step_of(run, "upload_intent")
         if st not in ("begin", "done", "fail") or reconciled(data):
@@ -173,18 +154,43 @@ class Look(NamedTuple):
 
 
 def _audit_branch(lk: Look) -> str:
-    ch = lk.ch
+    """A gated step begins (or launch_intent's ``data.continue_from`` changes) while the run is held
+    to the audit branch: its branch is diagnose_only, its audit verdict fail or review or tainted,
+    or it continues from a tainted run. A run's ``continue_from`` holds every gated step;
+    launch_intent's ``data.continue_from`` holds that launch."""
+    ch, view = lk.ch, lk.view
     cf_new = ch.step == "launch_intent" and ch.data.get("continue_from") != \
         (ch.rec["data"] if ch.rec else {}).get("continue_from")
-    if ch.step in GATED and (ch.new or cf_new):
-        why = restricted(lk.rid, lk.fields, lk.view, lk.ctx, ch.step)
-        if why:
-            return f"{ch.step} began while {why}"
-    return ""
+    if ch.step not in GATED or not (ch.new or cf_new):
+        return ""
+    why = []
+    if lk.fields.get("branch") == "diagnose_only":
+        why.append("branch is diagnose_only")
+    a = view.get("audit")
+    data = a[3] if a else {}
+    if data.get("verdict") in ("fail", "review"):
+        why.append(f"audit verdict is {data['verdict']}")
+    if data.get("tainted"):
+        why.append("audit is tainted")
+    li = view.get("launch_intent") if ch.step == "launch_intent" else None
+    cfs = (lk.fields.get("continue_from"), (li[3] if li else {}).get("continue_from"))
+    for cf in dict.fromkeys(c for c in cfs if isinstance(c, str)):  # agent-written: any JSON value
+        if cf and cf != lk.rid and lk.ctx.tainted(cf):
+            why.append(f"it continues from tainted run {cf}")
+    return f"{ch.step} began while {', '.join(why)}" if why else ""
 
 
 def _launch_request_stable(lk: Look) -> str:
-    return _request_changed(lk.ch.data, lk.ch.rec, lk.rs) if lk.ch.step == "launch_intent" else ""
+    """launch_intent carries another request_id than the run's first one ("" when stable)."""
+    new = lk.ch.data.get("request_id")
+    if lk.ch.step != "launch_intent" or not _present(new):
+        return ""
+    old = (lk.rs or {}).get("launch_rid")
+    if not _present(old) and lk.ch.rec is not None:
+        old = lk.ch.rec["data"].get("request_id")
+    if _present(old) and rid_key(old) != rid_key(new):
+        return f"launch_intent retried with request_id {rid_key(new)!r}, first {rid_key(old)!r} (a retry keeps its id)"
+    return ""
 
 
 def _reconciled_no_reupload(lk: Look) -> str:
@@ -197,7 +203,19 @@ def _reconciled_no_reupload(lk: Look) -> str:
 
 
 def _upload_needs_audit(lk: Look) -> str:
-    return _audit_passed(lk.view) if lk.ch.new and lk.ch.step == "upload_intent" and not lk.branch else ""
+    """upload_intent begins without audit done with verdict pass ("" when it has one, or when
+    ``audit-branch`` already fired for this change)."""
+    if not lk.ch.new or lk.ch.step != "upload_intent" or lk.branch:
+        return ""
+    a = lk.view.get("audit")
+    if a is None or a[0] == "":
+        return "upload_intent began with no audit"
+    if a[0] != "done":
+        return f"upload_intent began while audit is {a[0]} (done with verdict pass required)"
+    v = a[3].get("verdict")
+    if v != "pass":
+        return f"upload_intent began after audit verdict {str(v)[:32] if v is not None else 'missing'} (pass required)"
+    return ""
 
 
 def _no_redo(lk: Look) -> str:
@@ -208,28 +226,48 @@ def _no_redo(lk: Look) -> str:
 
 
 def _single_open_intent(lk: Look) -> str:
-    ch = lk.ch
-    if ch.new and ch.step == "upload_intent":
-        return _open_intent(lk.rid, ch.t, ch.data, ch.rec, lk.rs, lk.view, lk.ctx)
+    """upload_intent begins while an earlier upload intent (this run's, or another run's that began
+    earlier) is still open ("" when none)."""
+    ch, p = lk.ch, lk.ch.rec
+    if not ch.new or ch.step != "upload_intent":
+        return ""
+    if p is not None and p["status"] in ("begin", "done", "fail"):
+        confirmed = lk.view.get("upload_confirmed", ("",))[0] == "done" or (
+            lk.rs is not None and lk.rs["steps"].get("upload_confirmed", {}).get("status") == "done")
+        if not confirmed and not reconciled(p["data"]) and not reconciled(ch.data):
+            return "an earlier upload_intent of this run was neither confirmed nor reconciled"
+    ours = (1, ch.t if ch.t is not None else math.inf, lk.rid)
+    for key in intents_index(lk.ctx):
+        if key >= ours:
+            break
+        if key[2] != lk.rid:
+            return f"run {key[2]} has an open upload_intent (no upload_confirmed, not reconciled)"
     return ""
 
 
-def _deploy_gate_rule(lk: Look) -> str:
-    ch = lk.ch
-    return _deploy_gate(ch.status, ch.t, lk.view) if ch.new and ch.step == "launch_intent" else ""
+def _deploy_gate(lk: Look) -> str:
+    """launch_intent began before validate and deploy were both done ("" when the gate held)."""
+    ch, view = lk.ch, lk.view
+    if not ch.new or ch.step != "launch_intent":
+        return ""
+    missing = [s for s in ("validate", "deploy") if s not in view or view[s][0] != "done"]
+    if missing:
+        return "launch_intent began before " + " and ".join(missing) + " done"
+    if ch.status == "begin" and ch.t is not None:
+        late = [s for s in ("validate", "deploy") if view[s][2] is not None and view[s][2] > ch.t]
+        if late:
+            return "launch_intent began before " + " and ".join(late) + " was done (by at)"
+    return ""
 
 
 def _upload_intent_evidence(lk: Look) -> str:
     data = lk.ch.data
     if lk.ch.step != "upload_intent":
         return ""
-    miss = [k for k, ok in (("sha256", isinstance(data.get("sha256"), str)
-                             and SHA256.fullmatch(data["sha256"]) is not None),
-                            ("candidate", _present(data.get("candidate")))) if not ok]
-    if not miss:
-        return ""
-    return "upload_intent lacks " + " and ".join("a 64-hex data.sha256" if m == "sha256" else "data.candidate"
-                                                 for m in miss)
+    sha = data.get("sha256")
+    miss = [m for m, ok in (("a 64-hex data.sha256", isinstance(sha, str) and SHA256.fullmatch(sha) is not None),
+                            ("data.candidate", _present(data.get("candidate")))) if not ok]
+    return "upload_intent lacks " + " and ".join(miss) if miss else ""
 
 
 def _launch_request_id(lk: Look) -> str:
@@ -247,7 +285,7 @@ STEP_RULES: dict[Rule, Callable[[Look], str]] = {
     Rule.UPLOAD_NEEDS_AUDIT: _upload_needs_audit,
     Rule.NO_REDO: _no_redo,
     Rule.SINGLE_OPEN_INTENT: _single_open_intent,
-    Rule.DEPLOY_GATE: _deploy_gate_rule,
+    Rule.DEPLOY_GATE: _deploy_gate,
     Rule.UPLOAD_INTENT_EVIDENCE: _upload_intent_evidence,
     Rule.LAUNCH_REQUEST_ID: _launch_request_id,
 }
@@ -276,23 +314,6 @@ def check_step_rules(rid: str, fields: dict, view: dict, changes: list[Change], 
     return out
 
 
-def _open_intent(rid: str, t: float | None, data: dict, p: dict | None, rs: dict | None,
-                 view: dict, ctx: Ctx) -> str:
-    """An earlier upload intent still open when this one begins ("" when none)."""
-    if p is not None and p["status"] in ("begin", "done", "fail"):
-        confirmed = view.get("upload_confirmed", ("",))[0] == "done" or (
-            rs is not None and rs["steps"].get("upload_confirmed", {}).get("status") == "done")
-        if not confirmed and not reconciled(p["data"]) and not reconciled(data):
-            return "an earlier upload_intent of this run was neither confirmed nor reconciled"
-    ours = (1, t if t is not None else math.inf, rid)
-    for key in ctx.intents():
-        if key >= ours:
-            break
-        if key[2] != rid:
-            return f"run {key[2]} has an open upload_intent (no upload_confirmed, not reconciled)"
-    return ""
-
-
 def rid_key(v: Any) -> str:
     """A request id as the runs state keeps it: itself up to 64 characters, else its first 48
     and a digest of the whole (bounded, and two long ids that share a beginning stay apart)."""
@@ -302,51 +323,11 @@ def rid_key(v: Any) -> str:
     return f"{s[:48]}~{hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:15]}"
 
 
-def _request_changed(data: dict, p: dict | None, rs: dict | None) -> str:
-    """launch_intent carries another request_id than the run's first one ("" when stable)."""
-    new = data.get("request_id")
-    if not _present(new):
-        return ""
-    old = (rs or {}).get("launch_rid")
-    if not _present(old) and p is not None:
-        old = p["data"].get("request_id")
-    if _present(old) and rid_key(old) != rid_key(new):
-        return f"launch_intent retried with request_id {rid_key(new)!r}, first {rid_key(old)!r} (a retry keeps its id)"
-    return ""
-
-
-def _audit_passed(view: dict) -> str:
-    """Why upload_intent may not begin for want of a passed audit ("" when audit is done, pass)."""
-    a = view.get("audit")
-    if a is None or a[0] == "":
-        return "upload_intent began with no audit"
-    if a[0] != "done":
-        return f"upload_intent began while audit is {a[0]} (done with verdict pass required)"
-    v = a[3].get("verdict")
-    if v != "pass":
-        return f"upload_intent began after audit verdict {str(v)[:32] if v is not None else 'missing'} (pass required)"
-    return ""
-
-
-def _deploy_gate(st: str, t: float | None, view: dict) -> str:
-    """launch_intent began before validate and deploy were both done ("" when the gate held)."""
-    missing = [s for s in ("validate", "deploy") if s not in view or view[s][0] != "done"]
-    if missing:
-        return "launch_intent began before " + " and ".join(missing) + " done"
-    if st == "begin" and t is not None:
-        late = [s for s in ("validate", "deploy") if view[s][2] is not None and view[s][2] > t]
-        if late:
-            return "launch_intent began before " + " and ".join(late) + " was done (by at)"
-    return ""
-
-
 def check_retry(rid: str, fields: dict, view: dict, changes: list[Change], rs: dict | None, now: float):
     """retry-backoff for the attempt after the run's latest failure, or None."""
     n = fields["failures"]
     if n < 1:
         return None
-    from events.timefmt import iso
-
     lfa = fields["last_failure_at"]
     key = f"{Rule.RETRY_BACKOFF.value}:{n}@{lfa or '-'}"
     if rs is not None and key in rs["violations"]:
