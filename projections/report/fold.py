@@ -72,10 +72,7 @@ def day_name(day: int) -> str:
     return d.isoformat() if d.year >= 1000 else d.strftime("%Y-%m-%d")   # (strftime pads no year < 1000)
 
 
-event_time = log_time  # epoch seconds of a log time (events.timefmt); a caller folding many events passes a cache of it
-
-
-TIME = event_time   # how fold reads ``rec.time`` (a caller may pass a cache of it as ``times``)
+TIME = log_time   # how fold reads ``rec.time`` (a caller may pass a cache of it as ``times``)
 
 
 def day_key(t: float) -> str:
@@ -85,8 +82,7 @@ def day_key(t: float) -> str:
 def event_day(time: str, t: float) -> str:
     """:func:`day_key` of an event's ``t`` read from its log ``time``: the first ten characters
     when ``time`` has the shape ``events.timefmt.iso`` writes (``YYYY-MM-DD…Z``, a year from 1000:
-    the very date ``t`` was parsed from), else computed from ``t``. Saves a date per event (about
-    a quarter of the fold, bench_rebuild's fold rates, 2026-12-01)."""
+    the very date ``t`` was parsed from), else computed from ``t`` (a date per event saved)."""
     if len(time) == 24 and time[23] == "Z" and time[4] == "-" and time[7] == "-" and time[0] != "0":
         return time[:10]
     return day_key(t)
@@ -137,12 +133,8 @@ def _sample(st: dict, kind: str, value: float) -> None:
 def _agent_stats(st: dict, agent: str) -> dict:
     a = st["per_agent"].get(agent)
     if a is None:
-        a = st["per_agent"][agent] = _new_agent_stats()
+        a = st["per_agent"][agent] = {"time": {}, "met": 0, "failed": 0, "unevaluable": 0, "claims": 0}
     return a
-
-
-def _new_agent_stats() -> dict:
-    return {"time": {}, "met": 0, "failed": 0, "unevaluable": 0, "claims": 0}
 
 
 # ---- folds per event type ------------------------------------------------------------------------
@@ -178,10 +170,7 @@ def close_class(st: dict, agent: str, a: dict, t: float, to: str, day: str | Non
     dur = t - since
     if not dur > 0.0:   # max(0.0, t - since) without the call (also for -0.0 and NaN: 0.0)
         dur = 0.0
-    pa = st["per_agent"].get(agent)   # _agent_stats inlined: once per class change
-    if pa is None:
-        pa = st["per_agent"][agent] = _new_agent_stats()
-    times = pa["time"]
+    times = _agent_stats(st, agent)["time"]
     times[cls] = times.get(cls, 0.0) + dur
     if cls == RECLAMA:
         _spread(st, since, t, "reclama_s", day)

@@ -271,15 +271,15 @@ def test_the_watchers_copy_forgets_closed_agents():
                                   "2026-11-20 00:00:00.000Z", "0999-01-01T00:00:00.000Z"])
 def test_event_day_is_the_day_key_of_the_parsed_time(time):
     """The handlers' day read from the log time is the day computed from the time it parses to,
-    for iso's shape and every other one event_time accepts (the shortcut takes only iso's)."""
-    t = report.event_time(time)
+    for iso's shape and every other one TIME accepts (the shortcut takes only iso's)."""
+    t = report.TIME(time)
     assert report.event_day(time, t) == report.day_key(t)
 
 
 def test_event_day_over_a_year_of_iso_times():
     for i in range(0, 366 * 24 * 4):
         s = iso(T0 + i * 900.0 - 0.0005 * (i % 3))
-        t = report.event_time(s)
+        t = report.TIME(s)
         assert report.event_day(s, t) == report.day_key(t), s
 
 
