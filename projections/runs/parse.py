@@ -6,7 +6,7 @@ A view of a run maps each step name to ``(status, at, at epoch, rule-relevant da
 """
 from __future__ import annotations
 
-from collections.abc import KeysView
+import hashlib
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -20,6 +20,11 @@ POS = {s: i for i, s in enumerate(ORDER)}
 STATUSES = frozenset(("begin", "done", "fail"))
 DATA_KEYS = ("verdict", "tainted", "sha256", "candidate", "reconciled", "request_id", "continue_from")
 RUN_FIELDS = ("branch", "kind", "failures", "last_failure_at", "work_complete", "continue_from", "board")
+MAX_AT, MAX_DATA_TEXT = 96, 1024   # characters of an `at`, of a data text, kept whole (see _cut)
+MAX_DATA_DEPTH = 8      # a data value's containers nested deeper than this, or holding more
+MAX_DATA_NODES = 256    # values than this, are kept as a marker of the same type (see _bounded)
+MAX_UNKNOWN_STEPS = 32   # unknown step names read per run (the first, alphabetically)
+MAX_STEP_NAME = 200      # characters: a longer unknown name is not read
 
 
 class Reason(str, Enum):
@@ -41,9 +46,8 @@ class Reason(str, Enum):
 
 
 def _text(v: Any, n: int) -> str:
-    """At most ``n`` characters showing any JSON value: str() of a list or object nested ~1,000
-    deep raised RecursionError, and one such ``at`` or ``status`` stopped the runs detector for
-    every run (tests/projections/runs/test_runs_hostile_values.py)."""
+    """At most ``n`` characters showing any JSON value, a list or object nested too deep for str()
+    included (tests/projections/runs/test_runs_hostile_values.py)."""
     try:
         return str(v)[:n]
     except RecursionError:
@@ -52,12 +56,9 @@ def _text(v: Any, n: int) -> str:
 
 def _cut(s: str, n: int) -> str:
     """``s`` when at most ``n`` characters, else its beginning, its length and a digest of the whole
-    (two long texts stay apart, a change anywhere is a change): a steps.json's 900 KB candidate or
-    100 KB ``at`` went whole into each step.changed and the runs state (as sqlite.MAX_TEXT)."""
+    (two long texts stay apart, a change anywhere is a change; as sqlite.MAX_TEXT)."""
     if len(s) <= n:
         return s
-    import hashlib
-
     digest = hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{s[:n - 40]}…[{len(s)} chars {digest}]"
 
@@ -71,30 +72,20 @@ def _at_str(v: Any) -> str | None:
     return iso(t) if t is not None else _text(v, 64)
 
 
-MAX_AT, MAX_DATA_TEXT = 96, 1024   # characters of an `at`, of a data text, kept whole (see _cut)
-
-
-MAX_DATA_DEPTH = 8      # a data value's containers nested deeper than this, or holding more
-MAX_DATA_NODES = 256    # values than this, are kept as a marker of the same type (see _bounded)
-
-
 def _number(f: float) -> list[str]:
-    """A NaN or an Infinity (read from steps.json by ``watcher.sources.parse``) as the log keeps it:
-    the log writes such a float as null, so the next tick saw its data "changed" again; as
-    ``["NaN"]`` it is no id and no verdict, and truthy, as the float was."""
+    """A NaN or an Infinity (read from steps.json by ``watcher.sources.parse``) as the log keeps it
+    (the log would write the float as null, a "change" at every tick): ``["NaN"]`` is no id and no
+    verdict, and truthy, as the float was."""
     return ["NaN" if f != f else "Infinity" if f > 0 else "-Infinity"]
 
 
 def _bounded(v: Any) -> Any:
-    """A data value as the log and the runs state keep it: itself when it is a scalar or a small,
-    shallow container; else a non-empty marker of its type (``["…"]``, ``{"…": "…"}``), which every
-    rule reads as it read the value (a container is truthy, no id, no verdict). A value nested ~975
-    deep went into step.changed and the runs state, whose snapshot then could not be encoded
-    (RecursionError at every stop: exit 1). A NaN or an Infinity, anywhere in it: see ``_number``."""
+    """A data value as the log and the runs state keep it (a snapshot must encode it): itself when
+    it is a scalar or a small, shallow container; else a non-empty marker of its type (``["…"]``,
+    ``{"…": "…"}``), which every rule reads as it read the value (a container is truthy, no id, no
+    verdict). Each long text in it cut (``_cut``), each NaN or Infinity as ``_number``."""
     if not isinstance(v, (list, dict)):
-        if type(v) is str:
-            return _cut(v, MAX_DATA_TEXT)
-        return _number(v) if type(v) is float and v - v != 0.0 else v
+        return _finite(v)
     todo, nodes, odd = [(v, 1)], 0, False
     while todo:
         x, depth = todo.pop()
@@ -112,7 +103,7 @@ def _bounded(v: Any) -> Any:
 
 def _finite(v: Any) -> Any:
     """``v`` (small and shallow: see ``_bounded``) with each NaN or Infinity as ``_number`` and
-    each long text cut (``_cut``)."""
+    each long text cut."""
     if isinstance(v, dict):
         return {k: _finite(x) for k, x in v.items()}
     if isinstance(v, list):
@@ -203,14 +194,9 @@ def parse_run(doc: dict) -> tuple[dict, list[str]]:
     return f, probs
 
 
-MAX_UNKNOWN_STEPS = 32   # unknown step names read per run (the first, alphabetically)
-MAX_STEP_NAME = 200      # characters: a longer unknown name is not read
-
-
 def _unread(raw_steps: dict) -> set[str]:
     """The step names of ``raw_steps`` not read: unknown names past the first MAX_UNKNOWN_STEPS,
-    or longer than MAX_STEP_NAME. A 1 MB steps.json of 16,000 unknown names was 32,000 events in
-    one tick (a step.changed and a step.overdue each), again at each change of the file."""
+    or longer than MAX_STEP_NAME (each name read is an event or two at each change of the file)."""
     if len(raw_steps) <= MAX_UNKNOWN_STEPS and all(len(n) <= MAX_STEP_NAME for n in raw_steps):
         return set()
     unknown = sorted(n for n in raw_steps if n not in POS)
@@ -233,8 +219,7 @@ def parse_steps(raw_steps: dict) -> dict:
 
 def step_names(names: Any) -> list[str]:
     """Fixed order first, then unknown names alphabetically."""
-    if not isinstance(names, (dict, set, frozenset, KeysView)):
-        names = set(names)
+    names = set(names)
     if all(n in POS for n in names):  # the usual case: known names only, no sort
         return [s for s in ORDER if s in names]
     return sorted(names, key=lambda s: (POS.get(s, 99), s))

@@ -40,14 +40,11 @@ def day(t: float | None) -> str:
 
 def _day(ctx: Ctx, t: float) -> str:
     """``day`` through this tick's cache (one date per UTC day, not one per run)."""
-    days = ctx.cache.get("days")
-    if days is None:
-        days = ctx.cache["days"] = {}
+    days = ctx.cache.setdefault("days", {})
     k = t // 86400
-    d = days.get(k)
-    if d is None:
-        d = days[k] = day(t)
-    return d
+    if k not in days:
+        days[k] = day(t)
+    return days[k]
 
 
 def _doc(ctx: Ctx, run: str) -> dict | None:
@@ -96,36 +93,24 @@ def in_flight_before(r: dict | None) -> bool:
     return any(s["status"] == "begin" for s in r["steps"].values())
 
 
-def _first_begin(ctx: Ctx, run: str) -> float:
+def _ats(ctx: Ctx, run: str, status: str | None = None) -> list[float]:
+    """The ``at`` times of a run's steps (only those in ``status``, when given), snapshot else state."""
     v = ctx.view(run)
     if v is not None:
-        ats = [e[2] for e in v.values() if e[0] == "begin"]
+        ats = [e[2] for e in v.values() if status is None or e[0] == status]
     else:
         r = ctx.runs.get(run)
-        ats = [ts(s["at"]) for s in (r["steps"].values() if r else ()) if s["status"] == "begin"]
-    ats = [t for t in ats if t is not None]
-    return min(ats) if ats else math.inf
+        ats = [ts(s["at"]) for s in (r["steps"].values() if r else ()) if status is None or s["status"] == status]
+    return [t for t in ats if t is not None]
 
 
 def _started(ctx: Ctx, run: str) -> float:
     """When a run started: its earliest step ``at``, else when first seen (else now)."""
     memo = ctx.cache.setdefault("started", {})
     if run not in memo:
-        memo[run] = _started_of(ctx, run)
+        r = ctx.runs.get(run)
+        memo[run] = min(_ats(ctx, run), default=(ts(r["first_seen"]) or ctx.now) if r else ctx.now)
     return memo[run]
-
-
-def _started_of(ctx: Ctx, run: str) -> float:
-    v = ctx.view(run)
-    r = ctx.runs.get(run)
-    if v is not None:
-        ats = [e[2] for e in v.values()]
-    else:
-        ats = [ts(s["at"]) for s in (r["steps"].values() if r else ())]
-    ats = [t for t in ats if t is not None]
-    if ats:
-        return min(ats)
-    return ts(r["first_seen"]) or ctx.now if r else ctx.now
 
 
 def check_cross_run(rid: str, fields: dict, changes: list[Change], ctx: Ctx, board_daily_quota: int = 3,
@@ -222,7 +207,7 @@ def _flights(ctx: Ctx) -> tuple[list[str], dict[str, int], list[str]]:
                 if in_flight_before(ctx.runs.get(run)):
                     old.append(run)
                 else:
-                    new.append((_first_begin(ctx, run), run))
+                    new.append((min(_ats(ctx, run, "begin"), default=math.inf), run))
         order = [r for _, r in sorted(new)]
         c = ctx.cache["flight"] = (old, {r: i for i, r in enumerate(order)}, order)
     return c
