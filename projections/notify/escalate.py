@@ -34,9 +34,6 @@ class AckReason(str, Enum):
     SNOOZED = "snoozed"                   # acked until a time: a reminder is due then
 
 
-_ACK_PASS = AckReason.PASS   # a module name: ``AckReason.PASS`` is a metaclass look-up (Python 3.11), once per condition
-
-
 class EscalateReason(str, Enum):
     ESCALATE = "escalate"
     OFF = "off"
@@ -54,7 +51,6 @@ class EscalateReason(str, Enum):
 
 class ResolvedReason(str, Enum):
     SEND = "send"
-    OFF = "off"
     NOT_PUSHED = "not-pushed"
     DONE = "already-sent"
     WAIT = "group-wait"
@@ -66,7 +62,7 @@ def ack_stage(c: dict, now: float) -> tuple[AckReason, float | None]:
     """(reason, when the ack ends if it is a snooze)."""
     until = c.get("acked")
     if until is None or now >= until:
-        return _ACK_PASS, None
+        return AckReason.PASS, None
     return (AckReason.ACKED, None) if until >= NEVER else (AckReason.SNOOZED, until)
 
 

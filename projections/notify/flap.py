@@ -8,14 +8,12 @@ plan time, from the list alone: nothing is kept between calls.
 """
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
 HIST_N = 21                 # classes in the percent (20 transition slots)
 HIST_KEEP = 2 * HIST_N - 1  # entries kept per subject: each of the last 21 has its 20 predecessors
 FLAP_WINDOW = 3600.0        # only class changes this recent count toward the flap percent
 _W = HIST_N - 2
-_PCT = itemgetter(3)       # an entry's percent
 
 
 def flap_percent(hist: list, at: float) -> float:
@@ -72,7 +70,7 @@ def _summary(hist: list, high: float, low: float) -> tuple[float, list | None, f
             start = None
         if e[3] < low and (last_low is None or e[1] > last_low):
             last_low = e[1]
-    return max(map(_PCT, hist)), start, last_low
+    return max(e[3] for e in hist), start, last_low
 
 
 def flap_state(flat: list, sent: list | None, now: float, policy: Any) -> tuple[list | None, list, bool]:

@@ -23,9 +23,6 @@ class QuietReason(str, Enum):
     URGENT_THROUGH = "urgent-through-quiet"
 
 
-_PASS = QuietReason.PASS   # a module name: on Python 3.11 ``QuietReason.PASS`` is a metaclass look-up, once per due item
-
-
 def parse_window(w: str) -> tuple[int, int]:
     """``"22:00-07:00"`` -> (1320, 420) minutes after local midnight."""
     a, _, b = w.strip().partition("-")
@@ -76,7 +73,7 @@ def quiet_until(now: float, windows: tuple[str, ...] | list[str], tz: tzinfo | N
 def quiet_stage(c: dict, quiet_end: float | None, quiet_urgent: bool) -> QuietReason:
     """Hold this due item until quiet hours end?"""
     if quiet_end is None:
-        return _PASS
+        return QuietReason.PASS
     if c["sev"] == "urgent" and quiet_urgent:
         return QuietReason.URGENT_THROUGH
     return QuietReason.HELD_RECORDED if c.get("held") == quiet_end else QuietReason.HELD
