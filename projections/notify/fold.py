@@ -1,8 +1,4 @@
-"""The notify projection: what needs a human, what was pushed, what is silenced (pure fold).
-
-Every event is folded; the pipeline that turns this state into messages is
-``projections.notify.plan.plan``; the policy and text helpers both use are in
-``projections.notify.policy``.
+"""The notify projection's fold (pure): the events of ``TYPES`` into the state below.
 
 State (JSON, string keys, bounded):
 - ``conds``: condition id -> condition. A condition id is ``"<subject>|<CLASS>#<seq>"`` (one
@@ -44,10 +40,9 @@ from typing import Any, TypedDict, cast
 from events.timefmt import parse_iso
 from projections.classes import CERRADO, SEVERITY
 from projections.notify.flap import HIST_KEEP
-from projections.notify.rules import INDEXED as _WP_INDEXED, handlers as _rule_handlers
-from projections.notify.hub import hub_handlers
+from projections.notify import hub, rules
 from projections.notify.policy import (  # noqa: F401  (re-exported: the fold's public names)
-    NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, redact, retry_delay, short, swarm_text)
+    NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, condition, redact, retry_delay, short, swarm_text)
 
 NAME = "notify"
 READS_ID = False   # fold never reads rec.id
@@ -74,21 +69,10 @@ def initial() -> dict[str, Any]:
             "prune_at": NEVER, "sweep_at": 0.0}
 
 
-# A new condition's fields, copied by _new and then filled (a copy of this dict costs half of
-# building the 17-key literal: bench_rebuild's notify fold makes one per class change). Never mutated.
-_NEW_COND = {"subject": "", "cls": "", "sev": "", "name": "", "text": "", "seq": 0, "last_seq": 0, "since": 0.0,
-             "changed": 0.0, "rev": 0, "oneshot": False, "cleared": None, "cleared_by": None, "sends": 0,
-             "sent_at": None, "sent_rev": -1, "silenced": None}
-
-
 def _new(state: dict, subject: str, cls: str, sev: str, seq: int, t: float, name: str, text: str,
          oneshot: bool = False) -> str:
     cid = f"{subject}|{cls}#{seq}"
-    c = state["conds"][cid] = _NEW_COND.copy()
-    c["subject"], c["cls"], c["sev"], c["name"], c["text"] = subject, cls, sev, name, short(text)
-    c["seq"] = c["last_seq"] = seq
-    c["since"] = c["changed"] = t
-    c["oneshot"] = oneshot
+    state["conds"][cid] = condition(subject, cls, sev, name, short(text), seq, t, oneshot)
     if oneshot:
         _expire(state, "exp_day", t + ONESHOT_KEEP_S, cid)
     if len(state["conds"]) > MAX_CONDS and (state["exp_cleared"] or state["exp_day"] or t >= state["sweep_at"]):
@@ -102,6 +86,25 @@ def _clear(state: dict, cid: str | None, t: float, by: str) -> None:
         c["cleared"], c["cleared_by"] = t, by
         state["retry"].pop(cid, None)
         _expire(state, "exp_cleared", t + CLEARED_KEEP_S, cast(str, cid))  # c found: cid is set
+
+
+def _open(st: dict, k: str, cls: str, seq: int, t: float, name: str, text: str) -> None:
+    """The warning ``cls`` for ``k`` (an ``index`` key: one open condition per key) unless one is open."""
+    c = st["conds"].get(st["index"].get(k) or "")
+    if c is None or c["cleared"] is not None:
+        st["index"][k] = _new(st, k, cls, "warning", seq, t, name, text)
+
+
+def _oneshot(spec: Callable[[Any], tuple[str, str, str, str, str] | None]) -> Callable[..., None]:
+    """The handler of an event that opens one one-shot condition: ``spec(ev)`` is its (subject, class,
+    severity, name, text), or None for none."""
+
+    def handler(st: dict, ev: Any, seq: int, t: float) -> None:
+        c = spec(ev)
+        if c is not None:
+            subject, cls, sev, name, text = c
+            _new(st, subject, cls, sev, seq, t, name, text, oneshot=True)
+    return handler
 
 
 def _split_key(key: str) -> tuple[str, int | None]:
@@ -175,40 +178,26 @@ def _dod_contract(st: dict, ev: Any, seq: int, t: float) -> None:
          oneshot=True)
 
 
-def _dod_flagged(st: dict, ev: Any, seq: int, t: float) -> None:
-    urgent = ev.flag == "self-approved"
-    cls = ev.flag.upper().replace("-", "_")[:40] or "FLAGGED"
-    _new(st, f"dod:{ev.agent}", cls, "urgent" if urgent else "warning", seq, t, ev.agent, ev.flag, oneshot=True)
-
-
-def _rule(st: dict, ev: Any, seq: int, t: float) -> None:
-    where = f" at {ev.step}" if ev.step else ""
-    _new(st, f"run:{ev.run}", "RULE_VIOLATED", "urgent", seq, t, ev.run, f"{ev.rule}{where}", oneshot=True)
-
-
-def _overdue(st: dict, ev: Any, seq: int, t: float) -> None:
-    _new(st, f"run:{ev.run}", "STEP_OVERDUE", "warning", seq, t, ev.run, f"step {ev.step} overdue", oneshot=True)
-
-
-def _run_abandoned(st: dict, ev: Any, seq: int, t: float) -> None:
-    _new(st, f"run:{ev.run}", "RUN_ABANDONED", "warning", seq, t, ev.run, f"abandoned after {ev.failures} failures",
-         oneshot=True)
+# events that open one one-shot condition: type -> (subject, class, severity, name, text) or None
+ONESHOT: dict[str, Callable[[Any], tuple[str, str, str, str, str] | None]] = {
+    "dod.flagged": lambda ev: (f"dod:{ev.agent}", ev.flag.upper().replace("-", "_")[:40] or "FLAGGED",
+                               "urgent" if ev.flag == "self-approved" else "warning", ev.agent, ev.flag),
+    "rule.violated": lambda ev: (f"run:{ev.run}", "RULE_VIOLATED", "urgent", ev.run,
+                                 f"{ev.rule} at {ev.step}" if ev.step else f"{ev.rule}"),
+    "step.overdue": lambda ev: (f"run:{ev.run}", "STEP_OVERDUE", "warning", ev.run, f"step {ev.step} overdue"),
+    "run.abandoned": lambda ev: (f"run:{ev.run}", "RUN_ABANDONED", "warning", ev.run,
+                                 f"abandoned after {ev.failures} failures"),
+    "mission.completed": lambda ev: (f"mission:{ev.mission}", "MISSION_COMPLETED", "info", ev.mission,
+                                     f"completed ({ev.wps} work packages)"),
+}
 
 
 def _source_failed(st: dict, ev: Any, seq: int, t: float) -> None:
-    k = f"source:{ev.source}"
-    cid = st["index"].get(k)
-    if cid is None or cid not in st["conds"] or st["conds"][cid]["cleared"] is not None:
-        st["index"][k] = _new(st, k, "SOURCE_FAILED", "warning", seq, t, ev.source, ev.error or "failed")
+    _open(st, f"source:{ev.source}", "SOURCE_FAILED", seq, t, ev.source, ev.error or "failed")
 
 
 def _source_recovered(st: dict, ev: Any, seq: int, t: float) -> None:
     _clear(st, st["index"].pop(f"source:{ev.source}", None), t, "RECOVERED")
-
-
-def _mission_completed(st: dict, ev: Any, seq: int, t: float) -> None:
-    _new(st, f"mission:{ev.mission}", "MISSION_COMPLETED", "info", seq, t, ev.mission,
-         f"completed ({ev.wps} work packages)", oneshot=True)
 
 
 def _swarm(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -241,7 +230,7 @@ def _mark(st: dict, ev: Any, t: float, status: str) -> list[tuple[str, int | Non
     st["recent"][ev.notice] = {"attempt": ev.attempt, "status": status, "at": t}
     if len(st["recent"]) > MAX_RECENT + 64:
         _trim_recent(st, t)
-    return [_split_key(k) for k in getattr(ev, "keys", [])]
+    return [_split_key(k) for k in ev.keys]
 
 
 def _delivered(st: dict, ev: Any, t: float, status: str) -> None:
@@ -284,11 +273,10 @@ def _notice_failed(st: dict, ev: Any, seq: int, t: float) -> None:
 
 
 def _notice_abandoned(st: dict, ev: Any, seq: int, t: float) -> None:
-    keys = list(getattr(ev, "keys", []))
     _delivered(st, ev, t, "abandoned")  # not re-planned before repeat_interval
-    if not any("|NOTICE_ABANDONED#" in k for k in keys):
+    if not any("|NOTICE_ABANDONED#" in k for k in ev.keys):
         _new(st, f"notice:{ev.notice}", "NOTICE_ABANDONED", "warning", seq, t, ev.notice,
-             f"undelivered after {ev.attempt} attempts: {_what(keys)}", oneshot=True)
+             f"undelivered after {ev.attempt} attempts: {_what(ev.keys)}", oneshot=True)
 
 
 def _what(keys: list[str]) -> str:
@@ -300,19 +288,21 @@ def _what(keys: list[str]) -> str:
     return ", ".join(out)
 
 
-def _notice_silenced(st: dict, ev: Any, seq: int, t: float) -> None:
-    for k in ev.keys:
+def _set(st: dict, keys: list[str], **fields: Any) -> None:
+    """``fields`` set on every condition of ``keys`` (ids, ``cid@rev`` too) still in the state."""
+    for k in keys:
         c = st["conds"].get(_split_key(k)[0])
         if c is not None:
-            c["silenced"] = ev.silence
+            c.update(fields)
+
+
+def _notice_silenced(st: dict, ev: Any, seq: int, t: float) -> None:
+    _set(st, ev.keys, silenced=ev.silence)
 
 
 def _notice_acked(st: dict, ev: Any, seq: int, t: float) -> None:
     until = parse_iso(ev.until) if ev.until else NEVER
-    for k in ev.conditions:
-        c = st["conds"].get(_split_key(k)[0])
-        if c is not None:
-            c["acked"], c["acked_at"], c["acked_by"] = until, t, f"{ev.via}:{ev.by}" if ev.by else ev.via
+    _set(st, ev.conditions, acked=until, acked_at=t, acked_by=f"{ev.via}:{ev.by}" if ev.by else ev.via)
 
 
 def _notice_escalated(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -326,11 +316,7 @@ def _notice_escalated(st: dict, ev: Any, seq: int, t: float) -> None:
 
 
 def _notice_held(st: dict, ev: Any, seq: int, t: float) -> None:
-    until = parse_iso(ev.until) if ev.until else t
-    for k in ev.keys:
-        c = st["conds"].get(_split_key(k)[0])
-        if c is not None:
-            c["held"] = until
+    _set(st, ev.keys, held=parse_iso(ev.until) if ev.until else t)
 
 
 def _silence_added(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -346,11 +332,7 @@ def _silence_removed(st: dict, ev: Any, seq: int, t: float) -> None:
 
 def _host_silent(st: dict, ev: Any, seq: int, t: float) -> None:
     """At the hub: a host stopped forwarding (watcher/hub/); one condition until it resumes."""
-    k = f"host:{ev.host}"
-    c = st["conds"].get(st["index"].get(k) or "")
-    if c is None or c["cleared"] is not None:
-        st["index"][k] = _new(st, k, "HOST_SILENT", "warning", seq, t, ev.host,
-                              f"no event or heartbeat for {int(ev.after)}s")
+    _open(st, f"host:{ev.host}", "HOST_SILENT", seq, t, ev.host, f"no event or heartbeat for {int(ev.after)}s")
 
 
 def _host_resumed(st: dict, ev: Any, seq: int, t: float) -> None:
@@ -359,17 +341,14 @@ def _host_resumed(st: dict, ev: Any, seq: int, t: float) -> None:
 
 _HANDLERS = {
     "agent.classified": _agent_classified, "agent.nudged": _agent_nudged,
-    "dod.contract_changed": _dod_contract, "dod.flagged": _dod_flagged,
-    "rule.violated": _rule, "step.overdue": _overdue, "run.abandoned": _run_abandoned,
-    "source.failed": _source_failed, "source.recovered": _source_recovered,
-    "host.silent": _host_silent, "host.resumed": _host_resumed,
-    "mission.completed": _mission_completed, "swarm.changed": _swarm,
+    "dod.contract_changed": _dod_contract, "source.failed": _source_failed, "source.recovered": _source_recovered,
+    "host.silent": _host_silent, "host.resumed": _host_resumed, "swarm.changed": _swarm,
     "notice.sent": _notice_sent, "notice.failed": _notice_failed, "notice.abandoned": _notice_abandoned,
     "notice.silenced": _notice_silenced, "silence.added": _silence_added, "silence.removed": _silence_removed,
     "notice.acked": _notice_acked, "notice.escalated": _notice_escalated, "notice.held": _notice_held,
 }
-_HANDLERS.update(_rule_handlers(_new, _clear))  # missions, swarms, DoD, fleet rule events (notify_rules.py)
-_HANDLERS.update(hub_handlers(_new))  # the hub's gaps, refusals and consumer (notify_hub.py)
+_HANDLERS.update(rules.handlers(_new, _clear))  # missions, swarms, DoD, fleet rule events (rules.py)
+_HANDLERS.update({k: _oneshot(spec) for k, spec in {**ONESHOT, **rules.ONESHOT, **hub.ONESHOT}.items()})
 TYPES = frozenset(_HANDLERS)   # fold is a no-op for every other type
 
 
@@ -414,7 +393,7 @@ def _drop(st: dict, cid: str) -> None:
     c = st["conds"].pop(cid)
     st["retry"].pop(cid, None)
     cls = c["cls"]
-    k = ("wp:" + c["name"]) if cls in _WP_INDEXED else c["subject"] \
+    k = ("wp:" + c["name"]) if cls in rules.INDEXED else c["subject"] \
         if cls in ("SWARM", "SOURCE_FAILED") else None
     if k is not None and st["index"].get(k) == cid:
         del st["index"][k]

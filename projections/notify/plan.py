@@ -29,9 +29,8 @@ from events.types import NoticeHeld, NoticeSilenced
 from projections.classes import CERRADO, DICE_TERMINADO, ESTANCADO
 from projections.notify.escalate import AckReason, ack_stage, escalations, resolved, snooze_due
 from projections.notify.flap import flap_state
-from projections.notify.msg import (  # noqa: F401  (re-exported: the planner's public names)
-    APPRISE_TYPE, BUCKETS, LABELS, MAX_LINES, Decision, Item, Message, dest, message, notice_id)
-from projections.notify.policy import SEV_RANK, Policy, matching_silence, swarm_text
+from projections.notify.msg import Decision, Item, Message, dest, message, notice_id
+from projections.notify.policy import SEV_RANK, Policy, condition, matching_silence, swarm_text
 from projections.notify.quiet import QuietReason, quiet_stage
 
 log = logging.getLogger("fleetwatch.notify")
@@ -63,7 +62,6 @@ class SilenceReason(str, Enum):
 
 
 class FlapReason(str, Enum):
-    PASS = "pass"
     HELD = "held-while-flapping"
 
 
@@ -111,13 +109,13 @@ class Plan(msgspec.Struct, kw_only=True):
 
 
 # ---- stages --------------------------------------------------------------------------------
-def route(c: dict, policy: Policy, dod: dict | None = None, state: dict | None = None) -> RouteReason:
+def route(c: dict, policy: Policy, state: dict | None = None) -> RouteReason:
     """A claim of done reaches the person once: judged by a checker or verifier, only their
     verdict is pushed (never the claim); otherwise the claim itself, as "ready for review",
     whatever ``min_severity``, and its later "unverified claim" is not pushed again."""
     cls = c["cls"]
     if cls == DICE_TERMINADO:
-        if dod and dod.get(c["name"]) == "met":
+        if state is not None and state["dod"].get(c["name"]) == "met":
             return RouteReason.DOD_MET
         return RouteReason.JUDGED if policy.claims_judged else RouteReason.ROUTED
     if cls == "CLAIM_UNVERIFIED" and not policy.claims_judged and state is not None and _claim_pushed(state, c):
@@ -151,16 +149,6 @@ def silence(c: dict, silences: dict, now: float) -> tuple[SilenceReason, str | N
     return SilenceReason.SILENCED, sid
 
 
-def flap_hold(c: dict, flapping: set[str]) -> FlapReason:
-    return FlapReason.HELD if c["subject"] in flapping and c["cls"] != "FLAPPING" else FlapReason.PASS
-
-
-def base_due(c: dict, policy: Policy) -> float:
-    if c["cls"] == "SOURCE_FAILED":
-        return c["since"] + policy.source_failed_after
-    return c["since"]
-
-
 def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[str] | set[str],
            retry: dict) -> tuple[DedupeReason, float | None, int]:
     """(reason, due time or wake time, attempt)."""
@@ -171,7 +159,7 @@ def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[st
         attempts, at = r
         return (DedupeReason.RETRY_WAIT if now < at else DedupeReason.RETRY_DUE), at, attempts + 1
     if c["sent_rev"] < 0:
-        due = base_due(c, policy)
+        due = c["since"] + policy.source_failed_after if c["cls"] == "SOURCE_FAILED" else c["since"]
         return (DedupeReason.NOT_YET_DUE if now < due else DedupeReason.NEW), due, 1
     if c["rev"] > c["sent_rev"]:
         due = max(c["changed"], (c["sent_at"] or 0.0) + policy.group_interval)
@@ -229,15 +217,17 @@ class _Run:
     hours) and the dedupe stage's answer for the condition going through (``due``, ``attempt``,
     ``retry``: read once every stage passed it)."""
 
-    __slots__ = ("state", "now", "policy", "inflight", "quiet_end", "flapping", "flaps", "silences", "dod",
+    __slots__ = ("state", "now", "policy", "inflight", "quiet_end", "flapping", "flaps", "silences",
                  "record", "wakes", "held", "due", "attempt", "retry")
 
     def __init__(self, state: dict, now: float, policy: Policy, inflight: frozenset[str] | set[str],
-                 quiet_end: float | None, flapping: set[str], flaps: dict[str, dict], record: list[Any],
-                 wakes: list[float], held: list[Item]) -> None:
+                 quiet_end: float | None) -> None:
         self.state, self.now, self.policy, self.inflight, self.quiet_end = state, now, policy, inflight, quiet_end
-        self.flapping, self.flaps, self.silences, self.dod = flapping, flaps, state["silences"], state["dod"]
-        self.record, self.wakes, self.held = record, wakes, held
+        self.flapping, self.flaps = flap_conds(state, now, policy)
+        self.silences = state["silences"]
+        self.record: list[Any] = []
+        self.wakes: list[float] = []
+        self.held: list[Item] = []
         self.due: float | None = None
         self.attempt, self.retry = 1, False
 
@@ -249,7 +239,7 @@ _ON = (None, True)
 
 
 def _route_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
-    r = route(c, run.policy, run.dod, run.state)
+    r = route(c, run.policy, run.state)
     return _ON if r is RouteReason.ROUTED else (r, False)
 
 
@@ -273,8 +263,9 @@ def _silence_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
 
 
 def _flap_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
-    f = flap_hold(c, run.flapping) if run.flapping else FlapReason.PASS
-    return _ON if f is FlapReason.PASS else (f, False)
+    if c["subject"] in run.flapping and c["cls"] != "FLAPPING":
+        return FlapReason.HELD, False
+    return _ON
 
 
 def _ack_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
@@ -328,12 +319,9 @@ def flap_conds(state: dict, now: float, policy: Policy) -> tuple[set[str], dict[
         flapping.add(subj)
         if not notified:
             cid = f"{subj}|FLAPPING#{start[2]}"
-            pct = hist[-1][3]
-            out[cid] = {"subject": subj, "cls": "FLAPPING", "sev": "warning", "name": subj.partition(":")[2],
-                        "text": f"{pct:.0f}% state change; notices held until it settles",
-                        "seq": start[2], "last_seq": hist[-1][2], "since": start[1], "changed": start[1],
-                        "rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,
-                        "sent_at": None, "sent_rev": -1, "silenced": None}
+            text = f"{hist[-1][3]:.0f}% state change; notices held until it settles"
+            out[cid] = condition(subj, "FLAPPING", "warning", subj.partition(":")[2], text, start[2], start[1], True)
+            out[cid]["last_seq"] = hist[-1][2]
     return flapping, out
 
 
@@ -347,14 +335,10 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     calls for the timing promises to hold (the notifier feeds a monotonic-anchored clock)."""
     now += EPS
     decisions: list[Decision] = []
-    record: list[Any] = []
-    wakes: list[float] = []
     items: list[Item] = []
-    held: list[Item] = []
-    flapping, flaps = flap_conds(state, now, policy)
-    conds = chain(state["conds"].items(), flaps.items())   # (plan never changes the state)
-    run = _Run(state, now, policy, inflight, quiet_end, flapping, flaps, record, wakes, held)
-    for cid, c in conds:
+    run = _Run(state, now, policy, inflight, quiet_end)
+    record, wakes, held = run.record, run.wakes, run.held
+    for cid, c in chain(state["conds"].items(), run.flaps.items()):   # (plan never changes the state)
         for name, step in STAGES:
             reason, go_on = step(cid, c, run)
             if reason is not None:
@@ -367,7 +351,7 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
             items.append(Item(cid=cid, c=c, due=cast(float, run.due), attempt=run.attempt, retry=run.retry))
     batches, gwakes, gdec = group(items, now, policy, state["last"])
     decisions += gdec
-    if flapping:  # a quiet flapping subject settles by time: look again when changes age out
+    if run.flapping:  # a quiet flapping subject settles by time: look again when changes age out
         wakes.append(now + 60.0)
     send = [message(b, now, policy, prefix=_held_prefix(b)) for b in batches]
     if held:
@@ -454,6 +438,3 @@ def nudges(state: dict, now: float, policy: Policy, targets: Targets,
             wakes.append(wake)
     return out, (min(wakes) if wakes else None)
 
-
-__all__ = ["Plan", "Message", "Decision", "NudgeAction", "plan", "nudges", "route", "inhibit", "silence",
-           "flap_hold", "dedupe", "group", "message", "iso", "AckReason", "QuietReason"]

@@ -1,8 +1,8 @@
 """Notification policy and text helpers shared by the notify fold and its planner (pure).
 
 ``Policy`` holds the timing and routing knobs; ``redact``/``short`` keep URLs and secrets out of
-every line; ``swarm_text`` builds a group's summary line; ``NEVER`` is "no end" in state (JSON
-has no infinity). Imports nothing of fleetwatch.
+every line; ``swarm_text`` builds a group's summary line; ``condition`` a new condition; ``NEVER`` is
+"no end" in state (JSON has no infinity). Imports nothing of fleetwatch.
 """
 from __future__ import annotations
 
@@ -84,6 +84,14 @@ def about(c: dict, task: object, wait: object) -> None:
         c["wait"] = wait
     else:
         c.pop("wait", None)
+
+
+def condition(subject: str, cls: str, sev: str, name: str, text: str, seq: int, t: float,
+              oneshot: bool = False) -> dict:
+    """A new condition (never sent, not cleared): the fold's ``conds`` entry, the planner's FLAPPING one."""
+    return {"subject": subject, "cls": cls, "sev": sev, "name": name, "text": text, "seq": seq, "last_seq": seq,
+            "since": t, "changed": t, "rev": 0, "oneshot": oneshot, "cleared": None, "cleared_by": None, "sends": 0,
+            "sent_at": None, "sent_rev": -1, "silenced": None}
 
 
 def retry_delay(attempt: int, policy: Policy) -> float | None:

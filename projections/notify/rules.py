@@ -1,7 +1,8 @@
 """Notify conditions for the rule events of missions, swarms, DoD and the fleet (pure fold handlers).
 
 ``handlers(new, clear)`` returns the handlers ``projections.notify.fold`` folds these event types with
-(it passes its own ``_new``/``_clear``, so this module imports nothing of notify's). Severities:
+(it passes its own ``_new``/``_clear``, so this module imports nothing of notify's); ``ONESHOT`` the
+one-shot conditions, as ``projections.notify.fold.ONESHOT``. Severities:
 - urgent: ``wp.violated`` (one-shot); a WP in APPROVAL_REQUIRED, ESCALATED or BLOCKED (needs a
   human; one condition per WP until it leaves that state); ``dod.verdict`` ``unevaluable`` from a
   verifier ("needs a human: <evidence>"). A ``failed`` verdict is a warning, ``met`` info.
@@ -23,6 +24,22 @@ NEEDS_HUMAN = {"APPROVAL_REQUIRED": "work package needs approval",
                "BLOCKED": "work package blocked: needs a human"}
 INDEXED = tuple(NEEDS_HUMAN)   # condition classes indexed by "wp:<mission>/<wp>"
 FILE_PROVENANCE = "claimed by the agent's file"
+_CAP_WHAT = {"max-concurrent": "running", "max-children": "active children", "max-total": "children ever"}
+
+ONESHOT: dict[str, Callable[[Any], tuple[str, str, str, str, str] | None]] = {
+    "wp.violated": lambda ev: (f"mission:{ev.mission}", "WP_VIOLATED", "urgent", f"{ev.mission}/{ev.wp}",
+                               f"{ev.rule}: {ev.detail}"),
+    "wp.flagged": lambda ev: (f"mission:{ev.mission}", "WP_FLAGGED", "warning", f"{ev.mission}/{ev.wp}",
+                              f"{ev.flag}: {ev.detail}"),
+    "circuit.changed": lambda ev: (f"circuit:{ev.scope}", "CIRCUIT_OPEN", "warning", ev.scope,
+                                   "circuit OPEN: its work packages must not start")
+    if ev.to == "OPEN" and ev.from_ != "OPEN" else None,
+    "swarm.capped": lambda ev: (f"swarm:{ev.group}", "SWARM_CAP", "warning", ev.group,
+                                f"{ev.count} {_CAP_WHAT.get(ev.cap, ev.cap)} > {ev.cap.replace('-', '_')} {ev.limit}"),
+    "fleet.fanout": lambda ev: ("fleet", "FANOUT", "warning", "fleet", f"{ev.count} new agents within {int(ev.window)}s"),
+    "plan.stopped": lambda ev: (f"plan:{ev.plan}", "PLAN_STOPPED", "urgent", ev.plan,
+                                f"plan stopped at task {ev.task} ({ev.verdict}): needs a human"),
+}
 
 
 def handlers(new: Callable[..., str], clear: Callable[..., None]) -> dict[str, Callable[..., None]]:
@@ -41,28 +58,6 @@ def handlers(new: Callable[..., str], clear: Callable[..., None]) -> dict[str, C
                                  NEEDS_HUMAN[ev.to])
         elif cid is not None:
             clear(st, st["index"].pop(k), t, str(ev.to))
-
-    def wp_violated(st: dict, ev: Any, seq: int, t: float) -> None:
-        new(st, f"mission:{ev.mission}", "WP_VIOLATED", "urgent", seq, t, f"{ev.mission}/{ev.wp}",
-            f"{ev.rule}: {ev.detail}", oneshot=True)
-
-    def wp_flagged(st: dict, ev: Any, seq: int, t: float) -> None:
-        new(st, f"mission:{ev.mission}", "WP_FLAGGED", "warning", seq, t, f"{ev.mission}/{ev.wp}",
-            f"{ev.flag}: {ev.detail}", oneshot=True)
-
-    def circuit(st: dict, ev: Any, seq: int, t: float) -> None:
-        if ev.to == "OPEN" and ev.from_ != "OPEN":
-            new(st, f"circuit:{ev.scope}", "CIRCUIT_OPEN", "warning", seq, t, ev.scope,
-                "circuit OPEN: its work packages must not start", oneshot=True)
-
-    def swarm_capped(st: dict, ev: Any, seq: int, t: float) -> None:
-        what = {"max-concurrent": "running", "max-children": "active children", "max-total": "children ever"}
-        new(st, f"swarm:{ev.group}", "SWARM_CAP", "warning", seq, t, ev.group,
-            f"{ev.count} {what.get(ev.cap, ev.cap)} > {ev.cap.replace('-', '_')} {ev.limit}", oneshot=True)
-
-    def fanout(st: dict, ev: Any, seq: int, t: float) -> None:
-        new(st, "fleet", "FANOUT", "warning", seq, t, "fleet",
-            f"{ev.count} new agents within {int(ev.window)}s", oneshot=True)
 
     def dod_verdict(st: dict, ev: Any, seq: int, t: float) -> None:
         if same_identity(ev.verifier, ev.agent):
@@ -90,10 +85,4 @@ def handlers(new: Callable[..., str], clear: Callable[..., None]) -> dict[str, C
         if c is not None and c["cleared"] is None:
             about(c, ev.task, ev.waiting_for)
 
-    def plan_stopped(st: dict, ev: Any, seq: int, t: float) -> None:
-        new(st, f"plan:{ev.plan}", "PLAN_STOPPED", "urgent", seq, t, ev.plan,
-            f"plan stopped at task {ev.task} ({ev.verdict}): needs a human", oneshot=True)
-
-    return {"plan.stopped": plan_stopped, "agent.updated": agent_updated, "wp.changed": wp, "wp.violated": wp_violated, "wp.flagged": wp_flagged,
-            "circuit.changed": circuit,
-            "swarm.capped": swarm_capped, "fleet.fanout": fanout, "dod.verdict": dod_verdict}
+    return {"agent.updated": agent_updated, "wp.changed": wp, "dod.verdict": dod_verdict}
