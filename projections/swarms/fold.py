@@ -42,6 +42,13 @@ class CapFlag(str, enum.Enum):
 
 
 CAPS = (8, 50, 200)  # the swarm design's defaults: max_concurrent, max_children, max_total
+# each cap's breach as the summary says it, after the level: "<n> running > max_concurrent <limit>"
+_BREACH = {CapFlag.CONCURRENCY.value: "running > max_concurrent", CapFlag.CHILDREN.value: "active children > max_children",
+           CapFlag.TOTAL.value: "children ever > max_total"}
+
+
+def _limits(max_concurrent: int, max_children: int, max_total: int) -> dict[str, int]:
+    return dict(zip(_BREACH, (max_concurrent, max_children, max_total)))
 
 
 def cap_counts(counts: dict[str, int], ever: int) -> dict[str, int]:
@@ -91,8 +98,6 @@ TYPES = frozenset(("swarm.changed", "swarm.capped"))  # the event types fold rea
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     """One event into the state (a no-op for types outside ``TYPES``)."""
-    if rec.type not in TYPES:
-        return state
     gs = state["groups"]
     ev = rec.event
     if isinstance(ev, SwarmCapped):
@@ -143,8 +148,8 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = C
     view: dict[str, dict[str, str]] = {g: {c: ch["status"] for c, ch in d["children"].items()}
                                        for g, d in state["groups"].items()}
     ever = {g: d.get("ever", len(d["children"])) for g, d in state["groups"].items()}
-    failed = getattr(snap, "failed", {}) or {}
-    live = {r.name for r in getattr(snap, "results", []) if r.ok} - set(failed)
+    failed = snap.failed
+    live = {r.name for r in snap.results if r.ok} - set(failed)
     seen: set[tuple[str, str]] = set()
     rows = []
     for r in snap.rows.get("swarm", []):
@@ -174,8 +179,7 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = C
     # fold ends a cap's episode when a change brings its count to the limit, and a handover in one
     # poll (a -> done, c -> running) ended it halfway: the next tick reported the cap again
     out.sort(key=lambda e: (e.from_ == "running" and e.to != "running") or (e.from_ in ACTIVE and e.to not in ACTIVE))
-    limits = {CapFlag.CONCURRENCY.value: max_concurrent, CapFlag.CHILDREN.value: max_children,
-              CapFlag.TOTAL.value: max_total}
+    limits = _limits(max_concurrent, max_children, max_total)
     for g in sorted(view):
         if not view[g]:
             continue  # the group is forgotten
@@ -192,21 +196,14 @@ def status(state: dict[str, Any], now: float, max_concurrent: int = CAPS[0], max
     """Per group: counts by status, active, settled, children ever seen, caps flagged."""
     groups: dict[str, Any] = {}
     total_running = 0
+    limits = _limits(max_concurrent, max_children, max_total)
     for gid in sorted(state["groups"]):
         g = state["groups"][gid]
-        counts = {s: 0 for s in STATUSES}
-        for ch in g["children"].values():
-            counts[ch["status"]] = counts.get(ch["status"], 0) + 1
+        counts = {s: 0 for s in STATUSES} | _counts(g["children"])
         active = sum(counts[s] for s in ACTIVE)
         total_running += counts["running"]
-        flags = []
-        if max_concurrent and counts["running"] > max_concurrent:
-            flags.append(CapFlag.CONCURRENCY.value)
-        if max_children and active > max_children:
-            flags.append(CapFlag.CHILDREN.value)
         ever = g.get("ever", len(g["children"]))
-        if max_total and ever > max_total:
-            flags.append(CapFlag.TOTAL.value)
+        flags = [cap for cap, n in cap_counts(counts, ever).items() if limits[cap] and n > limits[cap]]
         groups[gid] = {"children": len(g["children"]), "counts": counts, "active": active, "ever": ever,
                        "settled": active == 0, "flags": flags,
                        "first_seen": g["first_seen"], "last_change": g["last_change"]}
@@ -218,20 +215,13 @@ def items(state: dict[str, Any], now: float, max_concurrent: int = CAPS[0], max_
           max_total: int = CAPS[2]) -> list[tuple[str, str]]:
     """(group, line): one ``swarms`` progress line per group, plus ``violations`` for caps."""
     st = status(state, now, max_concurrent, max_children, max_total)
+    limits = _limits(max_concurrent, max_children, max_total)
     prog, vi = [], []
     for gid, g in st["groups"].items():
         c = g["counts"]
         parts = [f"{c[s]} {s}" for s in STATUSES if c.get(s)]
         parts += [f"{n} {s}" for s, n in sorted(c.items()) if s not in STATUSES and n]
         prog.append(("swarms", f"{gid}: {'settled' if g['settled'] else 'active'}, " + ", ".join(parts)))
-        if CapFlag.CONCURRENCY.value in g["flags"]:
-            vi.append(("violations", f"swarm {gid}: {c['running']} running > max_concurrent {max_concurrent}"))
-        if CapFlag.CHILDREN.value in g["flags"]:
-            vi.append(("violations", f"swarm {gid}: {g['active']} active children > max_children {max_children}"))
-        if CapFlag.TOTAL.value in g["flags"]:
-            vi.append(("violations", f"swarm {gid}: {g['ever']} children ever > max_total {max_total}"))
+        level = cap_counts(c, g["ever"])
+        vi += [("violations", f"swarm {gid}: {level[cap]} {_BREACH[cap]} {limits[cap]}") for cap in g["flags"]]
     return vi + prog
-
-
-def summary(state: dict[str, Any], now: float) -> list[str]:
-    return [line for _, line in items(state, now)]
