@@ -45,10 +45,6 @@ class Contract(NamedTuple):
     error: str | None                           # set: MAL_LANZADO with this reason
 
 
-def _canon(checks: list[dict[str, Any]]) -> str:
-    return json.dumps(checks, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def _check_error(i: int, c: Any, seen: set[str]) -> str | None:
     where = f"dod_contract check {i + 1}"
     if not isinstance(c, dict):
@@ -93,16 +89,12 @@ def _check_error(i: int, c: Any, seen: set[str]) -> str | None:
 
 def parse_contract(value: Any) -> Contract:
     """Validate goal.json's ``dod_contract`` (see the module docstring)."""
-    if value is None:
-        return Contract(None, None, 0, None)
+    if value is None or value == [] or isinstance(value, str) and not value.strip():
+        return Contract(None, None, 0, None)   # no contract
     if isinstance(value, str):
-        if not value.strip():
-            return Contract(None, None, 0, None)
         return Contract(None, hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(), len(value), None)
     if not isinstance(value, list):
         return Contract(None, None, 0, f"dod_contract has the wrong type ({type(value).__name__})")
-    if not value:
-        return Contract(None, None, 0, None)
     if len(value) > MAX_CHECKS:
         return Contract(None, None, 0, f"dod_contract has more than {MAX_CHECKS} checks")
     seen: set[str] = set()
@@ -110,7 +102,7 @@ def parse_contract(value: Any) -> Contract:
         err = _check_error(i, c, seen)
         if err:
             return Contract(None, None, 0, err)
-    text = _canon(value)
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)   # canonical
     return Contract(tuple(value), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), len(text), None)
 
 

@@ -1,7 +1,4 @@
-"""DoD projection: who is done for real.
-
-Per agent it keeps the contract digest fixed at first sight, the latest verifier verdict, the
-current claim (DICE_TERMINADO since when) and the flags raised. Pure: no I/O, no clock.
+"""DoD projection: who is done for real (what it keeps: the room's contract, ``projections.dod``).
 
 Invariants
 - The contract digest is fixed by the first ``agent.classified`` carrying one; every later
@@ -21,13 +18,8 @@ Invariants
 - Status precedence: unevaluable; else the most recent of verdict / self-approval / claim
   (by seq; ties: verdict > self-approval > claim); else pending.
 """
-# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
-# of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
-
 import enum
-from itertools import compress, repeat
-from operator import eq, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from events.timefmt import parse_iso
@@ -44,7 +36,6 @@ READS_ID = False   # fold never reads rec.id
 STATE_TYPE = None  # a snapshot decodes as plain JSON
 
 VERDICTS = ("met", "failed", "unevaluable")
-CLAIM_CLASS = DICE_TERMINADO
 FILE_PROVENANCE = "claimed by the agent's file"
 CHECKER = "fleetwatch-checks"   # dod_checks.VERIFIER: the checker's verdicts do not count as judged
 
@@ -94,22 +85,19 @@ def _agent(state: dict[str, Any], agent: str) -> dict[str, Any]:
 
 def _classified(state: dict[str, Any], ev: AgentClassified, rec: Any) -> None:
     """The contract digest fixed at first sight; a claim is one DICE_TERMINADO period."""
-    agents = state["agents"]
-    a = agents.get(ev.agent)   # _agent inlined: a first tick folds one of these per agent
-    if a is None:
-        a = agents[ev.agent] = _NEW_AGENT.copy()
+    a = _agent(state, ev.agent)
     if a["contract_sha256"] is None and ev.contract_sha256:
         a["contract_sha256"] = a["current_sha256"] = ev.contract_sha256
         a["contract_len"] = ev.contract_len
     if ev.to != a["class"]:
         a["class"], a["class_since"] = ev.to, rec.time
-        if ev.to == CLAIM_CLASS:
+        if ev.to == DICE_TERMINADO:
             a["claim_seq"], a["claim_since"], a["claim_flagged"] = rec.seq, rec.time, False
-    if ev.to != CLAIM_CLASS:
+    if ev.to != DICE_TERMINADO:
         a["claim_seq"], a["claim_since"], a["claim_flagged"] = 0, None, False
     # fleet.prune_due's period is a multiple of PRUNE_EVERY: other seqs skip its call
-    if rec.seq % PRUNE_EVERY == 0 and fleet.prune_due(rec.seq, agents):
-        fleet.prune_closed(agents, rec.time, "class_since")
+    if rec.seq % PRUNE_EVERY == 0 and fleet.prune_due(rec.seq, state["agents"]):
+        fleet.prune_closed(state["agents"], rec.time, "class_since")
 
 
 def _verdict(state: dict[str, Any], ev: DodVerdict, rec: Any) -> None:
@@ -174,8 +162,7 @@ def _launched(state: dict[str, Any], ev: Any, rec: Any) -> None:
 
 _HANDLERS: dict[str, Any] = {"agent.classified": _classified, "dod.verdict": _verdict,
                              "dod.contract_changed": _contract_changed, "dod.flagged": _flagged,
-                             "dod.check_started": _check_started}
-_HANDLERS["agent.launched"] = _launched
+                             "dod.check_started": _check_started, "agent.launched": _launched}
 TYPES = frozenset(_HANDLERS)  # the event types fold reads (others: no-op)
 
 
@@ -204,20 +191,17 @@ def detect(state: dict[str, Any], snap: Any, now: float, claim_unverified_after:
     order) and unverified claims (:func:`unverified_claims`), edge-triggered. Agents of a source
     that failed this tick are skipped (their last state stands). The watcher gives the same events
     judging only the agents that changed (watcher/runtime/schedule.py)."""
-    failed = getattr(snap, "failed", {}) or {}
-    agents, cur = state["agents"], snap.agents
+    agents, cur, failed = state["agents"], snap.agents, snap.failed
     out: list[Any] = []
     for aid in sorted(cur):
-        obs = cur[aid]
-        if not (failed and obs.source in failed):
-            out += judge(aid, obs, agents.get(aid))
+        if cur[aid].source not in failed:
+            out += judge(aid, cur[aid], agents.get(aid))
     return out + unverified_claims(state, now, claim_unverified_after)
 
 
 # what of an agent's record its judge reads (the fold changes records in place: compared by value)
 _SIG = itemgetter("contract_sha256", "contract_changes", "current_sha256", "self_key", "goal_key")
 _NO_SIG = (None, 0, None, None, None)   # an agent the state does not know yet
-_CLASS = itemgetter("class")
 
 
 def signature(a: dict[str, Any] | None) -> tuple[Any, ...]:
@@ -228,14 +212,12 @@ def signature(a: dict[str, Any] | None) -> tuple[Any, ...]:
 
 def claiming(a: dict[str, Any] | None) -> bool:
     """In a claim not yet flagged (the agents ``claim-unverified`` may come due for)."""
-    return a is not None and a["class"] == CLAIM_CLASS and not a["claim_flagged"] and bool(a["claim_since"])
+    return a is not None and a["class"] == DICE_TERMINADO and not a["claim_flagged"] and bool(a["claim_since"])
 
 
 def claiming_ids(state: dict[str, Any]) -> list[str]:
     """The agents of the state in a claim not yet flagged, in id order."""
-    agents = state["agents"]
-    in_class = compress(agents, map(eq, map(_CLASS, agents.values()), repeat(CLAIM_CLASS)))  # in C
-    return sorted(a for a in in_class if claiming(agents[a]))
+    return sorted(aid for aid, a in state["agents"].items() if claiming(a))
 
 
 def unverified_claims(state: dict[str, Any], now: float, claim_unverified_after: float,
@@ -292,7 +274,7 @@ def agent_status(a: dict[str, Any]) -> Status:
         cands.append((v["seq"], 2, Status(v["verdict"]) if v["verdict"] in VERDICTS else Status.PENDING))
     if a["self_key"] is not None:
         cands.append((a["self_seq"], 1, Status.SELF_APPROVED))
-    if a["class"] == CLAIM_CLASS and a["claim_seq"]:
+    if a["class"] == DICE_TERMINADO and a["claim_seq"]:
         cands.append((a["claim_seq"], 0, Status.CLAIMED))
     c = a.get("claimed")
     if c is not None and c["verdict"] == Status.MET.value:

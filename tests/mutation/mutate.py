@@ -109,7 +109,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('cands.append((a["self_seq"], 1, Status.SELF_APPROVED))', "num 1->2"): _TIE,
         ('cands.append((a["claim_seq"], 0, Status.CLAIMED))', "num 0->1"): _TIE,
         ('cands.append((c["seq"], 0, Status.CLAIMED))', "num 0->1"): _TIE,
-        ('if a["class"] == CLAIM_CLASS and a["claim_seq"]:', "bool and->or"):
+        ('if a["class"] == DICE_TERMINADO and a["claim_seq"]:', "bool and->or"):
             "claim_seq is non-zero exactly while the class is DICE_TERMINADO (_classified sets and resets it)",
         ('if c is not None and c["verdict"] == Status.MET.value and (a["verdict"] is None or '
          'a["verdict"]["seq"] < c["seq"]):', "cmp Lt->LtE #0"):
