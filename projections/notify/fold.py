@@ -41,8 +41,7 @@ from events.timefmt import parse_iso
 from projections.classes import CERRADO, SEVERITY
 from projections.notify.flap import HIST_KEEP
 from projections.notify import hub, rules
-from projections.notify.policy import (  # noqa: F401  (re-exported: the fold's public names)
-    NEVER, SEV_RANK, SEVERITIES, TEXT_MAX, Policy, about, condition, redact, retry_delay, short, swarm_text)
+from projections.notify.policy import NEVER, Policy, about, condition, redact, retry_delay, short  # noqa: F401
 
 NAME = "notify"
 READS_ID = False   # fold never reads rec.id
@@ -401,6 +400,18 @@ def _drop(st: dict, cid: str) -> None:
             st["swarms"].pop(c["name"], None)
 
 
+def _consume(st: dict, q: list, t: float, more: Callable[[list], bool]) -> None:
+    """Entries taken off the front of the expiry queue ``q`` while ``more(entry)``; each one's
+    condition dropped if still there and :func:`prunable` at ``t``."""
+    i = 0
+    while i < len(q) and more(q[i]):
+        c = st["conds"].get(q[i][1])
+        if c is not None and prunable(c, t):
+            _drop(st, q[i][1])
+        i += 1
+    del q[:i]
+
+
 def prune(st: dict[str, Any], t: float) -> None:
     """Drop what can never be pushed again (:func:`prunable`), found from the fronts of the
     expiry queues: O(expired), not O(conds). Over MAX_CONDS, drop down to 3/4 of the cap (a
@@ -411,28 +422,11 @@ def prune(st: dict[str, Any], t: float) -> None:
     due."""
     conds = st["conds"]
     for name in ("exp_cleared", "exp_day"):
-        q = st[name]
-        i, n = 0, len(q)
-        while i < n and q[i][0] < t:
-            cid = q[i][1]
-            c = conds.get(cid)
-            if c is not None and prunable(c, t):
-                _drop(st, cid)
-            i += 1
-        if i:
-            del q[:i]
-    keep = MAX_CONDS * 3 // 4
+        _consume(st, st[name], t, lambda e: e[0] < t)
     if len(conds) > MAX_CONDS:
-        for name in ("exp_cleared", "exp_day"):
-            q = st[name]
-            i, n = 0, len(q)
-            while i < n and len(conds) > keep:
-                c = conds.get(q[i][1])
-                if c is not None and (c["cleared"] is not None or c["oneshot"]
-                                      or (c["cls"] == "SWARM" and c["sent_rev"] >= c["rev"])):
-                    _drop(st, q[i][1])
-                i += 1
-            del q[:i]
+        keep = MAX_CONDS * 3 // 4
+        for name in ("exp_cleared", "exp_day"):   # prunable at infinity: whatever a queue may hold
+            _consume(st, st[name], float("inf"), lambda e: len(conds) > keep)
     _prune_at(st)
     if t >= st["sweep_at"]:
         sweep(st, t)
@@ -454,7 +448,6 @@ def _trim_recent(st: dict, t: float) -> None:
     rec = st["recent"]
     if not rec:
         return
-    old = sorted((v["at"], k) for k, v in rec.items())
-    for at, k in old:
+    for at, k in sorted((v["at"], k) for k, v in rec.items()):
         if at < t - ONESHOT_KEEP_S or len(rec) > MAX_RECENT:
             del rec[k]

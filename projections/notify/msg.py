@@ -38,7 +38,6 @@ LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract change
           "SOURCE_FAILED": "source down", "STEP_OVERDUE": "step overdue", "RUN_ABANDONED": "run abandoned",
           "NOTICE_ABANDONED": "undelivered", "VERDICT": "verdict", "MISSION_COMPLETED": "mission done",
           "SWARM": "swarm", "FLAPPING": "flapping",
-          # issue 22 (projections/notify/rules.py)
           "WP_VIOLATED": "orchestrator rule broken", "WP_FLAGGED": "retry limit", "CIRCUIT_OPEN": "circuit open",
           "SWARM_CAP": "swarm over cap", "FANOUT": "fan-out"}
 APPRISE_TYPE = {"urgent": "failure", "warning": "warning", "info": "info"}
@@ -120,6 +119,11 @@ def notice_id(items: list[Item], kind: str = "notice") -> str:
     return "n" + hashlib.sha1(raw.encode()).hexdigest()[:15]
 
 
+def covers(items: list[Item]) -> list[int]:
+    """The seqs of the events a notice about ``items`` covers."""
+    return sorted({s for it in items for s in (it.c["seq"], it.c["last_seq"])})
+
+
 def item_line(c: dict, now: float) -> str:
     """``CLASS name · age · what (what it waits for, when known) · task: title``, every
     agent-controlled part escaped and cut."""
@@ -148,11 +152,10 @@ def message(items: list[Item], now: float, policy: Policy, *, kind: str = "notic
     top = max(items, key=lambda it: SEV_RANK.get(it.c["sev"], 0))
     sev = top.c["sev"]
     d = dest(top.c, policy) if key is None else key
-    covers = sorted({s for it in items for s in (it.c["seq"], it.c["last_seq"])})
     suffix = {"escalate": "esc", "resolved": "resolved"}.get(kind)
     keys = sorted(f"{it.cid}@{suffix if suffix else it.c['rev']}" for it in items)
     route = d if d.startswith("route:") or d == "escalate" else ""
-    return Message(notice=notice_id(items, kind), covers=covers, keys=keys, title=title, lines=lines,
+    return Message(notice=notice_id(items, kind), covers=covers(items), keys=keys, title=title, lines=lines,
                    severity=sev, tag="" if route else d, attempt=max(it.attempt for it in items), kind=kind,
                    route=route, priority=sev == "urgent" or kind == "escalate",
                    after=policy.escalate_after if kind == "escalate" else 0.0)

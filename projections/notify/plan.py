@@ -29,7 +29,7 @@ from events.types import NoticeHeld, NoticeSilenced
 from projections.classes import CERRADO, DICE_TERMINADO, ESTANCADO
 from projections.notify.escalate import AckReason, ack_stage, escalations, resolved, snooze_due
 from projections.notify.flap import flap_state
-from projections.notify.msg import Decision, Item, Message, dest, message, notice_id
+from projections.notify.msg import Decision, Item, Message, covers, dest, message, notice_id
 from projections.notify.policy import SEV_RANK, Policy, condition, matching_silence, swarm_text
 from projections.notify.quiet import QuietReason, quiet_stage
 
@@ -217,14 +217,13 @@ class _Run:
     hours) and the dedupe stage's answer for the condition going through (``due``, ``attempt``,
     ``retry``: read once every stage passed it)."""
 
-    __slots__ = ("state", "now", "policy", "inflight", "quiet_end", "flapping", "flaps", "silences",
-                 "record", "wakes", "held", "due", "attempt", "retry")
+    __slots__ = ("state", "now", "policy", "inflight", "quiet_end", "flapping", "flaps", "record", "wakes", "held",
+                 "due", "attempt", "retry")
 
     def __init__(self, state: dict, now: float, policy: Policy, inflight: frozenset[str] | set[str],
                  quiet_end: float | None) -> None:
         self.state, self.now, self.policy, self.inflight, self.quiet_end = state, now, policy, inflight, quiet_end
         self.flapping, self.flaps = flap_conds(state, now, policy)
-        self.silences = state["silences"]
         self.record: list[Any] = []
         self.wakes: list[float] = []
         self.held: list[Item] = []
@@ -249,15 +248,13 @@ def _inhibit_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
 
 
 def _silence_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
-    if not run.silences:
-        return _ON
-    s, sid = silence(c, run.silences, run.now)
+    s, sid = silence(c, run.state["silences"], run.now)
     if s is SilenceReason.PASS:
         return _ON
-    run.wakes.append(run.silences[sid]["until"])
+    run.wakes.append(run.state["silences"][sid]["until"])
     if s is SilenceReason.SILENCED and cid not in run.flaps:
         it = Item(cid=cid, c=c, due=run.now)
-        run.record.append(NoticeSilenced(notice=notice_id([it]), covers=sorted({c["seq"], c["last_seq"]}),
+        run.record.append(NoticeSilenced(notice=notice_id([it]), covers=covers([it]),
                                          silence=sid or "", keys=[f"{cid}@{c['rev']}"]))
     return s, False
 
@@ -269,8 +266,6 @@ def _flap_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
 
 
 def _ack_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
-    if "acked" not in c:   # never acked
-        return _ON
     a, until = ack_stage(c, run.now)
     if a is AckReason.PASS:
         return _ON
@@ -337,7 +332,6 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     decisions: list[Decision] = []
     items: list[Item] = []
     run = _Run(state, now, policy, inflight, quiet_end)
-    record, wakes, held = run.record, run.wakes, run.held
     for cid, c in chain(state["conds"].items(), run.flaps.items()):   # (plan never changes the state)
         for name, step in STAGES:
             reason, go_on = step(cid, c, run)
@@ -352,23 +346,22 @@ def plan(state: dict[str, Any], now: float, policy: Policy,
     batches, gwakes, gdec = group(items, now, policy, state["last"])
     decisions += gdec
     if run.flapping:  # a quiet flapping subject settles by time: look again when changes age out
-        wakes.append(now + 60.0)
+        run.wakes.append(now + 60.0)
     send = [message(b, now, policy, prefix=_held_prefix(b)) for b in batches]
-    if held:
-        record.append(NoticeHeld(notice=notice_id(held, "held"), covers=sorted({s for it in held for s in
-                                                                             (it.c["seq"], it.c["last_seq"])}),
-                                 keys=sorted(f"{it.cid}@{it.c['rev']}" for it in held), reason="quiet",
-                                 until=iso(quiet_end or now)))
+    if run.held:
+        run.record.append(NoticeHeld(notice=notice_id(run.held, "held"), covers=covers(run.held),
+                                     keys=sorted(f"{it.cid}@{it.c['rev']}" for it in run.held), reason="quiet",
+                                     until=iso(quiet_end or now)))
     for stage in (escalations(state, now, policy, inflight, quiet_end),
                   resolved(state, now, policy, quiet_end, inflight)):
         send += stage[0]
-        wakes += stage[1]
+        run.wakes += stage[1]
         decisions += stage[2]
     if log.isEnabledFor(logging.DEBUG):
         for dec in decisions:
             log.debug("notify %s %s: %s", dec.stage, dec.key, str.__str__(dec.reason))
-    future = [w for w in wakes + gwakes if w > now]
-    return Plan(send=send, record=record, next_wake=min(future) if future else None, decisions=decisions)
+    future = [w for w in run.wakes + gwakes if w > now]
+    return Plan(send=send, record=run.record, next_wake=min(future) if future else None, decisions=decisions)
 
 
 def _held_prefix(batch: list[Item]) -> str:
