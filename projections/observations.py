@@ -88,10 +88,9 @@ class Snapshot(msgspec.Struct, kw_only=True):
     # a tmux source failed and never answered in this process: what it adds (a dead pane, a
     # window's activity, the exact target) is unknown this tick; the log's record of it stands
     tmux_unknown: bool = False
-    # The watcher's change hint (set at the edge, watcher/runtime/loop.py): ``gen`` numbers the
-    # snapshots one watcher hands out; ``dirty`` names the agents whose observation or folded
-    # state records may differ from those of snapshot ``gen - 1`` (None: any may). A detector
-    # whose memo was made at ``gen - 1`` may look only at these agents (and at the ones the clock
-    # makes due); with another memo, or dirty None, it compares everything. Same events either way.
+    # The watcher's change hint (set at the edge, watcher/runtime/loop.py; read by its scheduler,
+    # watcher/runtime/schedule.py, never by a detector): ``gen`` numbers the snapshots one watcher
+    # hands out; ``dirty`` names the agents whose observation or folded state records may differ
+    # from those of snapshot ``gen - 1`` (None: any may).
     gen: int = 0
     dirty: frozenset[str] | None = None

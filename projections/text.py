@@ -76,7 +76,7 @@ def inert_json(text: str) -> str:
 
 
 _UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
-_HEX = frozenset("0123456789abcdef")
+_ESCAPE = r"\\(?:([\\nrt])|x([0-9a-f]{2})|u([0-9a-f]{4}))"   # the escapes ``safe`` writes
 
 
 def unescape(text: str) -> str | None:
@@ -85,24 +85,9 @@ def unescape(text: str) -> str | None:
     is one-to-one, so this is its inverse: ``unescape(safe(x)) == x``."""
     if "\\" not in text:
         return text
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-            continue
-        kind = text[i + 1:i + 2]
-        width = {"x": 2, "u": 4}.get(kind, 0)
-        digits = text[i + 2:i + 2 + width]
-        if kind in _UNESCAPES:
-            out.append(_UNESCAPES[kind])
-            i += 2
-        elif width and len(digits) == width and set(digits) <= _HEX:
-            out.append(chr(int(digits, 16)))
-            i += 2 + width
-        else:
-            return None
-    raw = "".join(out)
+    import re
+
+    if "\\" in re.sub(_ESCAPE, "", text):   # a backslash that starts no escape
+        return None
+    raw = re.sub(_ESCAPE, lambda m: _UNESCAPES[m[1]] if m[1] else chr(int(m[2] or m[3], 16)), text)
     return raw if safe(raw) == text else None
