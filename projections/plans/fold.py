@@ -1,8 +1,5 @@
 """The closed loop's projection: launched agents, plans, and verdicts waiting to be acted on.
 
-Pure: no I/O, no clock (time only from ``rec.time``); the edges are watcher/runtime/launcher.py
-(launch), actions.py (close, nudge, escalate) and follow.py (a plan's next tasks).
-
 State
 - ``agents``: per launched agent (``agent.launched``) its pin of record (contract digest, cwd,
   target, socket), its plan task, its class (``agent.classified``) and its latest verdict after
@@ -41,7 +38,6 @@ TYPES = frozenset(("agent.launched", "plan.recorded", "plan.stopped", "dod.verdi
 KEEP = 200           # launch-to-met durations kept for status and report
 MAX_TASKS = 200      # tasks in one plan
 MAX_AGENTS = 5000    # launched agents kept; past it the oldest CERRADO of no plan still running are forgotten
-TASK_STATES = ("met", "running", "launched", "ready", "waiting", "failed", "unevaluable", "closed", "stopped")
 
 
 def initial() -> dict[str, Any]:
@@ -254,10 +250,6 @@ def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
     """(group, line) for the summary: each stopped plan (it needs a human)."""
     return [("violations", f"plan {name}: stopped at task {p['stopped']['task']} ({p['stopped']['verdict']})")
             for name, p in sorted(state["plans"].items()) if p["stopped"]]
-
-
-def summary(state: dict[str, Any], now: float) -> list[str]:
-    return [line for _, line in items(state, now)]
 
 
 GONE = ("session ended", "tmux window gone", "no longer seen by any source", "tmux pane dead", "claude exited")
