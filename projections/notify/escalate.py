@@ -153,10 +153,8 @@ def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = 
         if quiet_end is not None:
             decisions.append(Decision(cid, "resolved", ResolvedReason.QUIET))
             continue
-        due = c["cleared"] + policy.group_wait
-        r = state["retry"].get(cid + "@resolved")
-        if r is not None:
-            due = max(due, r[1])
+        r = state["retry"].get(cid + "@resolved")   # a failed attempt: not before its retry time
+        due = c["cleared"] + policy.group_wait if r is None else max(c["cleared"] + policy.group_wait, r[1])
         if cid in inflight:
             decisions.append(Decision(cid, "resolved", ResolvedReason.IN_FLIGHT))
             continue

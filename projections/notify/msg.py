@@ -33,13 +33,10 @@ REVIEW = INFO[DICE_TERMINADO].push_label
 WITH_CLASS = {RECLAMA: ("APPROVAL_REQUIRED", "ESCALATED", "BLOCKED", "UNEVALUABLE")}
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     (i.push_label, (i.cls.value, *WITH_CLASS.get(i.cls.value, ()))) for i in TABLE if i.severity]
-LABELS = {"RULE_VIOLATED": "rule violated", "CONTRACT_CHANGED": "contract changed",
-          "SELF_APPROVED": "self-approved", "CLAIM_UNVERIFIED": "unverified claim",
-          "SOURCE_FAILED": "source down", "STEP_OVERDUE": "step overdue", "RUN_ABANDONED": "run abandoned",
-          "NOTICE_ABANDONED": "undelivered", "VERDICT": "verdict", "MISSION_COMPLETED": "mission done",
-          "SWARM": "swarm", "FLAPPING": "flapping",
-          "WP_VIOLATED": "orchestrator rule broken", "WP_FLAGGED": "retry limit", "CIRCUIT_OPEN": "circuit open",
-          "SWARM_CAP": "swarm over cap", "FANOUT": "fan-out"}
+# the other classes' labels where the class name in lower case, "_" as " ", does not do
+LABELS = {"SELF_APPROVED": "self-approved", "CLAIM_UNVERIFIED": "unverified claim", "SOURCE_FAILED": "source down",
+          "NOTICE_ABANDONED": "undelivered", "MISSION_COMPLETED": "mission done", "WP_VIOLATED": "orchestrator rule broken",
+          "WP_FLAGGED": "retry limit", "SWARM_CAP": "swarm over cap", "FANOUT": "fan-out"}
 APPRISE_TYPE = {"urgent": "failure", "warning": "warning", "info": "info"}
 
 

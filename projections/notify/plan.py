@@ -103,7 +103,7 @@ DUE_NOW = (DedupeReason.NEW, DedupeReason.RETRY_DUE, DedupeReason.UPDATE_DUE, De
 
 class Plan(msgspec.Struct, kw_only=True):
     send: list[Message] = []
-    record: list[Any] = []            # events to append (NoticeSilenced)
+    record: list[Any] = []            # events to append (NoticeSilenced, NoticeHeld)
     next_wake: float | None = None
     decisions: list[Decision] = []
 
