@@ -7,8 +7,7 @@ key, never again while it persists), ``step.overdue`` (once per begin) and ``run
 ``fold`` (pure) applies them, one small function per event type; the state is plain JSON with
 string keys. ``judge`` is ``detect`` told which runs are known to raise and which cannot report
 anything (the runtime keeps both: ``watcher.runtime.schedule.RunsTicker``); it keeps nothing
-between calls. Parsing a steps.json:
-``projections.runs.parse``.
+between calls.
 
 Attempts. A step's attempt number grows when it starts again: first sight, a change to ``begin``,
 leaving ``done``/``fail`` for another status (a begin happened between polls), or the same status
@@ -18,9 +17,6 @@ whose ``at`` is later than L, or by a step entering ``begin`` without ``at`` aft
 already recorded (its start is then at most ``now``). The earliest evidence is an upper bound of the
 attempt's start: it breaks ``retry-backoff`` if earlier than L + 10·2^(n-1) min, or if n >= 3.
 Occurrence keys: ``rule:step#attempt`` for step rules, ``retry-backoff:n@L`` for the backoff.
-Per-run rules: ``projections.runs.rules``; rules across runs (board quota, duplicate uploads,
-concurrency, daily cap, inactive boards): ``projections.runs.quota``, with the policy
-``board_daily_quota``, ``sessions_per_day``, ``inactive_boards`` ([steps] config keys).
 """
 import math
 from typing import Any, Literal, TypedDict
@@ -151,18 +147,17 @@ class _Ctx:
         self.cache: dict[Any, Any] = {}  # cross-run indexes of this tick (projections.runs.quota)
         self._views: dict[str, dict | None] = {}
 
+    def doc(self, run: str) -> dict | None:
+        """A snapshot run's steps.json; None: not in the snapshot, or unreadable."""
+        o = self.snap.runs.get(run)
+        return o.doc if o is not None and o.error is None and isinstance(o.doc, dict) else None
+
     def view(self, run: str) -> dict | None:
         """A snapshot run's steps parsed (name -> parse_step), once per tick; None: no readable steps."""
-        if run in self._views:
-            return self._views[run]
-        o = self.snap.runs.get(run)
-        v = None
-        if o is not None and o.error is None and isinstance(o.doc, dict):
-            steps = o.doc.get("steps")
-            if isinstance(steps, dict):
-                v = parse_steps(steps)
-        self._views[run] = v
-        return v
+        if run not in self._views:
+            steps = (self.doc(run) or {}).get("steps")
+            self._views[run] = parse_steps(steps) if isinstance(steps, dict) else None
+        return self._views[run]
 
     def step_of(self, run: str, step: str) -> tuple[str, float | None, dict]:
         """(status, at epoch, data) of another run's step: the snapshot's view, else the state's."""
@@ -178,9 +173,9 @@ class _Ctx:
 
     def continue_from(self, run: str) -> list[str]:
         """The runs ``run`` continues from: its ``continue_from`` and its launch_intent's."""
-        o = self.snap.runs.get(run)
-        if o is not None and o.error is None and isinstance(o.doc, dict):
-            v = o.doc.get("continue_from")
+        d = self.doc(run)
+        if d is not None:
+            v = d.get("continue_from")
         else:
             r = self.runs.get(run)
             v = r["continue_from"] if r else None
@@ -273,8 +268,9 @@ def _gone(runs: dict, snap: Any) -> list:
 def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx) -> tuple[list, float]:
     """Full evaluation of one observed run, stage by stage: (events, time until which nothing can
     change)."""
-    if obs.error is not None or not isinstance(obs.doc, dict):
-        return _unreadable(rid, obs, rs), math.inf
+    if obs.error is not None or not isinstance(obs.doc, dict):  # once per error; the fields stay as last read
+        last = {k: rs.get(k) for k in RUN_FIELDS} if rs else {}
+        return _fields_changed(rid, obs.source, rs, last, obs.error or "steps.json is not an object"), math.inf
     fields, probs = parse_run(obs.doc)
     raw_steps = obs.doc.get("steps")
     steps_ok = raw_steps is None or isinstance(raw_steps, dict)
@@ -295,17 +291,9 @@ def _detect_run(rid: str, obs: Any, rs: dict | None, ctx: _Ctx) -> tuple[list, f
     return evs, wake
 
 
-def _unreadable(rid: str, obs: Any, rs: dict | None) -> list:
-    """run.changed with the error, once per error; the run-level fields stay as last read."""
-    err = obs.error or "steps.json is not an object"
-    if rs is not None and rs["error"] == err and not rs["gone"] and rs["source"] == obs.source:
-        return []
-    base: dict[str, Any] = {k: rs.get(k) for k in RUN_FIELDS} if rs else {}
-    return [RunChanged(run=rid, **base, error=err, source=obs.source)]
-
-
 def _fields_changed(rid: str, source: str, rs: dict | None, fields: dict, err: str) -> list:
-    """run.changed when a run-level field, the problems or the source differ (first sight too)."""
+    """run.changed when a run-level field, the problems or the source differ (first sight too; an
+    unreadable run passes its last fields: a new error or source)."""
     if (rs is None or rs["gone"] or rs["error"] != err or rs["source"] != source
             or any(rs.get(k) != fields[k] for k in RUN_FIELDS)):
         return [RunChanged(run=rid, **fields, error=err, source=source)]

@@ -47,15 +47,8 @@ def _day(ctx: Ctx, t: float) -> str:
     return days[k]
 
 
-def _doc(ctx: Ctx, run: str) -> dict | None:
-    o = ctx.snap.runs.get(run)
-    if o is not None and o.error is None and isinstance(o.doc, dict):
-        return o.doc
-    return None
-
-
 def board_of(ctx: Ctx, run: str) -> str | None:
-    d = _doc(ctx, run)
+    d = ctx.doc(run)
     if d is not None:
         b = d.get("board")
         return b if isinstance(b, str) and b else None
@@ -72,7 +65,7 @@ def _all_runs(ctx: Ctx) -> list[str]:
 
 def in_flight_now(ctx: Ctx, run: str) -> bool:
     """In flight in this tick's view (snapshot, else state)."""
-    d = _doc(ctx, run)
+    d = ctx.doc(run)
     if d is None:
         o = ctx.snap.runs.get(run)
         r = ctx.runs.get(run)

@@ -1,10 +1,8 @@
 """The per-run hard rules of the outer loop (docs/contract.md), as pure checks over one tick's changes.
 
 The seven of the contract plus ``reconciled-no-reupload``, ``launch-request-stable`` and
-``upload-needs-audit``; the cross-run rules (quota, duplicates, concurrency, daily cap, inactive
-boards) are in ``projections.runs.quota``. ``data.reconciled`` is read by value: ``"yes"`` (or
-``true``) = the upload was found on the account page, ``"no"`` = it was not; anything else is
-not a reconciliation.
+``upload-needs-audit``. ``data.reconciled`` is read by value: ``"yes"`` (or ``true``) = the upload
+was found on the account page, ``"no"`` = it was not; anything else is not a reconciliation.
 
 Each check returns ``(Rule, step, key, detail)``; ``key`` names the occurrence so that
 ``projections.runs.fold.detect`` reports it once (the folded state remembers reported keys).
@@ -62,6 +60,8 @@ class Ctx(Protocol):
     runs: dict[str, dict]
     now: float
     cache: dict[Any, Any]
+
+    def doc(self, run: str) -> dict | None: ...
 
     def view(self, run: str) -> dict | None: ...
 

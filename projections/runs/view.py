@@ -3,7 +3,7 @@
 folded state (projections/runs/fold.py); re-exported there."""
 from events.timefmt import iso
 from projections.runs.parse import ORDER, POS, step_names
-from projections.runs.rules import MAX_FAILURES, ts
+from projections.runs.rules import BACKOFF_S, MAX_FAILURES, ts
 
 
 def next_retry(r: dict) -> float | None:
@@ -12,7 +12,7 @@ def next_retry(r: dict) -> float | None:
     lf = ts(r["last_failure_at"])
     if n < 1 or n >= MAX_FAILURES or lf is None:
         return None
-    return lf + 600.0 * 2 ** (n - 1)
+    return lf + BACKOFF_S * 2 ** (n - 1)
 
 
 def run_status(rid: str, r: dict, now: float) -> dict:
