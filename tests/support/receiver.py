@@ -2,8 +2,18 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ITEM = re.compile(r"^[A-Z][A-Z_]+ (\S+) · ", re.M)
+
+
+def named(message: str) -> list[str]:
+    """The agents (condition names) a pushed message lists, one per item line ``CLASS name · ...``.
+    A substring test such as ``"a1" in message`` also matches the log head's hash, the notice id
+    or the link's token, all hex or random text."""
+    return ITEM.findall(message)
 
 
 class Sink:

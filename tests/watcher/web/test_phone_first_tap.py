@@ -17,7 +17,7 @@ import pytest
 from tests.support.fwcli import fw
 from tests.support.browser import chromium, phone
 from tests.support.fleet import Held, Ntfy, Watcher, config, events, free_port, goal, run_until
-from tests.support.receiver import Sink
+from tests.support.receiver import Sink, named
 from tests.support.waiting import wait_for
 
 LINK = re.compile(r"(https?://\S+/n/(n[0-9a-f]{15})\?t=\S+)")
@@ -69,7 +69,7 @@ def test_ack_tapped_before_notice_sent_is_recorded_and_stops_the_escalation(tmp_
         slow.release()
         esc = wait_for(lambda: events(cfg, "notice.escalated"), timeout=60)   # a2's, unanswered
         assert all(c.startswith("agent:a2|") for e in esc for c in e["data"]["conditions"])
-        assert not any("a1" in b["message"] for b in fast.bodies[1:])     # a1 never escalated
+        assert not any("a1" in named(b["message"]) for b in fast.bodies[1:]), fast.bodies   # a1 never escalated
     finally:
         w.stop()
         fast.close()
