@@ -138,22 +138,18 @@ def _agent_classified(st: dict, ev: Any, seq: int, t: float) -> None:
     subj = "agent:" + a
     agents = st["agents"]
     ag = agents.get(a)
-    cur = None if ag is None else ag["cond"]
-    if cur is not None:  # the subject's only uncleared one (see the invariant)
-        _clear(st, cur, t, to)
+    if ag is not None:  # its condition is the subject's only uncleared one (see the invariant)
+        _clear(st, ag["cond"], t, to)
     if to == CERRADO:
         agents.pop(a, None)
         st["dod"].pop(a, None)
         st["flap_sent"].pop(subj, None)
         st["classes"].pop(subj, None)
         return
-    h = st["classes"].get(subj)
-    if h is None:
-        st["classes"][subj] = [to, t, seq]
-    else:
-        h += (to, t, seq)
-        if len(h) > _HIST_LEN:
-            del h[:3]
+    h = st["classes"].setdefault(subj, [])
+    h += (to, t, seq)
+    if len(h) > _HIST_LEN:
+        del h[:3]
     sev = SEVERITY.get(to)
     cond = None
     if sev is not None:
@@ -201,9 +197,7 @@ def _source_recovered(st: dict, ev: Any, seq: int, t: float) -> None:
 
 def _swarm(st: dict, ev: Any, seq: int, t: float) -> None:
     g = ev.group
-    counts = st["swarms"].get(g)
-    if counts is None:
-        counts = st["swarms"][g] = {}
+    counts = st["swarms"].setdefault(g, {})
     fr, to = ev.from_, ev.to
     if fr is not None and counts.get(fr, 0) > 0:
         counts[fr] -= 1
