@@ -121,15 +121,9 @@ def changes(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> li
     """Fields of ``old`` the observation ``obs`` (classified with ``reason``) changes within one class.
     A target the tick did not see (None) keeps the recorded one; last activity counts only when it
     moved by ``ACTIVITY_STEP`` or more (or was unknown); the reason only when its ``cause`` differs."""
-    out = []
-    if _str(obs.state) != old.get("state"):
-        out.append("state")
-    if _str(normalise_phase(obs.phase)) != old.get("phase"):
-        out.append("phase")
-    if obs.task != old.get("task"):
-        out.append("task")
-    if obs.waiting_for != old.get("waiting_for"):
-        out.append("waiting_for")
+    seen = {"state": _str(obs.state), "phase": _str(normalise_phase(obs.phase)), "task": obs.task,
+            "waiting_for": obs.waiting_for}
+    out = [k for k, v in seen.items() if v != old.get(k)]
     if obs.target is not None and obs.target != old.get("target"):
         out.append("target")
     if obs.last_activity is not None:

@@ -57,16 +57,14 @@ def _mislaunched(obs: AgentObs, now: float, stall_after: float, limit: float | N
 def _needs_human(obs: AgentObs, now: float, stall_after: float, limit: float | None) -> tuple[Cls, str] | None:
     if obs.state == "waiting":
         return Cls.RECLAMA, "waiting for the human"
-    phase = obs.phase
-    if type(phase) is str:   # normalise_phase without its call (once per agent of a first tick)
-        phase = PHASES.get(phase, phase)
+    phase = normalise_phase(obs.phase)
     if phase in ("preguntando", "bloqueado"):
         return Cls.RECLAMA, f"phase {phase}"
     return None
 
 
 def _claims_done(obs: AgentObs, now: float, stall_after: float, limit: float | None) -> tuple[Cls, str] | None:
-    if obs.state == "idle" and type(obs.phase) is str and PHASES.get(obs.phase, obs.phase) == "hecho":
+    if obs.state == "idle" and normalise_phase(obs.phase) == "hecho":
         return Cls.DICE_TERMINADO, "idle, phase hecho: claims done"
     return None
 

@@ -88,13 +88,6 @@ def event_day(time: str, t: float) -> str:
     return day_key(t)
 
 
-def _new_day(st: dict, key: str) -> dict:
-    d = st["days"][key] = dict.fromkeys(DAY_FIELDS, 0)
-    if st["keep_days"] is not None and len(st["days"]) > st["keep_days"]:   # drop the oldest day
-        del st["days"][min(st["days"])]
-    return d
-
-
 def count(st: dict, t: float, field: str, n: float = 1) -> None:
     """Add ``n`` to ``field`` of the UTC day of ``t``."""
     add(st, day_key(t), field, n)
@@ -104,7 +97,9 @@ def add(st: dict, day: str, field: str, n: float = 1) -> None:
     """Add ``n`` to ``field`` of ``days[day]`` (handlers pass their event's :func:`event_day`)."""
     d = st["days"].get(day)
     if d is None:
-        d = _new_day(st, day)
+        d = st["days"][day] = dict.fromkeys(DAY_FIELDS, 0)
+        if st["keep_days"] is not None and len(st["days"]) > st["keep_days"]:   # drop the oldest day
+            del st["days"][min(st["days"])]
     d[field] += n
 
 
@@ -167,9 +162,7 @@ def close_class(st: dict, agent: str, a: dict, t: float, to: str, day: str | Non
     """The agent leaves ``a["cls"]`` at ``t`` for ``to``: book the interval (``day``: the UTC day
     of ``t`` when known, :func:`event_day`)."""
     cls, since = a["cls"], a["since"]
-    dur = t - since
-    if not dur > 0.0:   # max(0.0, t - since) without the call (also for -0.0 and NaN: 0.0)
-        dur = 0.0
+    dur = max(0.0, t - since)   # 0.0 for -0.0 and NaN too
     times = _agent_stats(st, agent)["time"]
     times[cls] = times.get(cls, 0.0) + dur
     if cls == RECLAMA:
