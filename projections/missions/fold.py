@@ -21,15 +21,15 @@ from typing import Any, Literal, TypedDict
 
 from events.types import CircuitChanged, MissionCompleted, WpChanged, WpViolated
 from projections.rows import unseen
-from projections.missions.rules import (ACTIVE, MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule, active_count, check,
-                                        deps_not_done)
+from projections.missions.rules import (ACTIVE, APPROVAL, DONE, MAX_ATTEMPTS, MAX_SAME_SIG, WpFlag, WpRule,
+                                        active_count, check, deps_not_done)
 
 NAME = "missions"
 TIME = None        # fold reads rec.time itself (projections.base.Projection)
 READS_ID = False   # fold never reads rec.id
 
-DONE, READY, APPROVAL = "DONE", "READY", "APPROVAL_REQUIRED"
-NEEDS_HUMAN = ("APPROVAL_REQUIRED", "ESCALATED", "BLOCKED")
+READY = "READY"
+NEEDS_HUMAN = (APPROVAL, "ESCALATED", "BLOCKED")
 KEEP_VIOLATIONS = 20
 
 
@@ -109,8 +109,7 @@ def _dep(x: Any) -> str:
 
 def parse_deps(raw: Any) -> list[str]:
     """The ``deps`` column: a JSON array of ids (or a list, or a comma-separated string). Any text
-    is read: one row's deps nested 100,000 deep (RecursionError) stopped the missions detector
-    for every mission (tests/projections/missions/test_missions_hostile_rows.py)."""
+    is read, JSON nested too deep to decode included (tests/projections/missions/test_missions_hostile_rows.py)."""
     if raw is None or raw == "":
         return []
     if isinstance(raw, (list, tuple)):
@@ -129,8 +128,7 @@ def parse_deps(raw: Any) -> list[str]:
 
 
 def _int(v: Any) -> int:
-    """A counter column as an int; 0 when it is none (text, NULL, and Inf: a REAL 9e999 made
-    int() raise OverflowError, which stopped the missions detector for every mission)."""
+    """A counter column as an int; 0 when it is none (text, NULL, an infinite REAL)."""
     try:
         return int(v or 0)
     except (TypeError, ValueError, OverflowError):
@@ -141,17 +139,13 @@ def _s(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _live_sources(snap: Any) -> set[str]:
-    return {r.name for r in getattr(snap, "results", []) if r.ok} - set(getattr(snap, "failed", {}) or {})
-
-
 def detect(state: dict[str, Any], snap: Any, now: float, max_children_active: int = 3, **_policy: Any) -> list[Any]:
     """WP and circuit transitions, mission completions and the orchestrator's rules for this tick
     (edge-triggered)."""
     out: list[Any] = []
     changes: list[tuple[str, str, dict | None, dict]] = []
-    live = _live_sources(snap)
-    failed = getattr(snap, "failed", {}) or {}
+    failed = snap.failed
+    live = {r.name for r in snap.results if r.ok} - set(failed)   # the sources that answered this tick
     # -- work packages
     seen: set[tuple[str, str]] = set()
     view: dict[str, dict[str, str]] = {m: {w: x["state"] for w, x in d["wps"].items()}
@@ -222,11 +216,6 @@ def wp_flags(w: dict[str, Any]) -> list[WpFlag]:
     return f
 
 
-def circuit_state(state: dict[str, Any], mission: str) -> str:
-    c = state["circuits"].get(mission)
-    return c["state"] if c else "CLOSED"
-
-
 def status(state: dict[str, Any], now: float) -> dict[str, Any]:
     """Per mission: WPs by state, runnable, awaiting approval, circuit, flagged retries, completed."""
     done = {w for m in state["missions"].values() for w, x in m["wps"].items() if x["state"] == DONE}
@@ -236,7 +225,7 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
         m = state["missions"][mid]
         by_state: dict[str, list[str]] = {}
         runnable, approval, flagged, human = [], [], [], []
-        circ = circuit_state(state, mid)
+        circ = state["circuits"].get(mid, {"state": "CLOSED"})["state"]   # no circuit row: CLOSED
         for wid in sorted(m["wps"]):
             w = m["wps"][wid]
             by_state.setdefault(w["state"], []).append(wid)
