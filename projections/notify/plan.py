@@ -31,7 +31,7 @@ from projections.notify.escalate import AckReason, ack_stage, escalations, resol
 from projections.notify.flap import flap_state
 from projections.notify.msg import Decision, Item, Message, covers, dest, message, notice_id
 from projections.notify.policy import SEV_RANK, Policy, condition, matching_silence, swarm_text
-from projections.notify.quiet import QuietReason, quiet_stage
+from projections.notify.quiet import QuietReason
 
 log = logging.getLogger("fleetwatch.notify")
 
@@ -285,13 +285,15 @@ def _dedupe_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
 
 
 def _quiet_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
-    q = quiet_stage(c, run.quiet_end, run.policy.quiet_urgent)
-    if q is not QuietReason.HELD and q is not QuietReason.HELD_RECORDED:
+    """In quiet hours every due item is held until they end, an urgent one only without ``quiet_urgent``."""
+    if run.quiet_end is None or (c["sev"] == "urgent" and run.policy.quiet_urgent):
         return _ON
     run.wakes.append(run.quiet_end or run.now)
-    if q is QuietReason.HELD and cid not in run.flaps:
+    if c.get("held") == run.quiet_end:
+        return QuietReason.HELD_RECORDED, False
+    if cid not in run.flaps:
         run.held.append(Item(cid=cid, c=c, due=run.now))
-    return q, False
+    return QuietReason.HELD, False
 
 
 # every condition goes through these in order until one stops it; what passes them all is due now

@@ -17,10 +17,8 @@ from enum import Enum
 
 
 class QuietReason(str, Enum):
-    PASS = "pass"
     HELD = "quiet"                      # recorded (notice.held, reason quiet), sent when quiet hours end
     HELD_RECORDED = "quiet-already-recorded"
-    URGENT_THROUGH = "urgent-through-quiet"
 
 
 def parse_window(w: str) -> tuple[int, int]:
@@ -68,12 +66,3 @@ def quiet_until(now: float, windows: tuple[str, ...] | list[str], tz: tzinfo | N
         found = end
         t = end
     return found
-
-
-def quiet_stage(c: dict, quiet_end: float | None, quiet_urgent: bool) -> QuietReason:
-    """Hold this due item until quiet hours end?"""
-    if quiet_end is None:
-        return QuietReason.PASS
-    if c["sev"] == "urgent" and quiet_urgent:
-        return QuietReason.URGENT_THROUGH
-    return QuietReason.HELD_RECORDED if c.get("held") == quiet_end else QuietReason.HELD
