@@ -175,16 +175,6 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
 
 
 # ---- detect ------------------------------------------------------------------------------
-def _self_key(agent: str, status: str | None, verifier: str | None) -> str | None:
-    """The goal.json self-approval signature, or None when it is not one."""
-    if status != "met":
-        return None
-    v = (verifier or "").strip()
-    if not v or same_identity(v, agent):
-        return f"met|{v}"
-    return None
-
-
 def detect(state: dict[str, Any], snap: Any, now: float, claim_unverified_after: float = 1800.0,
            **_policy: Any) -> list[Any]:
     """Contract changes, goal.json verdicts, self-approvals (each agent's :func:`judge`, in id
@@ -252,8 +242,8 @@ def judge(aid: str, obs: Any, a: dict[str, Any] | None) -> list[Any]:
                                       new_len=obs.contract_len))
     status = (obs.dod_status or "").strip().lower() or None
     verifier = (obs.dod_verifier or "").strip() or None
-    sk = _self_key(aid, status, verifier)
-    if sk is not None:
+    if status == "met" and (not verifier or same_identity(verifier, aid)):   # self-approved
+        sk = f"met|{verifier or ''}"   # its signature
         if a is None or a["self_key"] != sk:
             out.append(DodFlagged(agent=aid, flag=Flag.SELF_APPROVED.value, detail=sk))
     elif status in VERDICTS and verifier and not same_identity(verifier, aid):

@@ -27,6 +27,7 @@ from projections.missions.rules import (ACTIVE, APPROVAL, DONE, MAX_ATTEMPTS, MA
 NAME = "missions"
 TIME = None        # fold reads rec.time itself (projections.base.Projection)
 READS_ID = False   # fold never reads rec.id
+TYPES = frozenset(("wp.changed", "mission.completed", "circuit.changed", "wp.violated"))  # (others: fold's no-op)
 
 READY = "READY"
 NEEDS_HUMAN = (APPROVAL, "ESCALATED", "BLOCKED")
@@ -41,9 +42,6 @@ STATE_TYPE = TypedDict("MissionsState", {"missions": dict, "circuits": dict, "la
 
 def initial() -> dict[str, Any]:
     return {"missions": {}, "circuits": {}, "layout": 2}
-
-
-TYPES = frozenset(("wp.changed", "mission.completed", "circuit.changed", "wp.violated"))  # the event types fold reads (others: no-op)
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:

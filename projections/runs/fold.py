@@ -33,6 +33,7 @@ from projections.runs.view import status, summary  # the read models, re-exporte
 
 NAME = "runs"
 TIME = None        # fold reads rec.time itself (projections.base.Projection)
+READS_ID = True    # fold reads ``rec.id`` (a run's stamp): a replay fetches the ids (events/replay.py)
 DEFAULT_DEADLINE = 45 * 60.0
 
 
@@ -81,11 +82,8 @@ def _step_changed(r: dict, ev: Any, rec: Any) -> None:
 
 def _run_changed(r: dict, ev: Any, rec: Any) -> None:
     """Run-level fields (first sight, a change, unreadable, gone) replace the record's."""
-    for k in RUN_FIELDS:
+    for k in (*RUN_FIELDS, "error", "source", "gone"):
         r[k] = getattr(ev, k)
-    r["error"] = ev.error
-    r["source"] = ev.source
-    r["gone"] = ev.gone
 
 
 def _rule_violated(r: dict, ev: Any, rec: Any) -> None:
@@ -110,9 +108,6 @@ def _run_abandoned(r: dict, ev: Any, rec: Any) -> None:
 _FOLDS = {"step.changed": _step_changed, "run.changed": _run_changed, "rule.violated": _rule_violated,
           "step.overdue": _step_overdue, "run.abandoned": _run_abandoned}
 TYPES = frozenset(_FOLDS)  # the event types fold reads (others: no-op)
-
-
-READS_ID = True   # fold reads ``rec.id`` (a run's stamp): a replay fetches the ids (events/replay.py)
 
 
 def fold(state: dict, rec: Any) -> dict:
@@ -255,8 +250,7 @@ def _without(snap: Any, bad: dict[str, str]) -> Any:
 
 def _gone(runs: dict, snap: Any) -> list:
     """run.changed ``gone`` for each known run no longer seen (not while its source is failing, nor
-    while it holds back a file awaiting its second read: at each start of the watcher a steps.json
-    that does not parse was missing from the first tick, "gone" and back, tests/projections/runs/test_runs_restart.py)."""
+    while it holds back a file awaiting its second read: tests/projections/runs/test_runs_restart.py)."""
     failed = snap.failed
     held = {r.name for r in snap.results if r.held} if snap.results else ()
     return [RunChanged(run=rid, **{k: rs.get(k) for k in RUN_FIELDS}, error=rs["error"], source=rs["source"],
