@@ -1,15 +1,11 @@
 """The projection framework.
 
 A projection is a module with ``NAME``, ``initial() -> state`` and ``fold(state, rec) -> state``
-where ``rec`` is an ``events.log.Recorded``. A module may declare ``TYPES`` (a frozenset of event
-types): its fold is then only called for those (it must be a no-op for every other type). Folds are pure (no I/O, no clock: time comes from
-``rec.time``) and may mutate and return the state they were given (the caller owns it). One
-fold per projection, of one record: a caller folding many calls it per record.
-A module may declare ``TIME``, the function its fold reads ``rec.time`` with: its fold then also
-takes ``times`` (default ``TIME``), and a caller folding many events passes its own cache of it
-(``watcher.runtime.state.TimeCache``); the module keeps no cache.
-State is JSON-encodable with msgspec (dicts, lists, scalars) so it can be snapshotted;
-``STATE_TYPE`` (optional) is the type to decode a snapshot into (default: plain JSON).
+where ``rec`` is an ``events.log.Recorded`` (the rest it declares: :class:`Projection`). Folds are
+pure (no I/O, no clock: time comes from ``rec.time``) and may mutate and return the state they
+were given (the caller owns it). One fold per projection, of one record: a caller folding many
+calls it per record. State is JSON-encodable with msgspec (dicts, lists, scalars) so it can be
+snapshotted.
 """
 from __future__ import annotations
 
@@ -27,9 +23,12 @@ def encode_state(state: Any) -> bytes:
 
 class Projection(Protocol):
     """What the runtime reads of a projection module (every module of :data:`ORDER` declares all
-    of it; a module is checked against it by mypy below): ``TYPES`` None = every type, ``TIME``
-    None = the fold reads ``rec.time`` itself, ``READS_ID`` whether the fold reads ``rec.id``,
-    ``STATE_TYPE`` None = a snapshot decodes as plain JSON."""
+    of it; a module is checked against it by mypy below). ``TYPES``: the event types its fold is
+    called for (a no-op for every other type; None = every type). ``TIME``: the function its fold
+    reads ``rec.time`` with; its fold then also takes ``times`` (default ``TIME``), and a caller
+    folding many events passes its own cache of it (``watcher.runtime.state.TimeCache``); the
+    module keeps no cache (None = the fold reads ``rec.time`` itself). ``READS_ID``: whether the
+    fold reads ``rec.id``. ``STATE_TYPE``: the type a snapshot decodes into (None = plain JSON)."""
 
     @property
     def NAME(self) -> str: ...

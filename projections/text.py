@@ -58,7 +58,7 @@ def safe(value: object, limit: int | None = None) -> str:
     return out
 
 
-_JSON_TABLE: dict[int, str] = {}
+_JSON_TABLE = {o: f"\\u{o:04x}" for o in (*range(0x7F, 0xA0), *_BIDI_AND_FORMAT)}
 
 
 def inert_json(text: str) -> str:
@@ -70,8 +70,6 @@ def inert_json(text: str) -> str:
     cannot reach here (the encoders refuse them)."""
     if text.isascii() and "\x7f" not in text:
         return text
-    if not _JSON_TABLE:
-        _JSON_TABLE.update({o: f"\\u{o:04x}" for o in (*range(0x7F, 0xA0), *_BIDI_AND_FORMAT)})
     return text.translate(_JSON_TABLE)
 
 

@@ -26,11 +26,7 @@ def clean(raw: Any, phase: Any = None) -> dict[str, Any] | None:
         kind = raw.get("kind")
         if type(kind) is str and kind in KINDS:
             tool = raw.get("tool") if kind == "permission" else None
-            if type(tool) is str and tool.strip():
-                tool = tool.strip()[:TOOL_MAX]
-            else:
-                tool = None
-            return {"kind": kind, "tool": tool}
+            return {"kind": kind, "tool": tool.strip()[:TOOL_MAX] if type(tool) is str and tool.strip() else None}
     kind = PHASE_KIND.get(phase) if type(phase) is str else None
     return {"kind": kind, "tool": None} if kind else None
 

@@ -23,7 +23,6 @@ from ``rec.time`` only. Durations are kept as lists per kind (for exact percenti
 watcher's copy keeps ``KEEP_DAYS`` days of per-day figures and the newest ``MAX_SAMPLES`` to
 2×``MAX_SAMPLES`` durations per kind, so its snapshot stays bounded; ``fleetwatch report`` folds
 the range it is asked for from ``initial(bounded=False)``: exact figures.
-Figures and percentiles for output are in ``projections.report.view``.
 """
 from __future__ import annotations
 

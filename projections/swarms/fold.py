@@ -18,7 +18,6 @@ Invariants
 """
 from __future__ import annotations
 
-import enum
 from typing import Any, Literal, TypedDict
 
 from events.types import SwarmCapped, SwarmChanged
@@ -35,16 +34,11 @@ _ALIASES = {"pending": "queued", "waiting": "queued", "in_progress": "running", 
             "error": "failed", "cancelled": "killed", "canceled": "killed", "timed_out": "timeout"}
 
 
-class CapFlag(str, enum.Enum):
-    CONCURRENCY = "max-concurrent"
-    CHILDREN = "max-children"
-    TOTAL = "max-total"
-
-
 CAPS = (8, 50, 200)  # the swarm design's defaults: max_concurrent, max_children, max_total
-# each cap's breach as the summary says it, after the level: "<n> running > max_concurrent <limit>"
-_BREACH = {CapFlag.CONCURRENCY.value: "running > max_concurrent", CapFlag.CHILDREN.value: "active children > max_children",
-           CapFlag.TOTAL.value: "children ever > max_total"}
+# each cap (its flag and swarm.capped's ``cap``, in CAPS' order) and its breach as the summary
+# says it after the level: "<n> running > max_concurrent <limit>"
+_BREACH = {"max-concurrent": "running > max_concurrent", "max-children": "active children > max_children",
+           "max-total": "children ever > max_total"}
 
 
 def _limits(max_concurrent: int, max_children: int, max_total: int) -> dict[str, int]:
@@ -53,8 +47,7 @@ def _limits(max_concurrent: int, max_children: int, max_total: int) -> dict[str,
 
 def cap_counts(counts: dict[str, int], ever: int) -> dict[str, int]:
     """The level each cap limits: running, active (queued + running), children ever seen."""
-    return {CapFlag.CONCURRENCY.value: counts.get("running", 0),
-            CapFlag.CHILDREN.value: sum(counts.get(s, 0) for s in ACTIVE), CapFlag.TOTAL.value: ever}
+    return dict(zip(_BREACH, (counts.get("running", 0), sum(counts.get(s, 0) for s in ACTIVE), ever)))
 
 
 def _counts(children: dict[str, Any]) -> dict[str, int]:
