@@ -301,11 +301,8 @@ def _notice_acked(st: dict, ev: Any, seq: int, t: float) -> None:
 def _notice_escalated(st: dict, ev: Any, seq: int, t: float) -> None:
     st["recent"][ev.notice] = {"attempt": ev.attempt, "status": "escalated", "at": t}
     for k in ev.conditions:
-        cid = _split_key(k)[0]
-        st["retry"].pop(cid + "@esc", None)
-        c = st["conds"].get(cid)
-        if c is not None:
-            c["escalated"] = t
+        st["retry"].pop(_split_key(k)[0] + "@esc", None)
+    _set(st, ev.conditions, escalated=t)
 
 
 def _notice_held(st: dict, ev: Any, seq: int, t: float) -> None:

@@ -44,7 +44,6 @@ class RouteReason(str, Enum):
     BELOW_MIN_SEVERITY = "below-min-severity"
     DOD_MET = "dod-already-met"           # a "claims done" whose DoD a verifier already met
     JUDGED = "judged-by-checker"          # a claim of done a checker or verifier judges: its verdict is pushed
-    REVIEW = "ready-for-review"           # a claim of done nothing else judges: pushed whatever min_severity
     CLAIM_PUSHED = "claim-already-pushed"  # an unverified claim whose "ready for review" was pushed
 
 
