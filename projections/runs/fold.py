@@ -28,7 +28,7 @@ from events.types import RuleViolated, RunAbandoned, RunChanged, StepChanged, St
 from projections.runs.parse import (ORDER, POS, RUN_FIELDS, STATUSES, Reason, is_new_attempt, parse_run,
                                     parse_steps, step_names, steps_problem)
 from projections.runs.quota import check_cross_run
-from projections.runs.rules import MAX_FAILURES, Change, Rule, check_retry, check_step_rules, rid_key, ts
+from projections.runs.rules import MAX_FAILURES, Change, Rule, check_retry, check_step_rules, present, rid_key, ts
 from projections.runs.view import status, summary  # the read models, re-exported
 
 NAME = "runs"
@@ -74,10 +74,8 @@ def _step_changed(r: dict, ev: Any, rec: Any) -> None:
     s["reason"] = ev.reason
     if to == "done":
         s["done"] = True
-    if ev.step == "launch_intent" and r.get("launch_rid") is None:
-        rid = ev.data.get("request_id")
-        if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip():
-            r["launch_rid"] = rid_key(rid)  # the run's first launch request id (launch-request-stable)
+    if ev.step == "launch_intent" and r.get("launch_rid") is None and present(ev.data.get("request_id")):
+        r["launch_rid"] = rid_key(ev.data["request_id"])  # the run's first launch request id (launch-request-stable)
 
 
 def _run_changed(r: dict, ev: Any, rec: Any) -> None:

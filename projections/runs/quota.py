@@ -24,9 +24,6 @@ from typing import Any
 from projections.runs.rules import MAX_FAILURES, SHA256, Change, Ctx, Rule, reconciled, ts
 
 CONCURRENCY = 1
-_READ = frozenset(("upload_confirmed", "upload_intent", "launch_intent"))  # the steps the loop below reads
-
-
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
@@ -113,8 +110,6 @@ def check_cross_run(rid: str, fields: dict, changes: list[Change], ctx: Ctx, boa
     board = fields.get("board")
     rs = ctx.runs.get(rid)
     for c in changes:
-        if c.step not in _READ:
-            continue
         name, pst, st, at, t, data, _, n, new, p = c
         if name == "upload_confirmed" and st == "done" and (new or pst != "done") and board and board_daily_quota > 0:
             d: Any = _quota(ctx, rid, board, t, board_daily_quota)

@@ -115,7 +115,8 @@ def reconciled(data: dict) -> str:
     return ""
 
 
-def _present(v: Any) -> bool:
+def present(v: Any) -> bool:
+    """An id is there: a non-blank text or an integer."""
     return (isinstance(v, str) and v.strip() != "") or (isinstance(v, int) and not isinstance(v, bool))
 
 
@@ -183,12 +184,12 @@ def _audit_branch(lk: Look) -> str:
 def _launch_request_stable(lk: Look) -> str:
     """launch_intent carries another request_id than the run's first one ("" when stable)."""
     new = lk.ch.data.get("request_id")
-    if lk.ch.step != "launch_intent" or not _present(new):
+    if lk.ch.step != "launch_intent" or not present(new):
         return ""
     old = (lk.rs or {}).get("launch_rid")
-    if not _present(old) and lk.ch.rec is not None:
+    if not present(old) and lk.ch.rec is not None:
         old = lk.ch.rec["data"].get("request_id")
-    if _present(old) and rid_key(old) != rid_key(new):
+    if present(old) and rid_key(old) != rid_key(new):
         return f"launch_intent retried with request_id {rid_key(new)!r}, first {rid_key(old)!r} (a retry keeps its id)"
     return ""
 
@@ -266,12 +267,12 @@ def _upload_intent_evidence(lk: Look) -> str:
         return ""
     sha = data.get("sha256")
     miss = [m for m, ok in (("a 64-hex data.sha256", isinstance(sha, str) and SHA256.fullmatch(sha) is not None),
-                            ("data.candidate", _present(data.get("candidate")))) if not ok]
+                            ("data.candidate", present(data.get("candidate")))) if not ok]
     return "upload_intent lacks " + " and ".join(miss) if miss else ""
 
 
 def _launch_request_id(lk: Look) -> str:
-    if lk.ch.step == "launch_intent" and not _present(lk.ch.data.get("request_id")):
+    if lk.ch.step == "launch_intent" and not present(lk.ch.data.get("request_id")):
         return "launch_intent has no data.request_id"
     return ""
 
