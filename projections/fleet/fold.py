@@ -9,10 +9,10 @@ State (JSON): {"agents": {id: {"class", "since", "state", "phase", "reason", "so
 "since"}}}; each agent's record is a plain dict of those keys (a snapshot's record may lack the keys
 added after it was written: readers ``get`` every key but ``class`` and ``since``).
 
-Within a class, ``agent.updated`` records what else changed (state, phase, task, target; last
-activity when it moved by ``ACTIVITY_STEP`` or more; the reason when its ``cause`` changed), so
-the state holds the values of the last tick, not of the last class change (docs/contract.md: status
-agrees with the files within one tick).
+Within a class, ``agent.updated`` records what else changed (state, phase, task, waiting_for,
+target; last activity when it moved by ``ACTIVITY_STEP`` or more, or was unknown; the reason when
+its ``cause`` changed), so the state holds the values of the last tick, not of the last class
+change (docs/contract.md: status agrees with the files within one tick).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
@@ -117,28 +117,6 @@ def cause(reason: str) -> str:
     return reason
 
 
-def changes(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> list[str]:
-    """Fields of ``old`` the observation ``obs`` (classified with ``reason``) changes within one class.
-    A target the tick did not see (None) keeps the recorded one; last activity counts only when it
-    moved by ``ACTIVITY_STEP`` or more (or was unknown); the reason only when its ``cause`` differs."""
-    seen = {"state": _str(obs.state), "phase": _str(normalise_phase(obs.phase)), "task": obs.task,
-            "waiting_for": obs.waiting_for}
-    out = [k for k, v in seen.items() if v != old.get(k)]
-    if obs.target is not None and obs.target != old.get("target"):
-        out.append("target")
-    if obs.last_activity is not None:
-        la = old.get("last_activity")
-        try:
-            moved = la is None or abs(obs.last_activity - _parse_iso(la)) >= ACTIVITY_STEP
-        except (ValueError, TypeError):
-            moved = True
-        if moved:
-            out.append("last_activity")
-    if reason is not None and cause(reason) != cause(old.get("reason") or ""):
-        out.append("reason")
-    return out
-
-
 def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
@@ -153,15 +131,30 @@ def _la(obs: AgentObs) -> str | None:
         return None
 
 
-def updated(old: dict[str, Any], obs: AgentObs, reason: str | None = None) -> AgentUpdated | None:
-    """The ``agent.updated`` edge for an agent whose class did not change (``reason``: this
-    tick's, recorded with any change), or None."""
-    ch = changes(old, obs, reason)
+def updated(old: dict[str, Any], obs: AgentObs, reason: str) -> AgentUpdated | None:
+    """The ``agent.updated`` edge for an agent whose class did not change (``reason``: this tick's,
+    recorded with any change), or None. What counts as a change: the module's docstring; a target
+    the tick did not see (None) keeps the recorded one."""
+    seen = {"state": _str(obs.state), "phase": _str(normalise_phase(obs.phase)), "task": obs.task,
+            "waiting_for": obs.waiting_for}
+    ch = [k for k, v in seen.items() if v != old.get(k)]
+    if obs.target is not None and obs.target != old.get("target"):
+        ch.append("target")
+    la = old.get("last_activity")
+    if obs.last_activity is not None:
+        try:
+            moved = la is None or abs(obs.last_activity - _parse_iso(la)) >= ACTIVITY_STEP
+        except (ValueError, TypeError):
+            moved = True
+        if moved:
+            ch.append("last_activity")
+            la = _la(obs)
+    if cause(reason) != cause(old.get("reason") or ""):
+        ch.append("reason")
     if not ch:
         return None
-    la = _la(obs) if "last_activity" in ch else old.get("last_activity")
-    return AgentUpdated(agent=obs.agent, state=_str(obs.state), phase=_str(normalise_phase(obs.phase)),
-                        task=obs.task, target=obs.target if obs.target is not None else old.get("target"),
+    return AgentUpdated(agent=obs.agent, state=seen["state"], phase=seen["phase"], task=obs.task,
+                        target=obs.target if obs.target is not None else old.get("target"),
                         last_activity=la, source=obs.source, changed=ch, reason=reason, waiting_for=obs.waiting_for)
 
 

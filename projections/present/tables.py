@@ -23,10 +23,13 @@ def cell(v: Any, limit: int = 60) -> str:
     return safe("-" if v in (None, "") else v, limit)
 
 
-def fleet_rows(doc: dict[str, Any], now: float | None = None) -> list[list[str]]:
+def fleet_rows(doc: dict[str, Any]) -> list[list[str]]:
     """agent, class, for, state/phase (and what it waits for), task, active (last activity age),
-    target, DoD, handled (its mark and how: ``views.handled_words``)."""
-    t = now if now is not None else _now(doc)
+    target, DoD, handled (its mark and how: ``views.handled_words``, as of the doc's time)."""
+    try:
+        t = parse_iso(doc.get("generated_at") or "")
+    except (ValueError, TypeError):
+        t = 0.0
     return [[cell(a["agent"], 40), cell(a["class"], 20), fmt_age(a["age_s"]),
              f"{cell(a.get('state'), 12)}/{cell(a.get('phase'), 14)}"
              + (f" · {cell(words(a.get('waiting_for')), 50)}" if a.get("waiting_for") else ""),
@@ -34,13 +37,6 @@ def fleet_rows(doc: dict[str, Any], now: float | None = None) -> list[list[str]]
              cell(dod_cell(a), 24),
              cell(f"{HANDLED_MARK.get(h['how'], '?')} {handled_words(h, t)}", 48) if (h := a.get("handled")) else "-"]
             for a in doc["agents"]]
-
-
-def _now(doc: dict[str, Any]) -> float:
-    try:
-        return parse_iso(doc.get("generated_at") or "")
-    except (ValueError, TypeError):
-        return 0.0
 
 
 FLEET_HEAD = ["agent", "class", "for", "state/phase", "task", "active", "target", "DoD", "handled"]
