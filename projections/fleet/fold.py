@@ -135,8 +135,8 @@ def updated(old: dict[str, Any], obs: AgentObs, reason: str) -> AgentUpdated | N
     """The ``agent.updated`` edge for an agent whose class did not change (``reason``: this tick's,
     recorded with any change), or None. What counts as a change: the module's docstring; a target
     the tick did not see (None) keeps the recorded one."""
-    seen = {"state": _str(obs.state), "phase": _str(normalise_phase(obs.phase)), "task": obs.task,
-            "waiting_for": obs.waiting_for}
+    seen: dict[str, Any] = {"state": _str(obs.state), "phase": _str(normalise_phase(obs.phase)), "task": obs.task,
+                            "waiting_for": obs.waiting_for}
     ch = [k for k, v in seen.items() if v != old.get(k)]
     if obs.target is not None and obs.target != old.get("target"):
         ch.append("target")
