@@ -54,9 +54,7 @@ def deps_not_done(mid: str, deps: list[str], view: dict[str, dict[str, str]], do
     """The deps of a WP of mission ``mid`` that are not DONE. A dep names a WP of the same mission
     when there is one (WPs are keyed by (mission, wp): two missions may both have a ``wp1``);
     else a WP of any mission (``done``: every DONE WP id, for ids unique across missions, as in
-    fixtures/missions.sql). A DONE ``wp1`` of mission A satisfied mission B's dep on its own
-    ``wp1``, still READY: B's ``wp2`` RUNNING broke no rule and showed as runnable
-    (tests/projections/missions/test_missions_dep_scope.py)."""
+    fixtures/missions.sql; tests/projections/missions/test_missions_dep_scope.py)."""
     own = view.get(mid, {})
     return [d for d in deps if (own[d] != DONE if d in own else d not in done)]
 

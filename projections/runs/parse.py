@@ -197,8 +197,6 @@ def parse_run(doc: dict) -> tuple[dict, list[str]]:
 def _unread(raw_steps: dict) -> set[str]:
     """The step names of ``raw_steps`` not read: unknown names past the first MAX_UNKNOWN_STEPS,
     or longer than MAX_STEP_NAME (each name read is an event or two at each change of the file)."""
-    if len(raw_steps) <= MAX_UNKNOWN_STEPS and all(len(n) <= MAX_STEP_NAME for n in raw_steps):
-        return set()
     unknown = sorted(n for n in raw_steps if n not in POS)
     return {n for n in unknown if len(n) > MAX_STEP_NAME} | set(
         [n for n in unknown if len(n) <= MAX_STEP_NAME][MAX_UNKNOWN_STEPS:])
@@ -219,10 +217,7 @@ def parse_steps(raw_steps: dict) -> dict:
 
 def step_names(names: Any) -> list[str]:
     """Fixed order first, then unknown names alphabetically."""
-    names = set(names)
-    if all(n in POS for n in names):  # the usual case: known names only, no sort
-        return [s for s in ORDER if s in names]
-    return sorted(names, key=lambda s: (POS.get(s, 99), s))
+    return sorted(set(names), key=lambda s: (POS.get(s, 99), s))
 
 
 def is_new_attempt(prev: str | None, prev_t: float | None, prev_at: str | None,
