@@ -76,7 +76,7 @@ def _consumer_owner(cfg: Any, db: str | None) -> tuple[str, str, str]:
     async def look() -> str:
         from nats.js.errors import NotFoundError
 
-        nc = await connect(cfg.hub.nats, cfg.hub.creds, "fleetwatch-doctor", timeout=3.0)
+        nc = await connect(cfg.hub.nats, cfg.hub.creds, "fleetwatch-doctor", timeout=3.0, once=True)
         try:
             info = await asyncio.wait_for(nc.jetstream().consumer_info(cfg.hub.stream, consumer), 3.0)
             return info.config.description or ""

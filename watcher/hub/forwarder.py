@@ -57,15 +57,21 @@ def connect_options(urls: str | list[str], creds: str | None, name: str) -> dict
     return opts
 
 
-async def connect(urls: str | list[str], creds: str | None, name: str, timeout: float = 5.0) -> Any:
+async def connect(urls: str | list[str], creds: str | None, name: str, timeout: float = 5.0,
+                  once: bool = False) -> Any:
     """A connected nats-py client, or an exception within ``timeout`` s (nats-py alone would
     retry an unreachable server forever, and a stop could not end that). Once connected, nats-py
-    reconnects by itself after a blip; the callers' loops handle everything longer."""
+    reconnects by itself after a blip; the callers' loops handle everything longer. ``once``
+    (a one-shot probe): each server is tried twice, so a refused connection is an answer at once
+    (nats-py's NoServersError) instead of retries until ``timeout``."""
     from nats.aio.client import Client
 
     nc = Client()
+    opts = connect_options(urls, creds, name)
+    if once:
+        opts["max_reconnect_attempts"] = 1
     try:
-        await asyncio.wait_for(nc.connect(**connect_options(urls, creds, name)), timeout)
+        await asyncio.wait_for(nc.connect(**opts), timeout)
     except BaseException:
         try:
             await asyncio.wait_for(nc.close(), 1.0)

@@ -189,13 +189,17 @@ def probe(urls: str | list[str], creds: str | None, stream: str, timeout: float 
         import nats  # noqa: F401
     except ImportError:
         return "no-extra", "nats-py is not installed"
+    from nats.errors import NoServersError
+
     from watcher.hub.forwarder import connect
 
     async def go() -> tuple[str, str]:
         try:
-            nc = await connect(urls, creds, "fleetwatch-doctor", timeout=timeout)
+            nc = await connect(urls, creds, "fleetwatch-doctor", timeout=timeout, once=True)
         except (asyncio.TimeoutError, TimeoutError):
             return "unreachable", f"no answer within {timeout:.0f}s"
+        except NoServersError:
+            return "unreachable", "no server accepted a connection"
         except Exception as e:
             return "unreachable", type(e).__name__
         try:

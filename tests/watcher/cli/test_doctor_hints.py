@@ -74,6 +74,7 @@ def test_forward_and_hub_nats_reachability_and_stream(tmp_path):
     assert r.returncode == 1
     assert f"✗ forward: cannot reach NATS at nats://127.0.0.1:{port}" in r.stdout
     assert f"✗ hub: cannot reach NATS at nats://127.0.0.1:{port}" in r.stdout
+    assert r.stdout.count("(no server accepted a connection)") == 2, r.stdout   # refused: said at once, no 5 s wait
     assert "nats-server -js" in r.stdout
     srv = natsserver.NatsServer(tmp_path / "nats", port=port).start()
     try:
