@@ -38,9 +38,8 @@ DEFAULT_DEADLINE = 45 * 60.0
 
 
 # ---- state --------------------------------------------------------------------------------
-# The snapshot schema: ``layout`` 2 = the issue-22 rule fields. A snapshot of an older layout fails
-# to decode, so ``Projections.load`` replays the log instead of folding into a stale shape (and
-# ``rebuild --check`` stays clean after an upgrade).
+# The snapshot schema (``layout``): a snapshot of another layout fails to decode, so ``Projections.load``
+# replays the log instead of folding into a stale shape (``rebuild --check`` stays clean after an upgrade)
 STATE_TYPE = TypedDict("RunsState", {"runs": dict, "layout": Literal[2]})
 
 
