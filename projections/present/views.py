@@ -238,20 +238,14 @@ def _agent_line(cls: str, aid: str, a: Any, age: str, dod: str, h: dict[str, Any
         line = f"{aid}: stalled for {age} ({a.get('phase') or '-'})"
     else:
         line = f"{aid}: {a.get('reason') or 'mal lanzado'}"
+    return line + _task(a) + (f" · {handled_words(h, now)}" if h else "")
+
+
+def _task(a: Any) -> str:
+    """" · task: <title>", the title cut raw for a summary line (the printer escapes the whole
+    line); "" for an agent without one."""
     task = a.get("task")
-    if task:
-        line += f" · task: {_cut(task)}"
-    return line + (f" · {handled_words(h, now)}" if h else "")
-
-
-def _done_line(aid: str, a: Any, d: dict[str, Any]) -> str:
-    task = a.get("task")
-    return f"{aid}: DoD met by {d.get('verifier') or '?'}" + (f" · task: {_cut(task)}" if task else "")
-
-
-def _cut(task: str) -> str:
-    """A task title cut raw for a summary line (the printer escapes the whole line)."""
-    return task if len(task) <= TASK_CUT else task[:TASK_CUT - 1] + "…"
+    return f" · task: {task if len(task) <= TASK_CUT else task[:TASK_CUT - 1] + '…'}" if task else ""
 
 
 def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 0,
@@ -268,12 +262,11 @@ def summary_groups(states: dict[str, Any], now: float, *, max_concurrent: int = 
         by_class.setdefault(a["class"], []).append((aid in handled, a["since"] or "", aid))
     for cls in ATTENTION:
         for _, since, aid in sorted(by_class.get(cls, [])):
-            dod = dod_agents.get(aid, {}).get("status", "pending")
-            if cls == classes.DICE_TERMINADO and dod == "met":
-                groups["DONE"].append(_done_line(aid, fleet["agents"][aid], dod_agents[aid]))   # needs nobody
+            dod, a = dod_agents.get(aid, {}).get("status", "pending"), fleet["agents"][aid]
+            if cls == classes.DICE_TERMINADO and dod == "met":   # needs nobody
+                groups["DONE"].append(f"{aid}: DoD met by {dod_agents[aid].get('verifier') or '?'}{_task(a)}")
                 continue
-            groups[cls].append(_agent_line(cls, aid, fleet["agents"][aid], fmt_age(since_s(since, now)), dod,
-                                           handled.get(aid), now))
+            groups[cls].append(_agent_line(cls, aid, a, fmt_age(since_s(since, now)), dod, handled.get(aid), now))
     extra: list[tuple[str, str]] = []
     for name in ("dod", "missions", "plans"):
         extra += [(g, str(line)) for g, line in mods[name].items(states[name], now)]

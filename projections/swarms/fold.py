@@ -144,14 +144,8 @@ def detect(state: dict[str, Any], snap: Any, now: float, max_concurrent: int = C
     failed = snap.failed
     live = {r.name for r in snap.results if r.ok} - set(failed)
     seen: set[tuple[str, str]] = set()
-    rows = []
-    for r in snap.rows.get("swarm", []):
-        if r.source in failed:
-            continue
-        g, c = r.row.get("group"), r.row.get("child")
-        if g is None or c is None:
-            continue
-        rows.append((str(g), str(c), r))
+    rows = [(str(r.row["group"]), str(r.row["child"]), r) for r in snap.rows.get("swarm", [])
+            if r.source not in failed and r.row.get("group") is not None and r.row.get("child") is not None]
     for g, c, r in sorted(rows, key=lambda t: (t[0], t[1])):
         if (g, c) in seen:
             continue  # a duplicate key: the first row wins
