@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -148,6 +149,7 @@ def latency(samples: int = 60) -> list[dict]:
         n.close(5)
         elog.close()
         rx.srv.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
     p50, p99, b50, b99 = _pct(fw, 50), _pct(fw, 99), _pct(ap, 50), _pct(ap, 99)
     return [
         {"name": "commit → POST received, group_wait=0 (p50)",
