@@ -134,8 +134,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "hist[0][2] (a seq) is never within the window: always recomputed, same value",
     },
     "projections.notify.plan": {
-        ('"rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,', "num 0->1 (2)"):
-            "FLAPPING's send count: only escalation reads sends, for urgent conditions that are not one-shot",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 0->1"):
             "every condition's sev is one of SEVERITIES (notify.py's _new calls: classes.SEVERITY or a literal)",
         ('if SEV_RANK.get(c["sev"], 0) < SEV_RANK.get(policy.min_severity, 1):', "num 1->2"):
@@ -149,24 +147,18 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a pushed condition (sent_rev >= 0) always has sent_at: the fold sets both from notice.sent",
         ('due = (c["sent_at"] or 0.0) + policy.repeat_interval', "num 0.0->1.0"):
             "a pushed condition (sent_rev >= 0) always has sent_at: the fold sets both from notice.sent",
-        ('"seq": start[2], "last_seq": hist[-1][2], "since": start[1], "changed": start[1],', "num 1->2 (3)"):
-            "`changed` is read only for updates (rev > sent_rev): a FLAPPING condition is one-shot at rev 0",
         ('return "after quiet hours: " if any(it.c.get("held") is not None and (it.c["sent_at"] or 0.0) < it.c["held"]',
          "cmp Lt->LtE #0"):
             "a push at the very millisecond its item was held cannot happen: held means not pushed that tick",
         ("return DedupeReason.ALREADY_SENT, None, 1", "num 1->2"): "the attempt of a notice that is not sent",
-        ("future = [w for w in wakes + gwakes if w > now]", "cmp Gt->GtE #0"):
+        ("future = [w for w in run.wakes + gwakes if w > now]", "cmp Gt->GtE #0"):
             "now carries +1 ms (EPS): a wake time equal to it only at a sub-millisecond instant",
         ("if not policy.nudge_enabled:", "branch body->pass"):  # both lines: nudges() and nudge_decision()
             "two guards, nudges() and nudge_decision() (called by nudges() only): either one alone stops every nudge",
         ("if now < flush:", "cmp Lt->LtE #0"):
             "now carries +1 ms (EPS): now == the group's flush time only at a sub-millisecond instant",
-        ('"rev": 0, "oneshot": True, "cleared": None, "cleared_by": None, "sends": 0,', "num 0->1"):
-            "FLAPPING is synthetic, one-shot and never sent before (sent_rev -1): its rev only names the key "
-            "(cid@1), and the fold marks the episode by cid either way",
         ('decisions += [Decision(it.cid, "group", GroupReason.SEND if ready[it.cid][0] <= now', "cmp LtE->Lt #0"):
             "SEND vs RIDE_ALONG: the item goes in the same batch either way, only the debug reason differs",
-        ('"sent_at": None, "sent_rev": -1, "silenced": None}', "num 1->2"): "sent_rev -2 is as unsent as -1 (< 0)",
         ('return "after quiet hours: " if any(it.c.get("held") is not None and (it.c["sent_at"] or 0.0) < it.c["held"]',
          "num 0.0->1.0"): "held times are epochs: 0.0 and 1.0 are both before them",
         ("return (a, GroupReason.WAIT_GROUP) if a >= b else (b, GroupReason.WAIT_INTERVAL)", "cmp GtE->Gt #0"):
