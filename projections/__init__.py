@@ -3,7 +3,8 @@
 No I/O and no clock here: time comes from ``rec.time`` or a ``now`` parameter. watcher/ reads,
 schedules and writes; events/ holds the log; projections/ only computes.
 
-Rooms (one package per projection, each ``__init__`` states its contract and ``USES``):
+Rooms (one package per projection, each ``__init__`` states its contract and ``USES``: the rooms
+it may import besides the shared modules, tests/repo/test_architecture.py checks it):
 ``fleet`` (classes of agents, fan-out), ``dod`` (done for real), ``runs`` (the outer loop's steps
 and rules), ``missions`` (work packages), ``swarms``, ``notify`` (conditions and the push
 pipeline), ``report``, ``plans`` (the closed loop), ``present`` (what the person sees).

@@ -3,12 +3,9 @@ most, the contract's urgency order): each class's severity, label, colours, boar
 the termination machine and what makes it (pure).
 
 Every reader takes the classes from here and no other module writes their names out (a test
-fails on a class-name string literal elsewhere in the package): the fleet's ``classify`` tries
-its rules in ``MATCH`` order, notify opens a condition of ``SEVERITY`` and groups pushes by
-``PUSH_LABEL``, ``ATTENTION`` is what status, summary, the board and the phone page list as needing
-the human, the phone page's CSS takes ``WEB``, the board ``GLYPH`` and ``MONO``, and the README's
-and the goal schema's text of the termination machine and the board's legend are built from the
-table (``make readme``; tests/repo/test_classes_table.py checks they are current).
+fails on a class-name string literal elsewhere in the package); each ``ClassInfo`` column says
+who reads it. The README's and the goal schema's text of the termination machine and the board's
+legend are built from the table (``make readme``; tests/repo/test_classes_table.py checks them).
 """
 # No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
 # of its string field annotations (a ForwardRef each), and a process's first compile() builds
@@ -46,7 +43,7 @@ class ClassInfo(NamedTuple):
     colour: str        # rich style (status, summary, the board)
     web: str           # CSS colour on the phone pages ("" = the page's default)
     match: int         # the termination machine's order: classify's first matching rule wins
-    push_label: str    # the title group of a push (notify_msg.BUCKETS)
+    push_label: str    # the title group of a push (projections.notify.msg.BUCKETS)
     glyph: str         # the board's mark, told apart without colour (one character, distinct)
     mono: str          # the board's emphasis with NO_COLOR ("" = none)
     when: str          # what makes it (the README's and the goal schema's table)

@@ -50,8 +50,7 @@ def identity(s: object) -> str:
     if s.isascii() and s.isprintable() and " " not in s:
         t = s.lower()   # the common id, same key: NFKC, the skeleton and _visible change no such text
     else:
-        t = _unmarked(_unmarked(s).translate(_TABLE).casefold()).translate(_TABLE)
-        t = _visible(t)
+        t = _visible(_unmarked(_unmarked(s).translate(_TABLE).casefold()).translate(_TABLE))
     while t.startswith(PREFIX):
         t = t[len(PREFIX):]
     return t

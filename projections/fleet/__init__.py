@@ -13,5 +13,4 @@ Contract
 - Reads only the shared modules (classes, observations, text).
 """
 
-# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

@@ -60,10 +60,8 @@ def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) 
 
 def detect(state: dict[str, Any], snap: Any, now: float, fanout_max: int = 8, fanout_window: float = 60.0,
            census: bool = False, census_seq: int = 0, new: list[str] | None = None, **_policy: Any) -> list[Any]:
-    """One fleet.fanout when the unreported new agents within the window exceed the cap (none
-    while the watcher takes its census; agents first seen by it, up to ``census_seq``, never).
-    A new agent is a snapshot agent not alive in the state (``new``: those, in id order, when the
-    caller knows them; else a set difference in C)."""
+    """The tick's fleet.fanout, if any (as the module's docstring says); ``new``: the snapshot
+    agents not alive in the state, in id order, when the caller knows them (else computed here)."""
     if census or fanout_max <= 0:
         return []
     cur = snap.agents

@@ -270,14 +270,11 @@ def missing(prev: dict[str, Any], snap: Snapshot, absent: dict[str, int], out: l
     absent = {k: v for k, v in absent.items() if k not in cur} if absent else {}
     for aid in sorted(agents.keys() - cur.keys()) if gone is None else gone:
         old = agents[aid]
-        if old["class"] == CERRADO:
-            continue
-        if old.get("source") in snap.failed:
-            continue  # a broken source never closes its agents
-        misses = absent.get(aid, 0) + 1
-        absent[aid] = misses
-        if misses >= 2:
-            absent.pop(aid, None)
+        if old["class"] == CERRADO or old.get("source") in snap.failed:
+            continue  # closed already; or a broken source, which never closes its agents
+        absent[aid] = absent.get(aid, 0) + 1
+        if absent[aid] >= 2:
+            del absent[aid]
             out.append(AgentClassified(agent=aid, from_=old["class"], to=CERRADO,
                                        state=old.get("state"), phase=old.get("phase"),
                                        reason="no longer seen by any source", source=old.get("source") or ""))

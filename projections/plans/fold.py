@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from events.timefmt import parse_iso
 from projections.classes import CERRADO, RECLAMA
 from projections.identity import same_identity
@@ -262,8 +264,6 @@ def amend(state: dict[str, Any], events: list[Any]) -> list[Any]:
     closing = state["closing"]
     if not closing:
         return events
-    import msgspec
-
     out = []
     for e in events:
         kind = type(e).__name__

@@ -8,5 +8,4 @@ Contract
 - Reads the folded states of every room, never writes them.
 """
 
-# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ('fleet', 'notify')

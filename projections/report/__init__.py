@@ -6,5 +6,4 @@ Contract
 - Reads only the shared modules.
 """
 
-# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

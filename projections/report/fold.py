@@ -48,7 +48,7 @@ DAY_FIELDS = ("met", "failed", "unevaluable", "claims", "false_done", "caught_by
               "reclama", "reclama_s", "stalls", "stall_s", "nudges", "acks", "escalations",
               "steps_done", "steps_failed", "violations", "wps_done", "uptime_s", "restarts",
               "source_failures")
-_DAY_S = 86400.0
+DAY_S = 86400.0
 
 
 def initial(bounded: bool = True) -> dict[str, Any]:
@@ -75,7 +75,7 @@ TIME = log_time   # how fold reads ``rec.time`` (a caller may pass a cache of it
 
 
 def day_key(t: float) -> str:
-    return day_name(int(t // _DAY_S))
+    return day_name(int(t // DAY_S))
 
 
 def event_day(time: str, t: float) -> str:
@@ -107,7 +107,7 @@ def _spread(st: dict, start: float, end: float, field: str, end_day: str | None 
     the day of ``end`` when known, for the piece on that day)."""
     t = start
     while t < end:
-        midnight = (t // _DAY_S + 1) * _DAY_S
+        midnight = (t // DAY_S + 1) * DAY_S
         if end < midnight and end_day is not None:   # the last piece, on end's own day
             add(st, end_day, field, end - t)
             return
@@ -208,7 +208,7 @@ def _flagged(st: dict, ev: Any, t: float, day: str) -> None:
 def _sent(st: dict, ev: Any, t: float, day: str) -> None:
     add(st, day, "pushes")
     add(st, day, "items", len(ev.covers))
-    st["hours"][int(t % _DAY_S // 3600)] += 1
+    st["hours"][int(t % DAY_S // 3600)] += 1
 
 
 def _step(st: dict, ev: Any, t: float, day: str) -> None:

@@ -16,7 +16,6 @@ from projections.classes import RECLAMA
 from projections.text import age
 
 SCHEMA = 1
-DAY_S = 86400.0
 
 
 def quantile(values: list[float], q: float) -> float | None:
@@ -64,7 +63,7 @@ def _days(st: dict, since: float | None, until: float) -> list[dict[str, Any]]:
     if st["first"] is None:   # an empty log: no day holds anything
         return []
     start = st["first"] if since is None else max(since, st["first"])
-    first, last = int(start // DAY_S), int(until // DAY_S)
+    first, last = int(start // report.DAY_S), int(until // report.DAY_S)
     out = []
     for d in range(first, last + 1):
         name = report.day_name(d)
