@@ -207,10 +207,9 @@ def _swarm(st: dict, ev: Any, seq: int, t: float) -> None:
         counts[to] = counts.get(to, 0) + 1
     k = "swarm:" + g
     sev = "warning" if counts.get("failed") or counts.get("timeout") else "info"
-    cid = st["index"].get(k)
-    c = st["conds"].get(cid) if cid else None
+    c = st["conds"].get(st["index"].get(k) or "")
     if c is None or c["cleared"] is not None:
-        cid = st["index"][k] = _new(st, k, "SWARM", sev, seq, t, g, "")
+        st["index"][k] = _new(st, k, "SWARM", sev, seq, t, g, "")
     else:
         c["sev"], c["last_seq"], c["changed"] = sev, seq, t
         c["rev"] += 1
@@ -230,7 +229,7 @@ def _delivered(st: dict, ev: Any, t: float, status: str) -> None:
     for cid, rev in _mark(st, ev, t, status):
         st["retry"].pop(cid, None)
         base, _, kind = cid.rpartition("@")
-        if kind in ("resolved", "esc"):  # an all-clear / a given-up escalation (notify_escalate)
+        if kind in ("resolved", "esc"):  # an all-clear / a given-up escalation (escalate.py)
             c = st["conds"].get(base)
             if c is not None:
                 c["resolved" if kind == "resolved" else "escalated"] = t
