@@ -119,13 +119,15 @@ class Claude:
         self.goals = tmp / "agents"
         self.debug = tmp / f"claude-debug-{win}.log"
         self.socket = f"fwrc{os.getpid()}x{id(self) % 100000}"
-        for d in (self.home / ".claude", self.work, self.goals):
-            d.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp / "claude-tmp"  # the client's own temporary files (else /tmp/claude-UID, never removed)
+        for d in (self.home / ".claude", self.work, self.goals, self.tmp):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._write_state(settings or {})
         self.env = {**base_env(), "HOME": str(self.home), "ANTHROPIC_BASE_URL": fake.url,
                     "ANTHROPIC_API_KEY": KEY, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                     "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
                     "CLAUDE_CODE_MAX_RETRIES": "0", "FLEETWATCH_GOALS_DIR": str(self.goals),
+                    "CLAUDE_CODE_TMPDIR": str(self.tmp),
                     # no git clone of the plugin marketplace (it tries one despite the above)
                     "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
                     "TERM": "xterm-256color", "LANG": "C.UTF-8", "SHELL": "/bin/bash",
