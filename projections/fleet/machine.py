@@ -70,16 +70,11 @@ def _claims_done(obs: AgentObs, now: float, stall_after: float, limit: float | N
 
 
 def _stalled(obs: AgentObs, now: float, stall_after: float, limit: float | None) -> tuple[Cls, str] | None:
-    la = obs.last_activity
-    if la is None:
+    la, idle = obs.last_activity, obs.state == "idle"
+    bound = stall_after if idle else limit   # busy here: its silence backstop (None: none)
+    if la is None or bound is None or not now - la >= bound:
         return None
-    if obs.state == "idle":
-        if now - la >= stall_after:
-            return Cls.ESTANCADO, f"{AGEING[0]}{fmt_age(now - la)}"
-        return None
-    if limit is not None and now - la >= limit:
-        return Cls.ESTANCADO, f"{AGEING[1]}{fmt_age(now - la)}"
-    return None
+    return Cls.ESTANCADO, f"{AGEING[0] if idle else AGEING[1]}{fmt_age(now - la)}"
 
 
 def _working(obs: AgentObs, now: float, stall_after: float, limit: float | None) -> tuple[Cls, str] | None:

@@ -126,16 +126,12 @@ def notice_subjects(data: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(k.rpartition("|")[0] for k in ids if isinstance(k, str) and "|" in k))  # an id may hold "|"
 
 
-def head_segments(seq: int, time: str, subject: str, version: int) -> list[Seg]:
-    return [(f"{seq:>7} {safe(time, 40)} {safe(subject, 120)} v{version}", "dim")]
-
-
 def record_segments(rec: Any, *, verbose: bool = False) -> list[Seg]:
     """A ``Recorded`` row: ``seq time subject vN type details``."""
     from events.types import data_dict
 
     data = data_dict(rec.data) if rec.data else fields_of(rec.event)
-    return [*head_segments(rec.seq, rec.time, rec.subject, rec.version), (" ", ""),
+    return [(f"{rec.seq:>7} {safe(rec.time, 40)} {safe(rec.subject, 120)} v{rec.version}", "dim"), (" ", ""),
             *event_segments(rec.type, rec.subject, data, verbose=verbose)]
 
 
