@@ -9,6 +9,7 @@ snapshotted.
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -73,8 +74,6 @@ MODULES = {n: f"projections.{n}.fold" for n in ORDER} | {"fanout": "projections.
 def registry(names: Collection[str] | None = None) -> dict[str, Projection]:
     """Every projection, by NAME, in fold order; ``names``: only those (a reader that shows a few
     imports no other fold: `status`, watcher/cli/status.py)."""
-    import importlib
-
     return {n: cast(Projection, importlib.import_module(MODULES[n])) for n in ORDER if names is None or n in names}
 
 

@@ -20,7 +20,8 @@ FRESH = 15.0        # a status file older than this (seconds) is a hub that stop
 MAX_HOSTS = 1000
 
 
-def _t(v: Any) -> float | None:
+def time_of(v: Any) -> float | None:
+    """Epoch seconds of an ISO time (None when absent, not a string or unreadable)."""
     if not isinstance(v, str):
         return None
     try:
@@ -38,18 +39,18 @@ def hub_view(doc: Any, now: float, silent_after: float = 300.0) -> dict[str, Any
     if not isinstance(doc, dict) or not isinstance(doc.get("nats"), dict):
         return None
     nats = doc["nats"]
-    written = _t(doc.get("written_at"))
+    written = time_of(doc.get("written_at"))
     running = doc.get("running") is not False and written is not None and now - written <= FRESH
     connected = running and nats.get("connected") is True
-    since = _t(nats.get("since"))
-    last_up = _t(nats.get("last_up"))
+    since = time_of(nats.get("since"))
+    last_up = time_of(nats.get("last_up"))
     stale_since = None if connected else (last_up if last_up is not None else since)
     hosts = []
     raw = doc.get("hosts")
     for h, v in list(raw.items() if isinstance(raw, dict) else ())[:MAX_HOSTS]:
         if not isinstance(v, dict):
             continue
-        seen, ev = _t(v.get("last_seen")), _t(v.get("last_event"))
+        seen, ev = time_of(v.get("last_seen")), time_of(v.get("last_event"))
         heard = connected and seen is not None and now - seen <= silent_after and v.get("silent") is not True
         hosts.append({"host": str(h), "connected": heard, "age_s": None if seen is None else round(now - seen, 1),
                       "last_event": v.get("last_event") if ev is not None else None,

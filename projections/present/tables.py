@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.timefmt import parse_iso
 from projections.text import age as fmt_age
 from projections.text import safe
+from projections.present.hub import time_of
 from projections.present.views import HANDLED_MARK, handled_words
 from projections.fleet.waiting import words
 
@@ -26,10 +26,7 @@ def cell(v: Any, limit: int = 60) -> str:
 def fleet_rows(doc: dict[str, Any]) -> list[list[str]]:
     """agent, class, for, state/phase (and what it waits for), task, active (last activity age),
     target, DoD, handled (its mark and how: ``views.handled_words``, as of the doc's time)."""
-    try:
-        t = parse_iso(doc.get("generated_at") or "")
-    except (ValueError, TypeError):
-        t = 0.0
+    t = time_of(doc.get("generated_at")) or 0.0
     return [[cell(a["agent"], 40), cell(a["class"], 20), fmt_age(a["age_s"]),
              f"{cell(a.get('state'), 12)}/{cell(a.get('phase'), 14)}"
              + (f" · {cell(words(a.get('waiting_for')), 50)}" if a.get("waiting_for") else ""),

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.timefmt import iso, parse_iso
+from events.timefmt import iso
 from projections import classes
+from projections.base import registry
 from projections.notify.policy import NEVER, matching_silence
 from projections.text import age as fmt_age
 from projections.fleet.waiting import clean as waiting_clean
 from projections.fleet.waiting import words as waiting_words
+from projections.present.hub import time_of
 
 ATTENTION = classes.ATTENTION
 GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS", "DONE")
@@ -33,12 +35,8 @@ GROUPS = (*ATTENTION, "APPROVALS", "VIOLATIONS", "SOURCES", "RUNS", "SWARMS", "D
 
 def since_s(iso_s: str | None, now: float) -> float | None:
     """Seconds from an ISO time to ``now`` (None when absent or unreadable)."""
-    if not iso_s or not isinstance(iso_s, str):
-        return None
-    try:
-        return now - parse_iso(iso_s)
-    except (ValueError, OverflowError):
-        return None
+    t = time_of(iso_s)
+    return None if t is None else now - t
 
 
 def _r(x: float | None) -> float | None:
@@ -46,8 +44,6 @@ def _r(x: float | None) -> float | None:
 
 
 def _mods() -> dict[str, Any]:
-    from projections.base import registry
-
     return registry(("dod", "runs", "missions", "swarms", "plans"))  # the ones read here (fleet, notify: by shape)
 
 
