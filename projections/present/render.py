@@ -55,12 +55,6 @@ def fields_of(event: Any) -> dict[str, Any]:
     return {}
 
 
-def type_style(type_: str) -> str:
-    if type_.endswith(ALERT_SUFFIXES):
-        return "bold red"
-    return FAMILY_STYLE.get(type_.split(".", 1)[0], "")
-
-
 def class_seg(cls: Any) -> Seg:
     """A class name coloured by the class table (unknown values plain, escaped)."""
     s = safe(cls if cls is not None else "new", 40)
@@ -86,7 +80,8 @@ def event_segments(type_: str, subject: str, data: Mapping[str, Any], *, verbose
         if d.get(k) == sid:
             del d[k]
             break
-    out: list[Seg] = [(safe(type_, 60), type_style(type_))]
+    style = "bold red" if type_.endswith(ALERT_SUFFIXES) else FAMILY_STYLE.get(type_.split(".", 1)[0], "")
+    out: list[Seg] = [(safe(type_, 60), style)]
     limit = VALUE_MAX_VERBOSE if verbose else VALUE_MAX
     if type_ == "agent.classified" or "to" in d and d.get("to") in NAMES:
         frm, to = data.get("from"), d.pop("to", None)

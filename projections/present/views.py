@@ -180,6 +180,10 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
     fleet = states.get("fleet") or {"agents": {}, "sources": {}}
     dod_st = mods["dod"].status(states["dod"], now)
     agents = agent_rows(states, now, dod_st["agents"])
+    # plans: id -> tasks by state, what waits on what; loop: launched agents, verdicts acted on,
+    # launch -> verified met (projections/plans/fold.py)
+    loop = mods["plans"].status(states["plans"], now) if "plans" in states else \
+        {"plans": {}, "launched": {}, "acted": {}, "launch_to_met_s": {}}
     counts = {c: 0 for c in classes.ORDER}
     for a in agents:
         counts[a["class"]] = counts.get(a["class"], 0) + 1
@@ -191,16 +195,8 @@ def status_doc(states: dict[str, Any], head: int, now: float, *, max_concurrent:
         "missions": mods["missions"].status(states["missions"], now),
         "swarms": mods["swarms"].status(states["swarms"], now, max_concurrent, max_children),
         "notify": notify_health(states.get("notify"), now),
-        **loop_status(mods, states, now),
+        "plans": loop.pop("plans"), "loop": loop,
     }
-
-
-def loop_status(mods: dict[str, Any], states: dict[str, Any], now: float) -> dict[str, Any]:
-    """``plans`` (id -> tasks by state, what waits on what) and ``loop`` (launched agents, verdicts
-    acted on, launch -> verified met) of `status --json` (projections/plans/fold.py)."""
-    st = mods["plans"].status(states["plans"], now) if "plans" in states else \
-        {"plans": {}, "launched": {}, "acted": {}, "launch_to_met_s": {}}
-    return {"plans": st.pop("plans"), "loop": st}
 
 
 def notify_health(st: Any, now: float) -> dict[str, Any]:
