@@ -49,10 +49,8 @@ def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) 
         elif ev.agent not in alive:
             alive[ev.agent] = 1
             state["n"] += 1
-            b = state["births"]
-            b.append([times(rec.time), state["n"], ev.agent, rec.seq])
-            if len(b) > KEEP:
-                del b[: len(b) - KEEP]
+            state["births"].append([times(rec.time), state["n"], ev.agent, rec.seq])
+            del state["births"][:-KEEP]   # the last KEEP
     elif rec.type == "fleet.fanout":
         state["reported"] = max(state["reported"], ev.upto)
     return state

@@ -212,10 +212,7 @@ def due_actions(st: dict[str, Any], classes: Any, on_met: str, on_failed: str,
     agent -> its class now (the fleet's). Agents CERRADO, or in ``inflight``, are skipped."""
     out = []
     for aid, v in sorted(st["todo"].items()):
-        if aid in inflight:
-            continue
-        cls = classes(aid)
-        if cls == CERRADO:
+        if aid in inflight or (cls := classes(aid)) == CERRADO:
             continue
         if v["verdict"] == "met" and on_met != "keep":
             out.append((aid, "close", v))

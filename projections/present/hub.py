@@ -90,8 +90,7 @@ def host_lines(v: dict[str, Any]) -> list[str]:
     out = []
     for h in v["hosts"]:
         state = "heard" if h["connected"] else ("SILENT" if h["silent"] else "not heard")
-        line = f"{safe(h['host'], 40)}  {state} {fmt_age(h['age_s'])} ago" if h["age_s"] is not None \
-            else f"{safe(h['host'], 40)}  {state}"
+        line = f"{safe(h['host'], 40)}  {state}" + (f" {fmt_age(h['age_s'])} ago" if h["age_s"] is not None else "")
         if h["last_event"]:
             line += f"  last event {safe(h['last_event'], 30)} ({fmt_age(h['event_age_s'])} ago)"
         if h["lag_s"] is not None:

@@ -58,9 +58,8 @@ def _counts(children: dict[str, Any]) -> dict[str, int]:
     return c
 
 
-# The snapshot schema: ``layout`` 2 = the issue-22 rule fields, 3 = ``left`` (gone children). A
-# snapshot of an older layout fails to decode, so ``Projections.load`` replays the log instead of
-# folding into a stale shape (and ``rebuild --check`` stays clean after an upgrade).
+# The snapshot schema's ``layout``: a snapshot of another layout fails to decode, so ``Projections.load``
+# replays the log instead of folding into a stale shape (``rebuild --check`` stays clean after an upgrade).
 STATE_TYPE = TypedDict("SwarmsState", {"groups": dict, "layout": Literal[3]})
 LEFT_MAX = 1024  # gone children remembered per group (so that their return is not a new child)
 
