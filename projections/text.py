@@ -27,9 +27,12 @@ _BIDI_AND_FORMAT = frozenset(
      0x202E, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF])
 
 
-def _needs_escape(ch: str) -> bool:
+def _escaped(ch: str) -> str:
+    """``ch``, or its visible escape when a terminal could act on it (or it is a backslash)."""
     o = ord(ch)
-    return o < 0x20 or 0x7F <= o < 0xA0 or o in _BIDI_AND_FORMAT or ch == "\\" or 0xD800 <= o < 0xE000
+    if not (o < 0x20 or 0x7F <= o < 0xA0 or o in _BIDI_AND_FORMAT or ch == "\\" or 0xD800 <= o < 0xE000):
+        return ch
+    return _ESCAPES.get(ch) or (f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
 
 
 def safe(value: object, limit: int | None = None) -> str:
@@ -42,17 +45,7 @@ def safe(value: object, limit: int | None = None) -> str:
     if s.isprintable() and s.isascii() and "\\" not in s:
         out = s
     else:
-        parts = []
-        for ch in s:
-            if not _needs_escape(ch):
-                parts.append(ch)
-            elif ch in _ESCAPES:
-                parts.append(_ESCAPES[ch])
-            elif ord(ch) < 0x100:
-                parts.append(f"\\x{ord(ch):02x}")
-            else:
-                parts.append(f"\\u{ord(ch):04x}")
-        out = "".join(parts)
+        out = "".join(map(_escaped, s))
     if limit is not None and len(out) > limit:
         out = out[: max(0, limit - 1)] + "…"
     return out

@@ -199,8 +199,7 @@ def detect(prev: dict[str, Any], snap: Snapshot, now: float, limits: Limits,
            absent: dict[str, int] | None = None) -> tuple[list[Any], dict[str, int]]:
     """Transitions from the folded state ``prev`` to this tick's ``snap``, every agent judged:
     the source edges, each agent's :func:`judge` in id order, then :func:`missing`. Returns
-    (events, new miss counts). The watcher gives the same events judging only the agents that
-    changed or are due (watcher/runtime/schedule.py; tests/watcher/runtime/test_schedule_differential.py)."""
+    (events, new miss counts): what the runtime's scheduler must give too (the room's contract)."""
     out = source_edges(prev, snap)
     agents, cur, blind = prev["agents"], snap.agents, snap.tmux_unknown
     for aid in sorted(cur):

@@ -154,16 +154,14 @@ def task_states(st: dict[str, Any], plan: str) -> dict[str, dict[str, Any]]:
     status: dict[str, str] = {}
     for t in p["tasks"]:
         aid = p["launched"].get(t["id"])
-        a = agents.get(aid) if aid else None
-        v = (a or {}).get("verdict") or {}
+        a = (agents.get(aid) or {}) if aid else {}
+        v, cls = (a.get("verdict") or {}).get("verdict"), a.get("class")
         if aid is None:
             status[t["id"]] = "pending"
-        elif v.get("verdict") in ("met", "failed", "unevaluable"):
-            status[t["id"]] = v["verdict"]
-        elif a is not None and a.get("class") == CERRADO:
-            status[t["id"]] = "closed"
-        else:
-            status[t["id"]] = "running" if (a or {}).get("class") else "launched"   # launched: not seen yet
+        elif v in ("met", "failed", "unevaluable"):
+            status[t["id"]] = v
+        else:   # launched: in no class yet
+            status[t["id"]] = "closed" if cls == CERRADO else "running" if cls else "launched"
     out: dict[str, dict[str, Any]] = {}
     for t in p["tasks"]:
         s = status[t["id"]]

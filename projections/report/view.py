@@ -41,10 +41,9 @@ def _closed_at(state: dict, until: float) -> dict:
     st = copy.deepcopy(state)
     if st["up_since"] is None and st.get("stopped_at") is not None:
         until = min(until, st["stopped_at"])
-    open_reclama = open_claims = 0
+    open_reclama = sum(1 for a in st["agents"].values() if a["cls"] == RECLAMA)
+    open_claims = 0
     for agent, a in list(st["agents"].items()):
-        if a["cls"] == RECLAMA:
-            open_reclama += 1
         if a["claim"] is not None:
             open_claims += 1
             report.count(st, until, "unverified")
