@@ -7,7 +7,6 @@ A view of a run maps each step name to ``(status, at, at epoch, rule-relevant da
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -118,23 +117,12 @@ def _data(d: Any) -> dict:
     return {k: _bounded(d[k]) for k in DATA_KEYS if k in d} if isinstance(d, dict) and d else {}
 
 
-def _utc(raw: str) -> float | None:
-    """``ts`` of a "…Z" text without its rewrite to "+00:00" (Python 3.11 reads the Z itself);
-    anything else, or a text only the rewrite reads (a date alone), through ``ts``."""
-    if raw[-1:] == "Z":
-        try:
-            return datetime.fromisoformat(raw).timestamp()
-        except ValueError:
-            pass
-    return ts(raw)
-
-
 def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str] | tuple[()]]:
     """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
     if type(entry) is dict and name in POS:  # the common, well-formed case
         st, raw = entry.get("status"), entry.get("at")
         if type(st) is str and st in STATUSES and type(raw) is str:  # st: any JSON value (a dict is unhashable)
-            t = _utc(raw)
+            t = ts(raw)
             if t is not None:
                 return st, _cut(raw, MAX_AT), t, _data(entry.get("data")), ()
     probs: list[str] = []

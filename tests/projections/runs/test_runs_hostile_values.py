@@ -100,3 +100,14 @@ def test_an_at_whose_utc_day_is_outside_the_calendar_is_unparseable_not_a_crash(
     evs = _watch_good_still_checked(tmp_path, bad)
     assert "unparseable at" in _steps(evs, "early")["facts"]["reason"]
     assert "unparseable at" in _steps(evs, "late")["upload_confirmed"]["reason"]
+
+
+def test_a_z_time_at_the_end_of_year_9999_is_unparseable_not_a_run_that_cannot_be_evaluated(tmp_path):
+    """"9999-12-31T23:59:59.999999Z" parses, and its epoch is past the last UTC day quota.day can
+    name: the well-formed steps' path read it without ts's range check, and that run's rules
+    raised ValueError ("could not be evaluated")."""
+    bad = {"late": json.dumps({"board": "B", "steps": {
+        "upload_confirmed": {"status": "done", "at": "9999-12-31T23:59:59.999999Z"}}})}
+    evs = _watch_good_still_checked(tmp_path, bad)
+    assert "unparseable at" in _steps(evs, "late")["upload_confirmed"]["reason"]
+    assert not [e for e in evs if "could not be evaluated" in json.dumps(e)]
