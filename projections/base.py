@@ -1,11 +1,11 @@
 """The projection framework.
 
 A projection is a module with ``NAME``, ``initial() -> state`` and ``fold(state, rec) -> state``
-where ``rec`` is an ``events.log.Recorded`` (the rest it declares: :class:`Projection`). Folds are
-pure (no I/O, no clock: time comes from ``rec.time``) and may mutate and return the state they
-were given (the caller owns it). One fold per projection, of one record: a caller folding many
-calls it per record. State is JSON-encodable with msgspec (dicts, lists, scalars) so it can be
-snapshotted.
+where ``rec`` is an ``events.log.Recorded`` (``TYPES``, ``TIME``, ``READS_ID``, ``STATE_TYPE``:
+:class:`Projection`). Folds are pure (no I/O, no clock: time comes from ``rec.time``) and may
+mutate and return the state they were given (the caller owns it). One fold per projection, of one
+record: a caller folding many calls it per record. State is JSON-encodable with msgspec (dicts,
+lists, scalars) so it can be snapshotted.
 """
 from __future__ import annotations
 
