@@ -94,7 +94,7 @@ def test_goal_json_never_raises(raw):
     assert isinstance(obs, AgentObs) and obs.agent
     cls, reason = fleet.classify(obs, NOW, 900.0)
     assert isinstance(reason, str)
-    evs, _ = fleet.diff(fleet.initial(), Snapshot(agents={obs.agent: obs}), NOW, stall_after=900.0)
+    evs, _ = fleet.detect(fleet.initial(), Snapshot(agents={obs.agent: obs}), NOW, fleet.Limits(900.0))
     # an agent first seen ended before the prune horizon is history, not news: not recorded
     # (else it would be forgotten and recorded again at every prune; fleet._look)
     history = cls is Cls.CERRADO and obs.last_activity is not None \
