@@ -40,8 +40,8 @@ FILE_PROVENANCE = "claimed by the agent's file"
 CHECKER = "fleetwatch-checks"   # dod_checks.VERIFIER: the checker's verdicts do not count as judged
 
 
-class Status(str, enum.Enum):
-    """An agent's DoD status (``status``, ``summary``, the board), most recent first by seq."""
+class Status:
+    """An agent's DoD status (``status``, ``summary``, the board), most recent first by seq: plain strings."""
 
     PENDING = "pending"              # no claim, no verdict
     CLAIMED = "claimed"              # DICE_TERMINADO, or its own file says met: no verdict yet
@@ -255,19 +255,19 @@ def judge(aid: str, obs: Any, a: dict[str, Any] | None) -> list[Any]:
 
 
 # ---- read side ---------------------------------------------------------------------------
-def agent_status(a: dict[str, Any]) -> Status:
+def agent_status(a: dict[str, Any]) -> str:
     v = a["verdict"]
-    if v is not None and v["verdict"] == Status.UNEVALUABLE.value:
+    if v is not None and v["verdict"] == Status.UNEVALUABLE:
         return Status.UNEVALUABLE
-    cands: list[tuple[int, int, Status]] = []
+    cands: list[tuple[int, int, str]] = []
     if v is not None:
-        cands.append((v["seq"], 2, Status(v["verdict"]) if v["verdict"] in VERDICTS else Status.PENDING))
+        cands.append((v["seq"], 2, v["verdict"] if v["verdict"] in VERDICTS else Status.PENDING))
     if a["self_key"] is not None:
         cands.append((a["self_seq"], 1, Status.SELF_APPROVED))
     if a["class"] == DICE_TERMINADO and a["claim_seq"]:
         cands.append((a["claim_seq"], 0, Status.CLAIMED))
     c = a.get("claimed")
-    if c is not None and c["verdict"] == Status.MET.value:
+    if c is not None and c["verdict"] == Status.MET:
         cands.append((c["seq"], 0, Status.CLAIMED))  # the agent's file says met: a claim, not a verdict
     return max(cands)[2] if cands else Status.PENDING
 
@@ -278,7 +278,7 @@ def status(state: dict[str, Any], now: float) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for aid in sorted(state["agents"]):
         a = state["agents"][aid]
-        st = agent_status(a).value
+        st = agent_status(a)
         counts[st] = counts.get(st, 0) + 1
         v = a["verdict"]
         out[aid] = {
@@ -309,15 +309,15 @@ def items(state: dict[str, Any], now: float) -> list[tuple[str, str]]:
         st = agent_status(a)
         if a["contract_changes"]:
             out.append(("violations", f"{aid}: DoD contract rewritten ({a['contract_changes']}x)"))
-        if st is Status.SELF_APPROVED:
+        if st == Status.SELF_APPROVED:
             out.append(("violations", f"{aid}: DoD self-approved (no independent verifier)"))
-        if st is Status.UNEVALUABLE:
+        if st == Status.UNEVALUABLE:
             v = a["verdict"]
             out.append(("violations", f"{aid}: DoD unevaluable per {v['verifier']} (needs a human)"))
         c = a.get("claimed")
-        if c is not None and c["verdict"] == Status.MET.value and (a["verdict"] is None or a["verdict"]["seq"] < c["seq"]):
+        if c is not None and c["verdict"] == Status.MET and (a["verdict"] is None or a["verdict"]["seq"] < c["seq"]):
             out.append(("violations", f"{aid}: DoD met {FILE_PROVENANCE} (verifier {c['verifier']}), no verdict"))
-        if st is Status.CLAIMED and a["claim_flagged"] and a["claim_since"]:
+        if st == Status.CLAIMED and a["claim_flagged"] and a["claim_since"]:
             age = int(now - parse_iso(a["claim_since"]))
             out.append(("violations", f"{aid}: claims done, no verdict for {fmt_age(age)}"))
     return out

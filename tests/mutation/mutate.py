@@ -104,14 +104,14 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a verdict and the claim are two events: their seqs are never equal",
         ('again=frozenset(again), gen=getattr(snap, "gen", 0), n_state=len(agents))', "num 0->1"):
             "every Snapshot has a gen (0 by default): getattr's default is never used",
-        ('cands.append((v["seq"], 2, Status(v["verdict"]) if v["verdict"] in VERDICTS else Status.PENDING))',
+        ('cands.append((v["seq"], 2, v["verdict"] if v["verdict"] in VERDICTS else Status.PENDING))',
          "num 2->3"): _TIE,
         ('cands.append((a["self_seq"], 1, Status.SELF_APPROVED))', "num 1->2"): _TIE,
         ('cands.append((a["claim_seq"], 0, Status.CLAIMED))', "num 0->1"): _TIE,
         ('cands.append((c["seq"], 0, Status.CLAIMED))', "num 0->1"): _TIE,
         ('if a["class"] == DICE_TERMINADO and a["claim_seq"]:', "bool and->or"):
             "claim_seq is non-zero exactly while the class is DICE_TERMINADO (_classified sets and resets it)",
-        ('if c is not None and c["verdict"] == Status.MET.value and (a["verdict"] is None or '
+        ('if c is not None and c["verdict"] == Status.MET and (a["verdict"] is None or '
          'a["verdict"]["seq"] < c["seq"]):', "cmp Lt->LtE #0"):
             "the file's claim and a verdict are two events: their seqs are never equal",
     },
