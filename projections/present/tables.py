@@ -20,7 +20,7 @@ def cell(v: Any, limit: int = 60) -> str:
     8N cells)."""
     if type(v) is str and v and len(v) <= limit and v.isascii() and v.isprintable() and "\\" not in v:
         return v
-    return safe("-" if v in (None, "") else v, limit)
+    return "-" if v is None or v == "" else safe(v, limit)
 
 
 def fleet_rows(doc: dict[str, Any]) -> list[list[str]]:
