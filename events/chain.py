@@ -78,8 +78,10 @@ class VerifyResult(msgspec.Struct, frozen=True):
 
 def snapshot_digest(name: str, seq: int, head: bytes, data: bytes) -> bytes:
     """What binds a stored snapshot to the chain: sha256 over its name, the seq it covers, the
-    chain hash of that row and its bytes."""
-    return hashlib.sha256(b"fleetwatch-snapshot\n%s\n%d\n%s\n" % (str(name).encode(), seq, head) + data).digest()
+    chain hash of that row and its bytes (hashed where they are, not copied after the prefix)."""
+    h = hashlib.sha256(b"fleetwatch-snapshot\n%s\n%d\n%s\n" % (str(name).encode(), seq, head))
+    h.update(data)
+    return h.digest()
 
 
 def snapshot_problem(db: apsw.Connection, name: str, seq: object, data: object, head: object, digest: object) -> str:
