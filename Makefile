@@ -19,8 +19,10 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/fleetwatch demo
 
-# two pytest workers (pytest-xdist): 532 s serial -> 290 s on 2 cores; JOBS=0 runs in one process
-JOBS ?= 2
+# four pytest workers (pytest-xdist) on 2 cores: half of a test's time is waiting (a watcher's tick, a
+# receiver, a real client's screen), so two workers left the cores half idle (docs/bench.md, "make test");
+# JOBS=0 runs in one process
+JOBS ?= 4
 test: $(STAMP)
 	$(BIN)/python -m pytest $(if $(filter 0,$(JOBS)),,-n $(JOBS))
 

@@ -20,8 +20,8 @@ LONG_FIRST = ("slow", "realclient", "drill")
 
 def pytest_collection_modifyitems(config, items):
     """The long tests run first, the rest after them in their usual order (a stable sort). With
-    two workers (make test: pytest-xdist, --dist worksteal) the short tests then fill the end of
-    both queues, so no worker is left alone on a long test while the other has finished.
+    several workers (make test: pytest-xdist, --dist worksteal) the short tests then fill the end of
+    the queues, so no worker is left alone on a long test while the others have finished.
     Every worker sorts the same collection the same way, as xdist requires."""
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG_FIRST))
 
