@@ -79,7 +79,7 @@ def policy_from_config(cfg: Config) -> Policy:
         nudge_enabled=g.enabled, nudge_max=g.max_per_stall, nudge_after=cfg.dur("nudge.after"),
         nudge_gap=cfg.dur("nudge.gap"), nudge_needs_target=any("{target}" in a for a in g.argv),
         escalate_urls=bool(n.escalate_urls), routes=tuple(dict(r.match) for r in n.routes),
-        claims_judged=bool(cfg.dod.run_checks or getattr(cfg.dod, "verifier", None)))
+        claims_judged=bool(cfg.dod.run_checks or cfg.dod.verifier))
 
 
 def quiet_zone(cfg: Config):

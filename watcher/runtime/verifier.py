@@ -104,7 +104,7 @@ class Verifier:
         if not cfg.dod.verifier:
             return None
         return cls(cfg.dod.verifier, cfg.dur("dod.verifier_timeout"), db_path,
-                   isolate=getattr(cfg.dod, "check_isolation", "auto"), handles_all=not cfg.dod.run_checks)
+                   isolate=cfg.dod.check_isolation, handles_all=not cfg.dod.run_checks)
 
     def takes(self, obs: Any) -> bool:
         """The claims this verifier judges (the checker's ``defer`` hook)."""
