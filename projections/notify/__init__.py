@@ -2,8 +2,8 @@
 
 Contract
 - ``fold.fold`` folds every event into conditions (``"<subject>|<CLASS>#<seq>"``), agents,
-  verdicts, silences, acks and sends; ``rules`` and ``hub`` hold its handlers and one-shot
-  conditions (``ONESHOT``) for rule and hub events.
+  verdicts, silences, acks and sends; its one-shot conditions (``ONESHOT``) include the hub's,
+  ``rules`` holds its handlers and one-shot conditions for rule events.
 - ``plan.plan(state, now, policy)`` runs the stages of ``plan.STAGES`` (route, inhibit, silence,
   flap hold, ack, dedupe/repeat, quiet hours), each of one shape returning a named reason, and
   returns the messages to send; ``escalate``, ``flap``, ``quiet`` and ``msg`` are those stages and
@@ -12,5 +12,4 @@ Contract
 - Reads the fleet room (waiting words) and the shared modules.
 """
 
-# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ('fleet',)

@@ -40,7 +40,7 @@ from typing import Any, TypedDict, cast
 from events.timefmt import parse_iso
 from projections.classes import CERRADO, SEVERITY
 from projections.notify.flap import HIST_KEEP
-from projections.notify import hub, rules
+from projections.notify import rules
 from projections.notify.policy import NEVER, Policy, about, condition, redact, retry_delay, short  # noqa: F401
 
 NAME = "notify"
@@ -184,6 +184,13 @@ ONESHOT: dict[str, Callable[[Any], tuple[str, str, str, str, str] | None]] = {
                                  f"abandoned after {ev.failures} failures"),
     "mission.completed": lambda ev: (f"mission:{ev.mission}", "MISSION_COMPLETED", "info", ev.mission,
                                      f"completed ({ev.wps} work packages)"),
+    # the hub's (watcher/hub/): each says something that happened, not a level, so no event clears it
+    "host.gap": lambda ev: (f"host:{ev.host}", "HOST_GAP", "warning", ev.host,
+                            f"seqs {ev.first}..{ev.last} never reached the hub"),
+    "host.refused": lambda ev: (f"host:{ev.host}", "HOST_REFUSED", "urgent", ev.host,
+                                f"refused: its messages speak for {ev.names or 'another host'} ({ev.why})"),
+    "hub.consumer_taken": lambda ev: ("hub", "HUB_CONSUMER_TAKEN", "urgent", "hub",
+                                      f"not consuming: consumer {ev.consumer} belongs to another hub"),
 }
 
 
@@ -337,7 +344,7 @@ _HANDLERS = {
     "notice.acked": _notice_acked, "notice.escalated": _notice_escalated, "notice.held": _notice_held,
 }
 _HANDLERS.update(rules.handlers(_new, _clear))  # missions, swarms, DoD, fleet rule events (rules.py)
-_HANDLERS.update({k: _oneshot(spec) for k, spec in {**ONESHOT, **rules.ONESHOT, **hub.ONESHOT}.items()})
+_HANDLERS.update({k: _oneshot(spec) for k, spec in {**ONESHOT, **rules.ONESHOT}.items()})
 TYPES = frozenset(_HANDLERS)   # fold is a no-op for every other type
 
 
