@@ -144,25 +144,18 @@ def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = 
     for cid, c in state["conds"].items():
         if c["cleared"] is None or c["oneshot"]:
             continue
-        if c["sent_rev"] < 0 or c["cls"] in ("SWARM", "FLAPPING"):
-            decisions.append(Decision(cid, "resolved", ResolvedReason.NOT_PUSHED))
-            continue
-        if c.get("resolved") is not None:
-            decisions.append(Decision(cid, "resolved", ResolvedReason.DONE))
-            continue
-        if quiet_end is not None:
-            decisions.append(Decision(cid, "resolved", ResolvedReason.QUIET))
-            continue
         r = state["retry"].get(cid + "@resolved")   # a failed attempt: not before its retry time
         due = c["cleared"] + policy.group_wait if r is None else max(c["cleared"] + policy.group_wait, r[1])
-        if cid in inflight:
-            decisions.append(Decision(cid, "resolved", ResolvedReason.IN_FLIGHT))
-            continue
-        if now < due:
-            decisions.append(Decision(cid, "resolved", ResolvedReason.WAIT))
+        why = (ResolvedReason.NOT_PUSHED if c["sent_rev"] < 0 or c["cls"] in ("SWARM", "FLAPPING")
+               else ResolvedReason.DONE if c.get("resolved") is not None
+               else ResolvedReason.QUIET if quiet_end is not None
+               else ResolvedReason.IN_FLIGHT if cid in inflight
+               else ResolvedReason.WAIT if now < due else ResolvedReason.SEND)
+        decisions.append(Decision(cid, "resolved", why))
+        if why is ResolvedReason.WAIT:
             wakes.append(due)
+        if why is not ResolvedReason.SEND:
             continue
-        decisions.append(Decision(cid, "resolved", ResolvedReason.SEND))
         by = c["cleared_by"] or "cleared"
         text = "closed" if by == CERRADO else "back to work" if by == TRABAJANDO else f"now {by}"
         line = {**c, "text": text, "since": c["cleared"]}

@@ -106,8 +106,6 @@ def swarm_text(counts: dict[str, int]) -> str:
 
 def matching_silence(c: dict, silences: dict, now: float) -> str | None:
     """The id of an active silence matching the condition (subject glob and/or class)."""
-    if not silences:
-        return None
     for sid in sorted(silences):
         s = silences[sid]
         if s["until"] <= now:
