@@ -11,5 +11,4 @@ Contract
 - Reads the fleet room (its prune cadence) and the shared modules.
 """
 
-# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ('fleet',)

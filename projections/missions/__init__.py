@@ -7,5 +7,4 @@ Contract
 - Reads only ``projections.rows``.
 """
 
-# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

@@ -9,5 +9,4 @@ Contract
 - Reads nothing outside its room.
 """
 
-# the rooms this room may import besides the shared modules (tests/repo/test_architecture.py)
 USES: tuple[str, ...] = ()

@@ -341,7 +341,7 @@ def _violations(rid: str, fields: dict, view: dict, changes: list[Change], rs: d
     cross-run rules (for this tick's changes), and the retry backoff."""
     viols = [] if not changes else \
         check_step_rules(rid, fields, view, changes, ctx) + check_cross_run(rid, fields, changes, ctx, **ctx.cross)
-    retry = check_retry(rid, fields, view, changes, rs, ctx.now)
+    retry = check_retry(fields, view, changes, rs, ctx.now)
     if retry is not None:
         viols.append(retry)
     seen = rs["violations"] if rs else {}

@@ -324,7 +324,7 @@ def rid_key(v: Any) -> str:
     return f"{s[:48]}~{hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:15]}"
 
 
-def check_retry(rid: str, fields: dict, view: dict, changes: list[Change], rs: dict | None, now: float):
+def check_retry(fields: dict, view: dict, changes: list[Change], rs: dict | None, now: float):
     """retry-backoff for the attempt after the run's latest failure, or None."""
     n = fields["failures"]
     if n < 1:

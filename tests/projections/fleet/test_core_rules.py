@@ -346,7 +346,7 @@ def test_retry_backoff_detail_names_the_minutes():
     from projections.runs.rules import ts as _ts
     lf = iso(RT0 + 40 * MIN)
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
-    got = check_retry("R1", {"failures": 1, "last_failure_at": lf}, view, [], None, RT0 + 46 * MIN)
+    got = check_retry({"failures": 1, "last_failure_at": lf}, view, [], None, RT0 + 46 * MIN)
     assert _ts(lf) == RT0 + 40 * MIN
     assert got is not None and got[0].value == "retry-backoff" and got[1] == "audit"
     assert got[3].endswith("5.0 min after failure 1; 10 min required")
@@ -355,15 +355,15 @@ def test_retry_backoff_detail_names_the_minutes():
 def test_retry_backoff_reads_an_epoch_last_failure_at():
     from projections.runs.rules import check_retry
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
-    got = check_retry("R1", {"failures": 1, "last_failure_at": RT0 + 40 * MIN}, view, [], None, RT0 + 46 * MIN)
+    got = check_retry({"failures": 1, "last_failure_at": RT0 + 40 * MIN}, view, [], None, RT0 + 46 * MIN)
     assert got is not None and "5.0 min after failure 1" in got[3]
 
 
 def test_retry_backoff_is_reported_per_failure_time():
     from projections.runs.rules import check_retry
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
-    a = check_retry("R1", {"failures": 1, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
-    b = check_retry("R1", {"failures": 1, "last_failure_at": iso(RT0 + 41 * MIN)}, view, [], None, RT0 + 46 * MIN)
+    a = check_retry({"failures": 1, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
+    b = check_retry({"failures": 1, "last_failure_at": iso(RT0 + 41 * MIN)}, view, [], None, RT0 + 46 * MIN)
     assert a is not None and b is not None and a[2] != b[2]
     assert a[2] == f"retry-backoff:1@{iso(RT0 + 40 * MIN)}"
 
@@ -440,7 +440,7 @@ def test_a_step_first_seen_beginning_without_at_after_a_failure_started_by_now(h
 def test_retry_backoff_detail_for_the_second_failure_names_twenty_minutes():
     from projections.runs.rules import check_retry
     view = {"audit": ("begin", iso(RT0 + 45 * MIN), RT0 + 45 * MIN, {}, [])}
-    got = check_retry("R1", {"failures": 2, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
+    got = check_retry({"failures": 2, "last_failure_at": iso(RT0 + 40 * MIN)}, view, [], None, RT0 + 46 * MIN)
     assert got is not None and got[3].endswith("5.0 min after failure 2; 20 min required")
 
 
