@@ -171,28 +171,25 @@ _INF = float("inf")
 NEXT_TICK = -_INF   # a judge's due time meaning "look at this agent again on the next tick"
 
 
-def _window(obs: AgentObs, cls: Cls, stall_after: float, busy_silence: float | None = None,
-            busy_silence_tool: float | None = None) -> tuple[float, float]:
-    """The clock interval in which ``classify(obs, ·)`` keeps giving ``cls``: only an idle,
-    not-done agent with a known last activity changes class by time (at last_activity + stall),
-    and a busy one under the busy_silence backstop (at last_activity + its silence limit)."""
+def _due(obs: AgentObs, cls: Cls, stall_after: float, busy_silence: float | None = None,
+         busy_silence_tool: float | None = None) -> float:
+    """The last clock time at which ``classify(obs, ·)`` still gives ``cls`` (``inf``: time alone
+    never changes it): only a TRABAJANDO agent with a known last activity changes class by time,
+    an idle one at last_activity + stall, a busy one under the busy_silence backstop at
+    last_activity + its silence limit."""
     la = obs.last_activity
-    if la is None or cls not in (Cls.TRABAJANDO, Cls.ESTANCADO) or obs.state not in ("idle", "busy"):
-        return -_INF, _INF
+    if la is None or cls is not Cls.TRABAJANDO or obs.state not in ("idle", "busy"):
+        return _INF
     if obs.state == "busy":
         limit = silence_limit(obs, busy_silence, busy_silence_tool)
         if limit is None:
-            return -_INF, _INF
+            return _INF
         stall_after = limit
     # the bound is exact in classify's own arithmetic (now - la >= stall_after), rounding included
     t = la + stall_after
-    if cls is Cls.TRABAJANDO:
-        while t - la >= stall_after:
-            t = math.nextafter(t, -_INF)
-        return -_INF, t
-    while t - la < stall_after:
-        t = math.nextafter(t, _INF)
-    return t, _INF
+    while t - la >= stall_after:
+        t = math.nextafter(t, -_INF)
+    return t
 
 
 def detect(prev: dict[str, Any], snap: Snapshot, now: float, limits: Limits,
@@ -241,7 +238,7 @@ def judge(aid: str, obs: AgentObs, old: Any, now: float, limits: Limits,
         due = _INF
     else:
         cls, reason = classify(obs, now, *limits)
-        due = _window(obs, cls, *limits)[1]
+        due = _due(obs, cls, *limits)
     if old is None and cls is Cls.CERRADO and obs.last_activity is not None \
             and now - obs.last_activity > CLOSED_KEEP_S:
         return None, _INF  # history, not news: ended before the prune horizon (it would be

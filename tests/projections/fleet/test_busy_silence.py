@@ -10,7 +10,7 @@ import pytest
 from events.log import EventLog
 from projections.fleet import fold as fleet
 from projections.classes import Cls
-from projections.fleet.fold import _window, classify
+from projections.fleet.fold import _due, classify
 from projections.observations import AgentObs, Snapshot
 from watcher.config import parse
 from watcher.runtime.loop import Watcher
@@ -49,12 +49,12 @@ def test_busy_silence_rows(o, silent, want):
 @pytest.mark.parametrize("tool_open", [False, True])
 def test_window_bound_agrees_with_classify_for_busy(tool_open):
     o = obs(last_activity=NOW + 0.1, tool_open=tool_open)
-    lo, hi = _window(o, Cls.TRABAJANDO, STALL, BS, TOOL)
-    # hi: the last instant it is still TRABAJANDO (the memo looks again from hi on)
-    assert lo == -math.inf and classify(o, hi, STALL, BS, TOOL)[0] is Cls.TRABAJANDO
+    hi = _due(o, Cls.TRABAJANDO, STALL, BS, TOOL)
+    # hi: the last instant it is still TRABAJANDO (the scheduler looks again from hi on)
+    assert classify(o, hi, STALL, BS, TOOL)[0] is Cls.TRABAJANDO
     assert classify(o, math.nextafter(hi, math.inf), STALL, BS, TOOL)[0] is Cls.ESTANCADO
-    assert _window(o, Cls.ESTANCADO, STALL, BS, TOOL)[0] == math.nextafter(hi, math.inf)
-    assert _window(o, Cls.TRABAJANDO, STALL) == (-math.inf, math.inf)  # off: no time-driven change
+    assert _due(o, Cls.ESTANCADO, STALL, BS, TOOL) == math.inf   # no clock time ends a stall
+    assert _due(o, Cls.TRABAJANDO, STALL) == math.inf  # off: no time-driven change
 
 
 def test_memo_turns_a_silent_busy_agent_estancado_by_time_alone():

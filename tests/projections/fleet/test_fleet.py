@@ -208,12 +208,10 @@ def test_window_bound_agrees_with_classify(la, stall):
         return any(classify(o, t := math.nextafter(t, direction), stall)[0] is want for _ in range(4))
 
     o = obs(state="idle", last_activity=la)
-    lo, hi = fleet._window(o, Cls.TRABAJANDO, stall)
-    assert lo == -math.inf and classify(o, math.nextafter(hi, 0), stall)[0] is Cls.TRABAJANDO
+    hi = fleet._due(o, Cls.TRABAJANDO, stall)
+    assert classify(o, math.nextafter(hi, 0), stall)[0] is Cls.TRABAJANDO
     assert classify(o, hi, stall)[0] is Cls.ESTANCADO or near(hi, math.inf, Cls.ESTANCADO)
-    lo, hi = fleet._window(o, Cls.ESTANCADO, stall)
-    assert hi == math.inf and classify(o, lo, stall)[0] is Cls.ESTANCADO
-    assert near(lo, 0, Cls.TRABAJANDO)
+    assert fleet._due(o, Cls.ESTANCADO, stall) == math.inf   # no clock time ends a stall
 
 
 def test_step_many_agents_some_due():
