@@ -35,15 +35,6 @@ def day(t: float | None) -> str:
     return f"{d.year}-{d.month:02d}-{d.day:02d}"  # as strftime("%Y-%m-%d"): year 1 is "1-01-01"
 
 
-def _day(ctx: Ctx, t: float) -> str:
-    """``day`` through this tick's cache (one date per UTC day, not one per run)."""
-    days = ctx.cache.setdefault("days", {})
-    k = t // 86400
-    if k not in days:
-        days[k] = day(t)
-    return days[k]
-
-
 def board_of(ctx: Ctx, run: str) -> str | None:
     d = ctx.doc(run)
     if d is not None:
@@ -54,10 +45,7 @@ def board_of(ctx: Ctx, run: str) -> str | None:
 
 
 def _all_runs(ctx: Ctx) -> list[str]:
-    c = ctx.cache.get("all")
-    if c is None:
-        c = ctx.cache["all"] = sorted(set(ctx.snap.runs) | set(ctx.runs))  # gone runs happened too
-    return c
+    return sorted(set(ctx.snap.runs) | set(ctx.runs))  # gone runs happened too
 
 
 def in_flight_now(ctx: Ctx, run: str) -> bool:
@@ -137,7 +125,7 @@ def check_cross_run(rid: str, fields: dict, changes: list[Change], ctx: Ctx, boa
 
 def _quota(ctx: Ctx, rid: str, board: str, t: float | None, quota: int) -> tuple[str, str] | None:
     """(day, detail) when this confirmation is past the board's quota for its UTC day."""
-    dy = _day(ctx, t if t is not None else ctx.now)
+    dy = day(t if t is not None else ctx.now)
     index = ctx.cache.get("confirmed")
     if index is None:  # (board, UTC day) -> {run: rank by (at, run)} of confirmed uploads, once per tick
         rows: dict[tuple[Any, str], list] = {}
@@ -146,7 +134,7 @@ def _quota(ctx: Ctx, rid: str, board: str, t: float | None, quota: int) -> tuple
             st, t2, _ = ctx.step_of(run, "upload_confirmed") if b else ("", None, {})
             if st == "done":
                 t2 = t2 if t2 is not None else ctx.now
-                rows.setdefault((b, _day(ctx, t2)), []).append((t2, run))
+                rows.setdefault((b, day(t2)), []).append((t2, run))
         index = ctx.cache["confirmed"] = {k: {r: i for i, (_, r) in enumerate(sorted(v))} for k, v in rows.items()}
     i = index.get((board, dy), {}).get(rid, -1)
     if i < quota:
@@ -216,11 +204,11 @@ def _concurrent(ctx: Ctx, rid: str) -> str:
 
 def _daily_cap(ctx: Ctx, rid: str, cap: int) -> tuple[str, str] | None:
     start = _started(ctx, rid)
-    dy = _day(ctx, start)
+    dy = day(start)
     key = ("daily", dy)
     ranked = ctx.cache.get(key)
     if ranked is None:
-        rows = [(s, run) for run in _all_runs(ctx) for s in (_started(ctx, run),) if _day(ctx, s) == dy]
+        rows = [(s, run) for run in _all_runs(ctx) for s in (_started(ctx, run),) if day(s) == dy]
         ranked = ctx.cache[key] = {r: i for i, (_, r) in enumerate(sorted(rows))}
     i = ranked.get(rid, -1)
     if i < cap:
