@@ -132,15 +132,8 @@ _HANDLERS = {"agent.launched": _launched, "dod.verdict": _verdict, "dod.acted": 
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
-    """One event into the state; a classification of an agent this state does not hold (a first
-    tick's 50,000) costs three look-ups, not a call."""
-    t = rec.type
-    if t == "agent.classified":
-        aid = rec.event.agent
-        if aid in state["agents"] or aid in state["todo"] or aid in state["closing"]:
-            _classified(state, rec.event, rec)
-        return state
-    h = _HANDLERS.get(t)
+    """One event into the state (a no-op for types outside ``TYPES``)."""
+    h = _HANDLERS.get(rec.type)
     if h is not None:
         h(state, rec.event, rec)
     return state
