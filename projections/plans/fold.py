@@ -35,8 +35,6 @@ NAME = "plans"
 TIME = None        # fold reads rec.time itself (projections.base.Projection)
 READS_ID = False   # fold never reads rec.id
 STATE_TYPE = None  # a snapshot decodes as plain JSON
-TYPES = frozenset(("agent.launched", "plan.recorded", "plan.stopped", "dod.verdict", "dod.acted",
-                   "agent.classified"))
 KEEP = 200           # launch-to-met durations kept for status and report
 MAX_TASKS = 200      # tasks in one plan
 MAX_AGENTS = 5000    # launched agents kept; past it the oldest CERRADO of no plan still running are forgotten
@@ -129,6 +127,7 @@ def _stopped(st: dict[str, Any], ev: Any, rec: Any) -> None:
 
 _HANDLERS = {"agent.launched": _launched, "dod.verdict": _verdict, "dod.acted": _acted,
              "agent.classified": _classified, "plan.recorded": _plan, "plan.stopped": _stopped}
+TYPES = frozenset(_HANDLERS)   # fold is a no-op for every other type
 
 
 def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
