@@ -117,14 +117,8 @@ def _data(d: Any) -> dict:
     return {k: _bounded(d[k]) for k in DATA_KEYS if k in d} if isinstance(d, dict) and d else {}
 
 
-def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str] | tuple[()]]:
+def parse_step(name: str, entry: Any) -> tuple[str, str | None, float | None, dict, list[str]]:
     """(status, at, at epoch, rule-relevant data, problems) of one steps.json entry."""
-    if type(entry) is dict and name in POS:  # the common, well-formed case
-        st, raw = entry.get("status"), entry.get("at")
-        if type(st) is str and st in STATUSES and type(raw) is str:  # st: any JSON value (a dict is unhashable)
-            t = ts(raw)
-            if t is not None:
-                return st, _cut(raw, MAX_AT), t, _data(entry.get("data")), ()
     probs: list[str] = []
     if name not in POS:
         probs.append(Reason.UNKNOWN_STEP.value)
