@@ -176,8 +176,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "projections.fleet.fold": {
         ("every = PRUNE_EVERY if n <= PRUNE_EVERY else 1 << (n - 1).bit_length()", "cmp LtE->Lt #0"):
             "at n == 512 both branches give 512",
-        ("while t - la < stall_after:", "cmp Lt->LtE #0"):
-            "a window one ulp shorter: the agent is classified again at the bound, same class",
         ("while t - la >= stall_after:", "cmp GtE->Gt #0"):
             "hi one ulp on (the first instant of the next class), still exclusive: only instants of the class skipped",
     },
