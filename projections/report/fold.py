@@ -83,11 +83,6 @@ def event_day(time: str, t: float) -> str:
     return day_key(t)
 
 
-def count(st: dict, t: float, field: str, n: float = 1) -> None:
-    """Add ``n`` to ``field`` of the UTC day of ``t``."""
-    add(st, day_key(t), field, n)
-
-
 def add(st: dict, day: str, field: str, n: float = 1) -> None:
     """Add ``n`` to ``field`` of ``days[day]`` (handlers pass their event's :func:`event_day`)."""
     d = st["days"].get(day)
@@ -108,7 +103,7 @@ def _spread(st: dict, start: float, end: float, field: str, end_day: str | None 
             add(st, end_day, field, end - t)
             return
         cut = min(end, midnight)
-        count(st, t, field, cut - t)
+        add(st, day_key(t), field, cut - t)
         t = cut
 
 

@@ -46,7 +46,7 @@ def _closed_at(state: dict, until: float) -> dict:
     for agent, a in list(st["agents"].items()):
         if a["claim"] is not None:
             open_claims += 1
-            report.count(st, until, "unverified")
+            report.add(st, report.day_key(until), "unverified")
             a["claim"] = None
         if until > a["since"]:
             report.close_class(st, agent, a, until, a["cls"])
