@@ -52,7 +52,7 @@ def test_unevaluable_never_replaces_a_persons_or_a_verifiers_verdict():
     for first in ("met", "failed"):
         a = _fold(DodVerdict(agent="a7", verdict=first, verifier="ana", source="cli"),
                   DodVerdict(agent="a7", verdict="unevaluable", verifier="fleetwatch-checks", source="checks"))
-        assert a["verdict"]["verdict"] == first and dod.agent_status(a).value == first
+        assert a["verdict"]["verdict"] == first and dod.agent_status(a) == first
         assert a["unevaluable"]["verifier"] == "fleetwatch-checks"      # kept apart, not lost
     a = _fold(DodVerdict(agent="a7", verdict="met", verifier="ana", source="cli"),
               DodVerdict(agent="a7", verdict="failed", verifier="bob", source="cli"))
