@@ -58,21 +58,6 @@ def entries(flat: list) -> list[list[Any]]:
     return out
 
 
-def _summary(hist: list, high: float, low: float) -> tuple[float, list | None, float | None]:
-    """(highest percent, entry that started the current episode or None, time of the last
-    entry below ``low``): the hysteresis over the entries, independent of ``now``."""
-    start = None
-    last_low = None
-    for e in hist:
-        if start is None and e[3] >= high:
-            start = e
-        elif start is not None and e[3] < low:
-            start = None
-        if e[3] < low and (last_low is None or e[1] > last_low):
-            last_low = e[1]
-    return max(e[3] for e in hist), start, last_low
-
-
 def flap_state(flat: list, sent: list | None, now: float, policy: Any) -> tuple[list | None, list, bool]:
     """(entry that started the current flapping episode or None, :func:`entries`, notified?).
 
@@ -83,8 +68,16 @@ def flap_state(flat: list, sent: list | None, now: float, policy: Any) -> tuple[
     if len(flat) < 24 or flat[-2] < now - FLAP_WINDOW:
         return None, [], False  # fewer than 8 classes, or nothing recent
     hist = entries(flat)
-    top, start, last_low = _summary(hist, policy.flap_high, policy.flap_low)
-    if top < policy.flap_high or start is None:
+    start: list | None = None        # the entry that started the current episode
+    last_low: float | None = None    # the latest time of an entry below flap_low
+    for e in hist:
+        if start is None and e[3] >= policy.flap_high:
+            start = e
+        elif start is not None and e[3] < policy.flap_low:
+            start = None
+        if e[3] < policy.flap_low and (last_low is None or e[1] > last_low):
+            last_low = e[1]
+    if start is None:
         return None, hist, False
     # the percent at ``now`` equals the one stored at the last change unless changes aged out
     pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)
