@@ -126,7 +126,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("HIST_KEEP = 2 * HIST_N - 1", "num 2->3"): "62 entries kept instead of 41: the last 21 percents read only the last 41 (memory, not a result)",
         ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "cmp GtE->Gt #0"):
             "at the window's edge the recomputed percent counts the same transitions as the stored one",
-        ("if e[3] < low and (last_low is None or e[1] > last_low):", "cmp Gt->GtE #0"):
+        ("if e[3] < policy.flap_low and (last_low is None or e[1] > last_low):", "cmp Gt->GtE #0"):
             "the latest low time: on equal times both keep the same value",
         ("pct = hist[-1][3] if hist[0][1] >= now - FLAP_WINDOW else flap_percent(hist, now)", "num 0->1"):
             "hist[1] within the window means every transition is too: the stored percent equals the recomputed one",
