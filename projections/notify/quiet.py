@@ -42,9 +42,7 @@ def _end_of(local: datetime, start: int, end: int) -> datetime | None:
         return day + timedelta(minutes=end) if start <= m < end else None
     if m >= start:
         return day + timedelta(days=1, minutes=end)
-    if m < end:
-        return day + timedelta(minutes=end)
-    return None
+    return day + timedelta(minutes=end) if m < end else None
 
 
 def quiet_until(now: float, windows: tuple[str, ...] | list[str], tz: tzinfo | None) -> float | None:
