@@ -112,14 +112,11 @@ def fold(state: dict, rec: Any) -> dict:
     apply = _FOLDS.get(rec.type)
     if apply is None:
         return state
-    ev = rec.event
-    run = getattr(ev, "run", None)
-    if not isinstance(run, str):
-        return state
+    ev = rec.event   # every type of _FOLDS names its run (a str)
     runs = state["runs"]
-    r = runs.get(run)
+    r = runs.get(ev.run)
     if r is None:
-        r = runs[run] = _new_run(rec.time)
+        r = runs[ev.run] = _new_run(rec.time)
     r["updated"] = rec.time
     r["stamp"] = rec.id
     apply(r, ev, rec)
