@@ -421,8 +421,7 @@ def nudges(state: dict, now: float, policy: Policy, targets: Targets,
     wakes: list[float] = []
     if not policy.nudge_enabled:
         return out, None
-    for agent in sorted(state["agents"]):
-        ag = state["agents"][agent]
+    for agent, ag in sorted(state["agents"].items()):
         r, wake = nudge_decision(agent, ag, state, now, policy, targets.get(agent), set(inflight))
         log.debug("nudge %s: %s", agent, r.value)
         if r is NudgeReason.NUDGE:

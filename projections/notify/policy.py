@@ -106,8 +106,7 @@ def swarm_text(counts: dict[str, int]) -> str:
 
 def matching_silence(c: dict, silences: dict, now: float) -> str | None:
     """The id of an active silence matching the condition (subject glob and/or class)."""
-    for sid in sorted(silences):
-        s = silences[sid]
+    for sid, s in sorted(silences.items()):
         if s["until"] <= now:
             continue
         if s["subject"] and not fnmatch.fnmatchcase(c["subject"], s["subject"]):

@@ -175,8 +175,7 @@ def judge(st: dict[str, Any], inflight: frozenset[tuple[str, str]] = frozenset()
     ``inflight``: launches decided but not yet folded (they count as live and are not repeated)."""
     launch: list[tuple[str, str]] = []
     stop: list[tuple[str, str, str, str]] = []
-    for name in sorted(st["plans"]):
-        p = st["plans"][name]
+    for name, p in sorted(st["plans"].items()):
         if p["stopped"] is not None:
             continue
         tasks = task_states(st, name)
@@ -216,8 +215,7 @@ def due_actions(st: dict[str, Any], classes: Any, on_met: str, on_failed: str,
 def status(state: dict[str, Any], now: float) -> dict[str, Any]:
     """Plans (tasks by state, what waits on what), launched agents, actions and launch-to-met times."""
     plans = {}
-    for name in sorted(state["plans"]):
-        p = state["plans"][name]
+    for name, p in sorted(state["plans"].items()):
         tasks = task_states(state, name)
         by: dict[str, list[str]] = {}
         for tid, t in tasks.items():

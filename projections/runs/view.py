@@ -51,8 +51,7 @@ def status(state: dict, now: float) -> dict:
 def summary(state: dict, now: float) -> list[str]:
     """One short line per run needing a human: violations, abandoned, overdue, unreadable."""
     lines = []
-    for rid in sorted(state["runs"]):
-        r = state["runs"][rid]
+    for rid, r in sorted(state["runs"].items()):
         if r["gone"]:
             continue
         st = run_status(rid, r, now)

@@ -183,8 +183,7 @@ def status(state: dict[str, Any], now: float, max_concurrent: int = CAPS[0], max
     groups: dict[str, Any] = {}
     total_running = 0
     limits = _limits(max_concurrent, max_children, max_total)
-    for gid in sorted(state["groups"]):
-        g = state["groups"][gid]
+    for gid, g in sorted(state["groups"].items()):
         counts = {s: 0 for s in STATUSES} | _counts(g["children"])
         active = sum(counts[s] for s in ACTIVE)
         total_running += counts["running"]
