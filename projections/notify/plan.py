@@ -194,8 +194,7 @@ def group(items: list[Item], now: float, policy: Policy, last: dict[str, float]
     by: dict[tuple[str, int], list[Item]] = {}
     for it in items:
         by.setdefault((dest(it.c, policy), it.attempt), []).append(it)
-    for key in sorted(by):
-        d, its = key[0], by[key]
+    for (d, _), its in sorted(by.items()):
         sevs = [s for s in SEV_RANK if d.startswith("route:") or policy.tags.get(s, "") == d]
         last_dest = max([last.get(s, -INF) for s in sevs] or [-INF])
         ready = {it.cid: ready_at(it, policy, last_dest) for it in its}
