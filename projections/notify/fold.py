@@ -443,8 +443,6 @@ def sweep(st: dict[str, Any], t: float) -> None:
 
 def _trim_recent(st: dict, t: float) -> None:
     rec = st["recent"]
-    if not rec:
-        return
     for at, k in sorted((v["at"], k) for k, v in rec.items()):
         if at < t - ONESHOT_KEEP_S or len(rec) > MAX_RECENT:
             del rec[k]
