@@ -160,9 +160,6 @@ def resolved(state: dict, now: float, policy: Policy, quiet_end: float | None = 
         text = "closed" if by == CERRADO else "back to work" if by == TRABAJANDO else f"now {by}"
         line = {**c, "text": text, "since": c["cleared"]}
         items.setdefault(dest(c, policy), []).append(Item(cid=cid, c=line, due=due, attempt=r[0] + 1 if r else 1))
-    out = []
-    for k, its in sorted(items.items()):
-        m = message(its, now, policy, kind="resolved", key=k)
-        out.append(msgspec.structs.replace(m, title=f"all clear: {len(its)} resolved", severity="info",
-                                           priority=False))
+    out = [msgspec.structs.replace(message(its, now, policy, kind="resolved", key=k), severity="info", priority=False,
+                                   title=f"all clear: {len(its)} resolved") for k, its in sorted(items.items())]
     return out, wakes, decisions
