@@ -48,10 +48,8 @@ def fold(state: dict[str, Any], rec: Any) -> dict[str, Any]:
     type_ = rec.type
     if type_ == "agent.classified":
         agents = state["agents"]
-        target = ev.target
-        if not target:   # a tick that saw no target keeps the recorded one
-            old = agents.get(ev.agent)
-            target = None if old is None else old.get("target")
+        # a tick that saw no target keeps the recorded one
+        target = ev.target or (agents.get(ev.agent) or {}).get("target")
         agents[ev.agent] = {"class": ev.to, "since": rec.time, "state": ev.state, "phase": ev.phase,
                             "reason": ev.reason, "source": ev.source, "contract_sha256": ev.contract_sha256,
                             "contract_len": ev.contract_len, "target": target, "task": ev.task,
