@@ -26,9 +26,7 @@ def silence_limit(obs: AgentObs, busy_silence: float | None, busy_silence_tool: 
     None: no backstop."""
     if busy_silence is None:
         return None
-    if obs.tool_open and busy_silence_tool is not None:
-        return max(busy_silence, busy_silence_tool)
-    return busy_silence
+    return max(busy_silence, busy_silence_tool) if obs.tool_open and busy_silence_tool is not None else busy_silence
 
 
 # The termination machine's rules, one per class: each answers (class, reason) or None, and may

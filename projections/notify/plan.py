@@ -143,9 +143,7 @@ def silence(c: dict, silences: dict, now: float) -> tuple[SilenceReason, str | N
     sid = matching_silence(c, silences, now)
     if sid is None:
         return SilenceReason.PASS, None
-    if c.get("silenced") == sid:
-        return SilenceReason.SILENCED_RECORDED, sid
-    return SilenceReason.SILENCED, sid
+    return (SilenceReason.SILENCED_RECORDED if c.get("silenced") == sid else SilenceReason.SILENCED), sid
 
 
 def dedupe(cid: str, c: dict, now: float, policy: Policy, inflight: frozenset[str] | set[str],
@@ -258,9 +256,7 @@ def _silence_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
 
 
 def _flap_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:
-    if c["subject"] in run.flapping and c["cls"] != "FLAPPING":
-        return FlapReason.HELD, False
-    return _ON
+    return (FlapReason.HELD, False) if c["subject"] in run.flapping and c["cls"] != "FLAPPING" else _ON
 
 
 def _ack_stage(cid: str, c: dict, run: _Run) -> tuple[str | None, bool]:

@@ -156,9 +156,7 @@ class _Ctx:
             return (e[0], e[2], e[3]) if e is not None else ("", None, {})
         r = self.runs.get(run)
         s = r["steps"].get(step) if r else None
-        if s is None:
-            return "", None, {}
-        return s["status"], ts(s["at"]), s["data"]
+        return (s["status"], ts(s["at"]), s["data"]) if s is not None else ("", None, {})
 
     def continue_from(self, run: str) -> list[str]:
         """The runs ``run`` continues from: its ``continue_from`` and its launch_intent's."""
