@@ -69,11 +69,8 @@ def initial() -> dict[str, Any]:
 
 
 def _text(v: Any, n: int) -> str:
-    """At most ``n`` characters of any JSON value a command printed: str() of a list nested ~985
-    deep raised RecursionError, and one child's such status stopped the swarms detector for every
-    group (tests/projections/swarms/test_swarm_hostile_values.py)."""
-    if isinstance(v, str):
-        return v[:n]
+    """At most ``n`` characters showing any JSON value a command printed, a list or object nested
+    too deep for str() included (tests/projections/swarms/test_swarm_hostile_values.py)."""
     try:
         return str(v)[:n]
     except RecursionError:
