@@ -29,7 +29,9 @@ class Projection(Protocol):
     reads ``rec.time`` with; its fold then also takes ``times`` (default ``TIME``), and a caller
     folding many events passes its own cache of it (``watcher.runtime.state.TimeCache``); the
     module keeps no cache (None = the fold reads ``rec.time`` itself). ``READS_ID``: whether the
-    fold reads ``rec.id``. ``STATE_TYPE``: the type a snapshot decodes into (None = plain JSON)."""
+    fold reads ``rec.id``. ``STATE_TYPE``: the type a snapshot decodes into (None = plain JSON); a
+    snapshot of another layout (a key missing, another ``layout`` literal) fails to decode, so
+    ``Projections.load`` replays the log instead of folding into a stale shape."""
 
     @property
     def NAME(self) -> str: ...

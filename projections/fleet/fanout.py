@@ -39,8 +39,7 @@ def initial() -> dict[str, Any]:
 
 
 def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
-    """One event into the state (a no-op for types outside ``TYPES``); ``times`` reads
-    ``rec.time``: ``TIME``, or the caller's cache of it (watcher.runtime.state.TimeCache)."""
+    """One event into the state (a no-op for types outside ``TYPES``; ``times``: see ``Projection``)."""
     ev = rec.event
     if rec.type == "agent.classified":
         alive = state["alive"]

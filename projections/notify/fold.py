@@ -55,8 +55,6 @@ ONESHOT_KEEP_S = 86400.0
 
 
 _D = dict[str, Any]
-# The snapshot schema: a snapshot missing a key (an older layout) fails to decode, so
-# ``Projections.load`` replays the log instead of folding into a stale shape.
 STATE_TYPE = TypedDict("State", {"conds": _D, "agents": _D, "dod": _D, "classes": _D,
                                  "flap_sent": _D, "retry": _D, "silences": _D, "last": _D, "recent": _D, "index": _D, "swarms": _D,
                                  "exp_cleared": list, "exp_day": list, "prune_at": float, "sweep_at": float})
@@ -121,8 +119,7 @@ TIME = parse_iso   # how fold reads ``rec.time`` (a caller may pass a cache of i
 
 def fold(state: dict[str, Any], rec: Any, times: Callable[[str], float] = TIME) -> dict[str, Any]:
     """One event into the notify state: its type's handler, then the prune of what can no longer
-    be pushed once the earliest expiry came due (a no-op for types outside ``TYPES``). ``times``
-    reads ``rec.time``: ``TIME``, or the caller's cache of it (watcher.runtime.state.TimeCache)."""
+    be pushed once the earliest expiry came due (a no-op for types outside ``TYPES``)."""
     h = _HANDLERS.get(rec.type)
     if h is not None:
         t = times(rec.time)

@@ -38,8 +38,6 @@ DEFAULT_DEADLINE = 45 * 60.0
 
 
 # ---- state --------------------------------------------------------------------------------
-# The snapshot schema (``layout``): a snapshot of another layout fails to decode, so ``Projections.load``
-# replays the log instead of folding into a stale shape (``rebuild --check`` stays clean after an upgrade)
 STATE_TYPE = TypedDict("RunsState", {"runs": dict, "layout": Literal[2]})
 
 

@@ -58,8 +58,6 @@ def _counts(children: dict[str, Any]) -> dict[str, int]:
     return c
 
 
-# The snapshot schema's ``layout``: a snapshot of another layout fails to decode, so ``Projections.load``
-# replays the log instead of folding into a stale shape (``rebuild --check`` stays clean after an upgrade).
 STATE_TYPE = TypedDict("SwarmsState", {"groups": dict, "layout": Literal[3]})
 LEFT_MAX = 1024  # gone children remembered per group (so that their return is not a new child)
 
