@@ -12,6 +12,11 @@ pipeline), ``report``, ``plans`` (the closed loop), ``present`` (what the person
 Shared modules every room may read: ``classes`` (the one class table), ``observations`` (what a
 tick observed), ``base`` (the Projection protocol and the registry), ``identity``, ``rows``,
 ``text``.
+
+A module with a ``typing.NamedTuple`` has no ``from __future__ import annotations``: the NamedTuple
+would compile each of its string field annotations (a ForwardRef each), and a process's first
+compile() builds CPython's AST types; `status` loads such modules (tests/watcher/cli/test_cli_start.py:
+the fast paths compile nothing).
 """
 
 # the modules every room may import (tests/repo/test_architecture.py)

@@ -7,9 +7,7 @@ fails on a class-name string literal elsewhere in the package); each ``ClassInfo
 who reads it. The README's and the goal schema's text of the termination machine and the board's
 legend are built from the table (``make readme``; tests/repo/test_classes_table.py checks them).
 """
-# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
-# of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
+# No `from __future__ import annotations` here: this module has a typing.NamedTuple (projections/__init__)
 
 from enum import Enum
 from typing import NamedTuple

@@ -14,9 +14,7 @@ target; last activity when it moved by ``ACTIVITY_STEP`` or more, or was unknown
 its ``cause`` changed), so the state holds the values of the last tick, not of the last class
 change (docs/contract.md: status agrees with the files within one tick).
 """
-# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
-# of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
+# No `from __future__ import annotations` here: this module has a typing.NamedTuple (projections/__init__)
 
 import math
 from typing import Any, NamedTuple, TypedDict

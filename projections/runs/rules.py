@@ -9,9 +9,7 @@ Each check returns ``(Rule, step, key, detail)``; ``key`` names the occurrence s
 A step "begins" when its change starts a new attempt (see ``projections.runs.fold``): first sight of
 a step that is already ``done`` counts, since it must have begun.
 """
-# No `from __future__ import annotations` here: this module's typing.NamedTuple would compile each
-# of its string field annotations (a ForwardRef each), and a process's first compile() builds
-# CPython's AST types; `status` loads it (tests/watcher/cli/test_cli_start.py: the fast paths compile nothing)
+# No `from __future__ import annotations` here: this module has a typing.NamedTuple (projections/__init__)
 
 import hashlib
 import math
