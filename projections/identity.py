@@ -49,6 +49,7 @@ def identity(s: object) -> str:
         return ""
     if s.isascii() and s.isprintable() and " " not in s:
         t = s.lower()   # the common id, same key: NFKC, the skeleton and _visible change no such text
+        # (a speed path, kept: docs/bench.md, the tricks table)
     else:
         t = _visible(_unmarked(_unmarked(s).translate(_TABLE).casefold()).translate(_TABLE))
     while t.startswith(PREFIX):
