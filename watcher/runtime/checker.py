@@ -50,6 +50,7 @@ import time
 from typing import Any, NamedTuple
 
 from events.log import Pending
+from events.schema import ORPHAN_SUFFIXES
 from events.types import DodCheckStarted, DodVerdict
 from projections.dod import checks as dod_checks
 from projections.dod.fold import judged
@@ -124,7 +125,7 @@ def kept_from_checks(db_path: str | None) -> tuple[str, ...]:
     if not db_path:
         return (xdg("state"),)
     db = os.path.abspath(db_path)
-    return (os.path.dirname(db), db, db + "-wal", db + "-shm", db + ".head", xdg("state"))
+    return (os.path.dirname(db), db, *(db + s for s in ORPHAN_SUFFIXES), xdg("state"))
 
 
 def without_lines(ev: DodVerdict) -> DodVerdict:
