@@ -9,7 +9,8 @@ Contract
   returns the messages to send; ``escalate``, ``flap``, ``quiet`` and ``msg`` are those stages and
   the message text; ``policy`` the knobs.
 - Nothing here sends: watcher/runtime/notifier.py does, and records what it did.
-- Reads the fleet room (waiting words) and the shared modules.
+- Reads the fleet room (waiting words), the swarms room (how a cap's breach is said) and the
+  shared modules.
 """
 
-USES: tuple[str, ...] = ('fleet',)
+USES: tuple[str, ...] = ('fleet', 'swarms')

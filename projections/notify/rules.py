@@ -18,13 +18,13 @@ from typing import Any, Callable
 
 from projections.identity import same_identity
 from projections.notify.policy import about
+from projections.swarms.fold import breach
 
 NEEDS_HUMAN = {"APPROVAL_REQUIRED": "work package needs approval",
                "ESCALATED": "work package escalated: needs a human",
                "BLOCKED": "work package blocked: needs a human"}
 INDEXED = tuple(NEEDS_HUMAN)   # condition classes indexed by "wp:<mission>/<wp>"
 FILE_PROVENANCE = "claimed by the agent's file"
-_CAP_WHAT = {"max-concurrent": "running", "max-children": "active children", "max-total": "children ever"}
 
 ONESHOT: dict[str, Callable[[Any], tuple[str, str, str, str, str] | None]] = {
     "wp.violated": lambda ev: (f"mission:{ev.mission}", "WP_VIOLATED", "urgent", f"{ev.mission}/{ev.wp}",
@@ -35,7 +35,7 @@ ONESHOT: dict[str, Callable[[Any], tuple[str, str, str, str, str] | None]] = {
                                    "circuit OPEN: its work packages must not start")
     if ev.to == "OPEN" and ev.from_ != "OPEN" else None,
     "swarm.capped": lambda ev: (f"swarm:{ev.group}", "SWARM_CAP", "warning", ev.group,
-                                f"{ev.count} {_CAP_WHAT.get(ev.cap, ev.cap)} > {ev.cap.replace('-', '_')} {ev.limit}"),
+                                breach(ev.cap, ev.count, ev.limit)),
     "fleet.fanout": lambda ev: ("fleet", "FANOUT", "warning", "fleet", f"{ev.count} new agents within {int(ev.window)}s"),
     "plan.stopped": lambda ev: (f"plan:{ev.plan}", "PLAN_STOPPED", "urgent", ev.plan,
                                 f"plan stopped at task {ev.task} ({ev.verdict}): needs a human"),

@@ -35,19 +35,22 @@ _ALIASES = {"pending": "queued", "waiting": "queued", "in_progress": "running", 
 
 
 CAPS = (8, 50, 200)  # the swarm design's defaults: max_concurrent, max_children, max_total
-# each cap (its flag and swarm.capped's ``cap``, in CAPS' order) and its breach as the summary
-# says it after the level: "<n> running > max_concurrent <limit>"
-_BREACH = {"max-concurrent": "running > max_concurrent", "max-children": "active children > max_children",
-           "max-total": "children ever > max_total"}
+# each cap (its flag and swarm.capped's ``cap``, in CAPS' order) and the level it limits, as the
+# summary and notify's SWARM_CAP say a breach: "<n> running > max_concurrent <limit>"
+CAP_LEVEL = {"max-concurrent": "running", "max-children": "active children", "max-total": "children ever"}
+
+
+def breach(cap: str, level: int, limit: int) -> str:
+    return f"{level} {CAP_LEVEL.get(cap, cap)} > {cap.replace('-', '_')} {limit}"
 
 
 def _limits(max_concurrent: int, max_children: int, max_total: int) -> dict[str, int]:
-    return dict(zip(_BREACH, (max_concurrent, max_children, max_total)))
+    return dict(zip(CAP_LEVEL, (max_concurrent, max_children, max_total)))
 
 
 def cap_counts(counts: dict[str, int], ever: int) -> dict[str, int]:
     """The level each cap limits: running, active (queued + running), children ever seen."""
-    return dict(zip(_BREACH, (counts.get("running", 0), sum(counts.get(s, 0) for s in ACTIVE), ever)))
+    return dict(zip(CAP_LEVEL, (counts.get("running", 0), sum(counts.get(s, 0) for s in ACTIVE), ever)))
 
 
 def _counts(children: dict[str, Any]) -> dict[str, int]:
@@ -203,5 +206,5 @@ def items(state: dict[str, Any], now: float, max_concurrent: int = CAPS[0], max_
         parts += [f"{n} {s}" for s, n in sorted(c.items()) if s not in STATUSES and n]
         prog.append(("swarms", f"{gid}: {'settled' if g['settled'] else 'active'}, " + ", ".join(parts)))
         level = cap_counts(c, g["ever"])
-        vi += [("violations", f"swarm {gid}: {level[cap]} {_BREACH[cap]} {limits[cap]}") for cap in g["flags"]]
+        vi += [("violations", f"swarm {gid}: {breach(cap, level[cap], limits[cap])}") for cap in g["flags"]]
     return vi + prog
