@@ -63,7 +63,7 @@ async def connect(urls: str | list[str], creds: str | None, name: str, timeout: 
     retry an unreachable server forever, and a stop could not end that). Once connected, nats-py
     reconnects by itself after a blip; the callers' loops handle everything longer. ``once``
     (a one-shot probe): each server is tried twice, so a refused connection is an answer at once
-    (nats-py's NoServersError) instead of retries until ``timeout``."""
+    (nats-py's NoServersError: refused, unreachable or silent) instead of retries until ``timeout``."""
     from nats.aio.client import Client
 
     nc = Client()

@@ -199,7 +199,7 @@ def probe(urls: str | list[str], creds: str | None, stream: str, timeout: float 
         except (asyncio.TimeoutError, TimeoutError):
             return "unreachable", f"no answer within {timeout:.0f}s"
         except NoServersError:
-            return "unreachable", "no server accepted a connection"
+            return "unreachable", "no server answered: refused, unreachable or not speaking NATS"
         except Exception as e:
             return "unreachable", type(e).__name__
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -66,6 +67,22 @@ def test_web_configured_without_its_extra_is_a_failure(tmp_path):
 
 @pytest.mark.skipif(natsserver.binary() is None, reason=natsserver.MISSING)
 @pytest.mark.slow
+def test_a_server_that_accepts_and_never_speaks_nats_is_not_said_to_refuse(tmp_path):
+    """A port that takes the connection and then says nothing (another service, a hung server):
+    the answer names that case too, not "refused"."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        port = silent.getsockname()[1]
+        cfg = _config(tmp_path, f'[forward]\nnats = "nats://127.0.0.1:{port}"\nhost = "vm1"\n')
+        r = fw("doctor", "--config", str(cfg))
+        assert r.returncode == 1
+        assert "✗ forward: cannot reach NATS at" in r.stdout and "not speaking NATS" in r.stdout, r.stdout
+    finally:
+        silent.close()
+
+
 def test_forward_and_hub_nats_reachability_and_stream(tmp_path):
     port = natsserver.free_port()
     cfg = _config(tmp_path, f'[forward]\nnats = "nats://127.0.0.1:{port}"\nhost = "vm1"\n'
@@ -74,7 +91,7 @@ def test_forward_and_hub_nats_reachability_and_stream(tmp_path):
     assert r.returncode == 1
     assert f"✗ forward: cannot reach NATS at nats://127.0.0.1:{port}" in r.stdout
     assert f"✗ hub: cannot reach NATS at nats://127.0.0.1:{port}" in r.stdout
-    assert r.stdout.count("(no server accepted a connection)") == 2, r.stdout   # refused: said at once, no 5 s wait
+    assert r.stdout.count("(no server answered: refused, unreachable or not speaking NATS)") == 2, r.stdout   # refused: said at once, no 5 s wait
     assert "nats-server -js" in r.stdout
     srv = natsserver.NatsServer(tmp_path / "nats", port=port).start()
     try:
