@@ -15,7 +15,7 @@ Invariants
 - A close sets goal.json ``ended`` (and state idle) and kills the agent's window (or runs the
   ``on_met`` argv): the fleet sees it CERRADO by itself, and :func:`projections.plans.fold.amend`
   names that CERRADO "verified met".
-- The nudge is one line typed literally into the agent's pane, then Enter, naming the failed
+- The nudge is one line pasted into the agent's pane, then Enter (``launcher.send_text``), naming the failed
   checks and what was expected (the verdict's evidence, escaped); the pane activity it causes is
   not the agent's (``marks``, read by the tmux source as the notifier's nudges are). The refused
   claim is withdrawn first (goal.json phase ``haciendo``): the agent's next stop is not a new

@@ -281,8 +281,12 @@ def kill_window(socket: str, target: str) -> bool:
 
 
 def send_text(socket: str, target: str, text: str) -> bool:
-    """``text`` typed literally into the target pane, then Enter."""
-    ok, _ = tmux(socket, "send-keys", "-t", target, "-l", text)
+    """``text`` into the target pane as one paste (bracketed where the program asked for it), then
+    Enter as a key of its own. Typed key by key, a long line reached Claude Code as a burst its
+    paste detection took in whole, the Enter with it: the line stayed in its input box, unsent."""
+    buf = f"fleetwatch-{os.getpid()}"   # one worker thread sends; -d deletes the buffer once pasted
+    ok, _ = tmux(socket, "set-buffer", "-b", buf, "--", text)
+    ok = ok and tmux(socket, "paste-buffer", "-p", "-d", "-b", buf, "-t", target)[0]
     return ok and tmux(socket, "send-keys", "-t", target, "Enter")[0]
 
 
